@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module parameters, with NVIDIA's names, values and defaults so existing modprobe.d files keep
+//! working. They are declared in `nvpeer_glue.c` (sysfs-visible, mode 0444) and validated here.
+
+use kernel::prelude::*;
+
+use crate::ffi;
+
+/// Which MOFED peer-memory ABI the invalidating client is registered with (`peerdirect_support`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerDirectSupport {
+    /// 0: MOFED >= 5.1: the `peer_memory_client_ex` form with `PEER_MEM_INVALIDATE_UNMAPS`.
+    Default,
+    /// 1: MOFED <= 5.0 and 4.9 LTS: the 152-byte legacy form with a zeroed tail.
+    Legacy,
+}
+
+/// How the persistent (non-invalidating) client is exposed (`persistent_api_support`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PersistentApiSupport {
+    /// 0: an invalidating `nv_mem` plus a persistent `nv_mem_nc` (NVIDIA before 560).
+    Legacy,
+    /// 1: a single persistent client named `nv_mem` (NVIDIA 560 and later).
+    Default,
+}
+
+/// The validated parameter set the module runs with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Params {
+    pub(crate) peerdirect: PeerDirectSupport,
+    pub(crate) persistent_api: PersistentApiSupport,
+}
+
+impl Params {
+    /// Reads and validates the load-time parameters; a bad value fails the load with a log
+    /// line that names the parameter and the accepted values.
+    pub(crate) fn from_module() -> Result<Self> {
+        // SAFETY: plain getters of `int` module parameters that are only written by the module
+        // loader before init runs.
+        let (peerdirect, persistent_api) = unsafe {
+            (
+                ffi::nvpeer_glue_peerdirect_support(),
+                ffi::nvpeer_glue_persistent_api_support(),
+            )
+        };
+        let peerdirect = match peerdirect {
+            0 => PeerDirectSupport::Default,
+            1 => PeerDirectSupport::Legacy,
+            v => {
+                pr_err!(
+                    "invalid peerdirect_support={}: use 0 (MOFED >= 5.1) or 1 (legacy MOFED <= 5.0, 4.9 LTS)\n",
+                    v
+                );
+                return Err(EINVAL);
+            }
+        };
+        let persistent_api = match persistent_api {
+            0 => PersistentApiSupport::Legacy,
+            1 => PersistentApiSupport::Default,
+            v => {
+                pr_err!(
+                    "invalid persistent_api_support={}: use 1 (one persistent client nv_mem) or 0 (nv_mem invalidating + nv_mem_nc persistent)\n",
+                    v
+                );
+                return Err(EINVAL);
+            }
+        };
+        Ok(Self {
+            peerdirect,
+            persistent_api,
+        })
+    }
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# build-all.sh KDIR: builds every kernel module the suites load against KDIR: our module under
+# both names and the test-only modules.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/tests/setup/env.sh"
+kdir=$1
+make -s -C "$repo/kmod" KDIR="$kdir"
+mkdir -p "$repo/kmod/legacy"
+make -s -C "$kdir" M="$repo/kmod" MO="$repo/kmod/legacy" MODULE_NAME=nv_peer_mem modules
+make -s -C "$kdir" M="$repo/tests/vm/plant" modules

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The whole test suite (README: `make test`; CI: .ci/run). Installs what it needs, builds the
+# test kernel once (cached), the module and the CLI, and runs every host-side and in-VM suite.
+# Prints the time of each phase and ends with "tests: N passed, N failed".
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+. tests/setup/env.sh
+
+passed=0 failed=0
+declare -a timings failures
+# step NAME COMMAND...: runs one test step, records its result and duration.
+step() {
+    local name=$1; shift
+    local t0=$SECONDS
+    echo "=== $name"
+    if "$@"; then passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
+    else failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"; fi
+    timings+=("$(printf '%-34s %5d s' "$name" $((SECONDS - t0)))")
+}
+# fatal NAME COMMAND...: a set-up step that everything after it needs.
+fatal() { local before=$failed; step "$@"; if [ $failed -gt $before ]; then summary; exit 1; fi; }
+summary() {
+    echo; echo "== phase times"; printf '%s\n' "${timings[@]}"; echo "   total $SECONDS s"
+    [ $failed -eq 0 ] || { echo "== failed:"; printf '   %s\n' "${failures[@]}"; }
+    echo "tests: $passed passed, $failed failed"
+}
+
+fatal "deps" tests/setup/deps.sh
+fatal "kernel" tests/kernel/build.sh
+KDIR=$(tests/kernel/build.sh 2>/dev/null)
+fatal "module (kmod + test modules)" tests/build-all.sh "$KDIR"
+step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
+step "cli: cargo fmt --check" bash -c 'cd userspace && cargo fmt --all --check'
+step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --locked --all-targets -q -- -D warnings'
+step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
+fatal "cli: cargo build --release" bash -c 'cd userspace && cargo build --locked --release -q'
+step "cli: nvpeer --version/--help" tests/cli-smoke.sh
+step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
+step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
+step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
+step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
+step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
+summary
+[ $failed -eq 0 ]

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-2.0
+# The module skeleton: modinfo, load, sysfs version and parameters, bad parameters, unload.
+. "$(dirname "$0")/lib.sh"
+ko=$KO_DIR/nvidia_peermem.ko
+version=$(modinfo -F version "$ko")
+
+expect "modinfo has a version" test -n "$version"
+expect_eq "modinfo license" "GPL" "$(modinfo -F license "$ko")"
+expect "modinfo description" test -n "$(modinfo -F description "$ko")"
+expect "modinfo author" test -n "$(modinfo -F author "$ko")"
+expect_eq "modinfo softdep" "pre: nvidia ib_core" "$(modinfo -F softdep "$ko")"
+expect_eq "modinfo name" "nvidia_peermem" "$(modinfo -F name "$ko")"
+
+expect "insmod with defaults" insmod "$ko"
+expect_eq "/sys/module/nvidia_peermem/version" "$version" "$(cat /sys/module/nvidia_peermem/version 2>&1)"
+expect_eq "implementation marker" "nvpeer $version" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
+for p in peerdirect_support persistent_api_support; do
+    expect_eq "parameter $p is mode 0444" "444" "$(stat -c %a /sys/module/nvidia_peermem/parameters/$p 2>&1)"
+done
+expect_eq "default peerdirect_support" 0 "$(cat /sys/module/nvidia_peermem/parameters/peerdirect_support)"
+expect_eq "default persistent_api_support" 1 "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)"
+expect "rmmod" rmmod nvidia_peermem
+expect_fail "gone from /sys/module after rmmod" test -e /sys/module/nvidia_peermem
+
+expect "insmod peerdirect_support=1 persistent_api_support=0" insmod "$ko" peerdirect_support=1 persistent_api_support=0
+expect_eq "peerdirect_support=1 in effect" 1 "$(cat /sys/module/nvidia_peermem/parameters/peerdirect_support)"
+expect_eq "persistent_api_support=0 in effect" 0 "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)"
+expect "rmmod" rmmod nvidia_peermem
+
+for bad in peerdirect_support=2 persistent_api_support=-1; do
+    mark "$bad"
+    expect_fail "insmod $bad is refused" insmod "$ko" "$bad"
+    expect "log line names ${bad%%=*}" grep -q "invalid ${bad}:" <(dmesg_since "$bad")
+    expect_fail "nothing left loaded after $bad" test -e /sys/module/nvidia_peermem
+done
+
+legacy=$KO_DIR/legacy/nv_peer_mem.ko
+if [ -f "$legacy" ]; then
+    expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
+    expect_eq "/sys/module/nv_peer_mem/version" "$version" "$(cat /sys/module/nv_peer_mem/version 2>&1)"
+    expect "log prefix is nv_peer_mem" grep -q "nv_peer_mem: nvpeer loaded" <(dmesg)
+    expect "rmmod nv_peer_mem" rmmod nv_peer_mem
+else
+    not_ok "legacy build $legacy missing"
+fi
+finish

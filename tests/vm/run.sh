@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] SUITE [ARGS...]
+#
+# Boots the test kernel under QEMU (TCG) with virtme-ng: the host's root filesystem read-only
+# over 9p with a tmpfs overlay, so the guest sees the repository, the built modules, the CLI,
+# rdma-core and perftest. Runs tests/scenarios/SUITE.sh inside (through guest.sh) and exits with
+# its status. The run FAILS, whatever the suite said, when the guest kernel log shows a WARN,
+# BUG, Oops, lockdep, kmemleak, KFENCE, SLUB or hung-task report; the message says which.
+# The full log is in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+. "$repo/tests/setup/env.sh"
+
+cpus=2 memory=2G append="" kdir=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --cpus) cpus=$2; shift 2 ;;
+    --memory) memory=$2; shift 2 ;;
+    --append) append="$append $2"; shift 2 ;;
+    --kdir) kdir=$2; shift 2 ;;
+    -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -ge 1 ] || { echo "usage: run.sh [options] SUITE [ARGS...]" >&2; exit 2; }
+suite=$1; shift
+[ -f "$repo/tests/scenarios/$suite.sh" ] || { echo "run.sh: no suite tests/scenarios/$suite.sh" >&2; exit 2; }
+[ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
+
+out=${NVPEER_VM_OUT:-}
+if [ -z "$out" ]; then
+    mkdir -p /tmp/nvpeer-vm
+    out=$(mktemp -d "/tmp/nvpeer-vm/$suite.XXXXXX")
+fi
+mkdir -p "$out"
+rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt"
+
+# Detector settings: KFENCE samples every 10 ms, SLUB red zones + poisoning + sanity checks on all
+# caches, hung tasks reported after 30 s (suites that provoke deadlocks lower it further).
+cmdline="kfence.sample_interval=10 slub_debug=FZP sysctl.kernel.hung_task_timeout_secs=30"
+cmdline="$cmdline log_buf_len=8M oops=panic panic=-1 $append"
+
+console=$out/console.txt
+set +e
+timeout --foreground "${NVPEER_VM_TIMEOUT:-1500}" \
+    vng --run "$kdir" --disable-kvm --disable-microvm --force-9p \
+        --cpus "$cpus" --memory "$memory" --user root --cwd "$repo" \
+        --rwdir "$out" --append "$cmdline" --verbose \
+        --exec "bash $repo/tests/vm/guest.sh $out $suite $*" \
+        </dev/null >"$console" 2>&1
+vng_rc=$?
+set -e
+
+rc=$(cat "$out/rc" 2>/dev/null || echo "")
+# The kernel's own log is judged; the console (which also carries the suite's output) only when
+# the guest died before it could save that log.
+if [ -n "$rc" ]; then
+    reports=$("$here/scan-log.sh" "$out/dmesg.txt" "$out/kmemleak.txt" || true)
+else
+    reports=$("$here/scan-log.sh" "$console" || true)
+fi
+
+# The suite's own output (it is also in the console log, interleaved with the kernel's).
+[ -f "$out/suite.log" ] && cat "$out/suite.log"
+if [ -n "$reports" ]; then
+    echo "vm: FAIL: the guest kernel reported: $reports (suite $suite, log $console)" >&2
+    grep -hE -A3 "$("$here/scan-log.sh" --pattern)" "$out/dmesg.txt" "$out/kmemleak.txt" 2>/dev/null | head -n 40 >&2 \
+        || grep -hE -A3 "$("$here/scan-log.sh" --pattern)" "$console" | head -n 40 >&2 || true
+    exit 1
+fi
+if [ -z "$rc" ]; then
+    echo "vm: FAIL: suite $suite did not finish (vng exit $vng_rc: guest crashed or timed out); log $console" >&2
+    tail -n 30 "$console" >&2
+    exit 1
+fi
+if [ "$rc" != 0 ]; then
+    echo "vm: FAIL: suite $suite exited $rc (log $console)" >&2
+    exit "$rc"
+fi
+echo "vm: suite $suite passed, no kernel reports (log $console)"

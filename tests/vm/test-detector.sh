@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# test-detector.sh KDIR PLANT KIND: the VM runner must FAIL a run whose guest loads a module
+# planting PLANT, and its message must name KIND.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+kdir=$1 plant=$2 kind=$3
+msg=$("$here/run.sh" --kdir "$kdir" plant "$plant" 2>&1)
+rc=$?
+echo "$msg" | tail -n 5
+if [ $rc -eq 0 ]; then echo "detector: the run with plant=$plant passed; it must fail" >&2; exit 1; fi
+if ! echo "$msg" | grep -q "the guest kernel reported: .*$kind"; then
+    echo "detector: the failure does not name $kind" >&2; exit 1
+fi
+echo "detector: plant=$plant failed the run as $kind, as it must"

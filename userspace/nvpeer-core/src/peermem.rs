@@ -1,0 +1,77 @@
+//! Which peer-memory module is loaded: ours, NVIDIA's nvidia-peermem or Mellanox's nv_peer_mem.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::host::Host;
+
+/// Module names under which a GPU peer-memory client can be loaded (CONTRACT 4.1).
+pub const MODULE_NAMES: [&str; 2] = ["nvidia_peermem", "nv_peer_mem"];
+
+/// Who wrote the loaded module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Implementation {
+    /// This project: recognised by `/sys/module/<name>/nvpeer/implementation`.
+    Nvpeer,
+    /// NVIDIA's nvidia-peermem (shipped with the GPU driver since R470).
+    NvidiaPeermem,
+    /// Mellanox's nv_peer_mem (nv_peer_memory 1.x).
+    MellanoxNvPeerMem,
+}
+
+impl Implementation {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Nvpeer => "nvpeer",
+            Self::NvidiaPeermem => "NVIDIA nvidia-peermem",
+            Self::MellanoxNvPeerMem => "Mellanox nv_peer_mem",
+        }
+    }
+}
+
+/// A loaded peer-memory module as sysfs shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadedModule {
+    pub name: String,
+    pub version: Option<String>,
+    pub implementation: Implementation,
+    /// `/sys/module/<name>/parameters/*`
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// Every peer-memory module currently loaded (normally zero or one).
+pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
+    let mut found = Vec::new();
+    for name in MODULE_NAMES {
+        let dir = format!("module/{name}");
+        // A module that is loaded has an initstate; a built-in one has none but no version
+        // either, which cannot happen for these out-of-tree modules.
+        if !host.sys_exists(&dir) {
+            continue;
+        }
+        let version = host.read_sys(format!("{dir}/version"))?;
+        let implementation = if host.sys_exists(format!("{dir}/nvpeer/implementation")) {
+            Implementation::Nvpeer
+        } else if name == "nv_peer_mem" {
+            Implementation::MellanoxNvPeerMem
+        } else {
+            Implementation::NvidiaPeermem
+        };
+        let mut parameters = BTreeMap::new();
+        for p in host.list_sys(format!("{dir}/parameters"))? {
+            if let Some(v) = host.read_sys(format!("{dir}/parameters/{p}"))? {
+                parameters.insert(p, v);
+            }
+        }
+        found.push(LoadedModule {
+            name: name.to_owned(),
+            version,
+            implementation,
+            parameters,
+        });
+    }
+    Ok(found)
+}
