@@ -29,7 +29,8 @@ test:
 	tests/run.sh
 
 clean:
-	git clean -fdXq kmod tests/vm/plant
+	$(MAKE) -C kmod clean
+	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
 .PHONY: all kmod cli run test clean

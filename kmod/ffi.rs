@@ -9,6 +9,8 @@
     non_snake_case,
     dead_code,
     unreachable_pub,
+    // As in the kernel's own bindings: pointers to kernel structs with zero-sized members.
+    improper_ctypes,
     clippy::all
 )]
 

@@ -7,6 +7,5 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tests/setup/env.sh"
 kdir=$1
 make -s -C "$repo/kmod" KDIR="$kdir"
-mkdir -p "$repo/kmod/legacy"
-make -s -C "$kdir" M="$repo/kmod" MO="$repo/kmod/legacy" MODULE_NAME=nv_peer_mem modules
+make -s -C "$repo/kmod" KDIR="$kdir" MODULE_NAME=nv_peer_mem
 make -s -C "$kdir" M="$repo/tests/vm/plant" modules

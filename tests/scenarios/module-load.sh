@@ -34,7 +34,7 @@ for bad in peerdirect_support=2 persistent_api_support=-1; do
     expect_fail "nothing left loaded after $bad" test -e /sys/module/nvidia_peermem
 done
 
-legacy=$KO_DIR/legacy/nv_peer_mem.ko
+legacy=$KO_DIR/nv_peer_mem.ko
 if [ -f "$legacy" ]; then
     expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
     expect_eq "/sys/module/nv_peer_mem/version" "$version" "$(cat /sys/module/nv_peer_mem/version 2>&1)"

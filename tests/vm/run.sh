@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] SUITE [ARGS...]
 #
+# The guest gets QEMU's `edu` PCI device (1234:11e8): peer_core_sim binds it as the "RDMA NIC"
+# whose struct device is handed to peer-memory clients as dma_device.
+#
 # Boots the test kernel under QEMU (TCG) with virtme-ng: the host's root filesystem read-only
 # over 9p with a tmpfs overlay, so the guest sees the repository, the built modules, the CLI,
 # rdma-core and perftest. Runs tests/scenarios/SUITE.sh inside (through guest.sh) and exits with
@@ -39,7 +42,7 @@ rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt"
 
 # Detector settings: KFENCE samples every 10 ms, SLUB red zones + poisoning + sanity checks on all
 # caches, hung tasks reported after 30 s (suites that provoke deadlocks lower it further).
-cmdline="kfence.sample_interval=10 slub_debug=FZP sysctl.kernel.hung_task_timeout_secs=30"
+cmdline="root=/dev/root kfence.sample_interval=10 slub_debug=FZP sysctl.kernel.hung_task_timeout_secs=30"
 cmdline="$cmdline log_buf_len=8M oops=panic panic=-1 $append"
 
 console=$out/console.txt
@@ -48,6 +51,7 @@ timeout --foreground "${NVPEER_VM_TIMEOUT:-1500}" \
     vng --run "$kdir" --disable-kvm --disable-microvm --force-9p \
         --cpus "$cpus" --memory "$memory" --user root --cwd "$repo" \
         --rwdir "$out" --append "$cmdline" --verbose \
+        --qemu-opts "-device edu" \
         --exec "bash $repo/tests/vm/guest.sh $out $suite $*" \
         </dev/null >"$console" 2>&1
 vng_rc=$?

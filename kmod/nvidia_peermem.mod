@@ -1,0 +1,2 @@
+./nvpeer_main.o
+./nvpeer_glue.o

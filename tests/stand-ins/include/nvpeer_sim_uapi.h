@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * User interface of the two test stand-ins (tests only, root only):
+ *   /dev/nv_p2p_sim    nv_p2p_sim.ko: "GPU memory" and the NVIDIA P2P API over host pages
+ *   /dev/peer_core_sim peer_core_sim.ko: MOFED's peer-memory core, "MRs" and "NIC DMA"
+ * Shared by the C modules and the Python test driver (tests/scenarios/sim.py mirrors it).
+ * Every struct is padded to 8-byte multiples; all fields are little-endian native.
+ */
+#ifndef NVPEER_SIM_UAPI_H
+#define NVPEER_SIM_UAPI_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+/* ------------------------------------------------------------------ nv_p2p_sim */
+
+/*
+ * Allocate "GPU memory": size is a multiple of 64 KiB. The caller then mmaps the device with
+ * offset = mmap_offset and length = size; the mapping is 2 MiB aligned (as cudaMalloc VAs are),
+ * VM_IO | VM_PFNMAP so get_user_pages/pin_user_pages cannot pin it, and its VA is the "GPU VA".
+ * An allocation can be mapped once. Flags choose the physical layout of the backing pages.
+ */
+#define NV_P2P_SIM_ALLOC_CONTIGUOUS 0x0   /* 4 MiB physically contiguous chunks where possible */
+#define NV_P2P_SIM_ALLOC_FRAGMENTED 0x1   /* every 64 KiB page physically apart from its neighbours */
+struct nv_p2p_sim_alloc {
+	__u64 size;        /* in */
+	__u32 flags;       /* in: NV_P2P_SIM_ALLOC_* */
+	__u32 id;          /* out: allocation id (> 0) */
+	__u64 mmap_offset; /* out */
+};
+#define NV_P2P_SIM_IOC_ALLOC _IOWR('N', 1, struct nv_p2p_sim_alloc)
+
+/*
+ * "cudaFree" of the allocation mapped at va (the start VA): fires the free callback of every
+ * non-persistent pin on it (in the caller's context, "RM API lock" held), then frees each
+ * pin's page table and DMA mappings, unmaps the user mapping and frees the backing pages
+ * (deferred while persistent pins remain: RM keeps the memory until put_pages_persistent).
+ * munmap of the whole mapping and close/exit do the same (for munmap: from a work item, as the
+ * VMA close runs under mmap_lock which RM never holds).
+ */
+#define NV_P2P_SIM_IOC_FREE _IOW('N', 2, __u64)
+
+/* Functions of the P2P API, for counters and fault injection. */
+enum nv_p2p_sim_fn {
+	NV_P2P_SIM_FN_GET_PAGES = 0,
+	NV_P2P_SIM_FN_GET_PAGES_PERSISTENT,
+	NV_P2P_SIM_FN_PUT_PAGES,
+	NV_P2P_SIM_FN_PUT_PAGES_PERSISTENT,
+	NV_P2P_SIM_FN_DMA_MAP,
+	NV_P2P_SIM_FN_DMA_UNMAP,
+	NV_P2P_SIM_FN_COUNT
+};
+
+/* Make the nth (1 = the next) call of fn from now fail with -err (positive errno). */
+struct nv_p2p_sim_fault {
+	__u32 fn;  /* enum nv_p2p_sim_fn */
+	__u32 nth;
+	__s32 err;
+	__u32 pad;
+};
+#define NV_P2P_SIM_IOC_FAULT _IOW('N', 3, struct nv_p2p_sim_fault)
+
+/*
+ * Fire the free callbacks of the allocation at va (as a concurrent cudaFree would) at a chosen
+ * point of the next P2P call on that allocation:
+ */
+enum nv_p2p_sim_revoke_point {
+	/* inside get_pages, after the callback is registered, before get_pages returns 0 */
+	NV_P2P_SIM_REVOKE_IN_GET_PAGES = 1,
+	/* inside dma_map_pages, before mapping: the callback runs, the table is freed and
+	 * dma_map_pages then fails with -EINVAL as the table is gone (NVIDIA's RM lookup fails) */
+	NV_P2P_SIM_REVOKE_IN_DMA_MAP,
+	/* inside put_pages, before it takes the RM lock: the callback wins the race and put_pages
+	 * returns 0 without freeing anything */
+	NV_P2P_SIM_REVOKE_IN_PUT_PAGES,
+};
+struct nv_p2p_sim_revoke_at {
+	__u64 va;
+	__u32 point; /* enum nv_p2p_sim_revoke_point */
+	__u32 pad;
+};
+#define NV_P2P_SIM_IOC_REVOKE_AT _IOW('N', 4, struct nv_p2p_sim_revoke_at)
+
+struct nv_p2p_sim_counters {
+	__u64 calls[NV_P2P_SIM_FN_COUNT];     /* every call, successful or not */
+	__u64 failures[NV_P2P_SIM_FN_COUNT];  /* calls that returned an error */
+	__u64 free_callbacks;       /* client free callbacks invoked */
+	__u64 calls_in_callback;    /* P2P calls (other than dma_unmap) made from inside a callback */
+	__u64 stale_table_uses;     /* calls passing a page table or mapping already freed */
+	__u64 pins;                 /* outstanding non-persistent pins (page tables) */
+	__u64 persistent_pins;      /* outstanding persistent pins */
+	__u64 mappings;             /* outstanding DMA mappings */
+	__u64 allocations;          /* live allocations */
+	__u64 pages_pinned;         /* 64 KiB pages in outstanding pins, both kinds */
+};
+#define NV_P2P_SIM_IOC_COUNTERS _IOR('N', 5, struct nv_p2p_sim_counters)
+/* Zero the call/failure/callback counters (not the outstanding ones) and clear faults. */
+#define NV_P2P_SIM_IOC_RESET _IO('N', 6)
+
+/* ------------------------------------------------------------------ peer_core_sim */
+
+enum peer_core_sim_umem_kind {
+	/* a user MR: IB_PEER_MEM_ALLOW | IB_PEER_MEM_INVAL_SUPP (invalidating clients allowed) */
+	PEER_CORE_SIM_UMEM_MR = 0,
+	/* a CQ/QP/SRQ/doorbell/DEVX umem: IB_PEER_MEM_ALLOW only (persistent clients only) */
+	PEER_CORE_SIM_UMEM_CQ = 1,
+};
+
+#define PEER_CORE_SIM_ACCESS_WRITE 0x1 /* umem->writable: get_pages force = !writable */
+
+/* Make the registration fail after the peer mapping, as mlx5 does when mkey creation fails. */
+#define PEER_CORE_SIM_REG_FAIL_AFTER_MAP 0x1
+
+struct peer_core_sim_reg {
+	__u64 addr;       /* in: user VA of the calling process */
+	__u64 size;       /* in */
+	__u32 access;     /* in: PEER_CORE_SIM_ACCESS_* */
+	__u32 kind;       /* in: enum peer_core_sim_umem_kind */
+	__u32 inject;     /* in: PEER_CORE_SIM_REG_* */
+	__u32 id;         /* out: MR id (> 0) */
+	__u32 peer;       /* out: 1 when a peer client owns it, 0 when host memory was pinned */
+	__u32 pad;
+	char client[64];  /* out: name of the client that acquired it */
+};
+/* Returns 0 or -errno exactly as ib_umem_get would (e.g. -EFAULT when nobody takes a GPU VA). */
+#define PEER_CORE_SIM_IOC_REG_MR _IOWR('P', 1, struct peer_core_sim_reg)
+#define PEER_CORE_SIM_IOC_DEREG_MR _IOW('P', 2, __u32)
+
+#define PEER_CORE_SIM_DMA_TO_MR 0   /* "NIC" writes user bytes into the MR (RDMA write target) */
+#define PEER_CORE_SIM_DMA_FROM_MR 1 /* "NIC" reads the MR into user bytes (RDMA read source) */
+struct peer_core_sim_dma {
+	__u32 id;
+	__u32 dir;
+	__u64 offset; /* from the MR's start address */
+	__u64 len;
+	__u64 buf;    /* user buffer */
+};
+/* -EIO when the MR is invalidated (the mkey was revoked), -EINVAL out of range,
+ * -EFAULT when a DMA address does not resolve to stand-in GPU memory. */
+#define PEER_CORE_SIM_IOC_DMA _IOW('P', 3, struct peer_core_sim_dma)
+
+enum peer_core_sim_mr_state {
+	PEER_CORE_SIM_MR_MAPPED = 1,
+	PEER_CORE_SIM_MR_INVALIDATED, /* revoked through the invalidate callback */
+	PEER_CORE_SIM_MR_HOST,        /* host memory, pinned by GUP */
+};
+struct peer_core_sim_sge {
+	__u64 dma_address;
+	__u64 length;
+};
+struct peer_core_sim_mr_info {
+	__u32 id;          /* in */
+	__u32 state;       /* out: enum peer_core_sim_mr_state */
+	__u32 nmap;        /* out: *nmap as returned by dma_map */
+	__u32 nents;       /* out: entries of the client's sg_table */
+	__u64 page_size;   /* out: get_page_size() */
+	__u64 core_context;/* out: what get_pages received */
+	__u64 sg;          /* in: user array of struct peer_core_sim_sge, may be 0 */
+	__u32 sg_max;      /* in: its capacity */
+	__u32 pad;
+};
+#define PEER_CORE_SIM_IOC_MR_INFO _IOWR('P', 4, struct peer_core_sim_mr_info)
+
+#endif /* NVPEER_SIM_UAPI_H */
