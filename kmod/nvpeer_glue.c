@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What Rust-for-Linux 7.2 cannot express, kept tiny: modinfo tags that `module!` lacks
- * (version, softdep) and parameters visible under /sys/module/<name>/parameters (mode 0444, as
- * NVIDIA's), which 7.2's Rust parameters do not create. Values are validated in Rust.
+ * What Rust-for-Linux 7.2 cannot express, kept small (the logic is in Rust): modinfo tags that
+ * `module!` lacks (version, softdep), parameters visible under /sys/module/<name>/parameters
+ * (mode 0444, as NVIDIA's), weak references to the foreign APIs, sysfs attributes, dynamic debug,
+ * a rate limit and a few static inline helpers.
  */
+#include <linux/dma-mapping.h>
+#include <linux/dynamic_debug.h>
 #include <linux/kobject.h>
 #include <linux/module.h>
-#include <linux/sysfs.h>
 #include <linux/moduleparam.h>
+#include <linux/pci.h>
+#include <linux/ratelimit.h>
+#include <linux/scatterlist.h>
+#include <linux/sysfs.h>
 #include "nvpeer_glue.h"
 
 MODULE_VERSION(NVPEER_VERSION);
@@ -39,24 +45,191 @@ const char *nvpeer_glue_version(void)
 	return NVPEER_VERSION;
 }
 
+/*
+ * Weak references: the loader leaves an unresolved weak symbol at 0 instead of failing the load,
+ * so init can say which provider is missing. Unlike symbol_get() this also works for the
+ * non-GPL exports of NVIDIA drivers before 550. Rust calls the foreign functions only through
+ * the pointers filled here.
+ */
+extern typeof(nvidia_p2p_get_pages) nvidia_p2p_get_pages __weak;
+extern typeof(nvidia_p2p_put_pages) nvidia_p2p_put_pages __weak;
+extern typeof(nvidia_p2p_dma_map_pages) nvidia_p2p_dma_map_pages __weak;
+extern typeof(nvidia_p2p_dma_unmap_pages) nvidia_p2p_dma_unmap_pages __weak;
+extern typeof(nvidia_p2p_get_pages_persistent) nvidia_p2p_get_pages_persistent __weak;
+extern typeof(nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent __weak;
+extern int nvidia_p2p_cap_persistent_pages __weak;
+extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
+extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+
+void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core)
+{
+	p2p->get_pages = nvidia_p2p_get_pages;
+	p2p->put_pages = nvidia_p2p_put_pages;
+	p2p->dma_map_pages = nvidia_p2p_dma_map_pages;
+	p2p->dma_unmap_pages = nvidia_p2p_dma_unmap_pages;
+	p2p->get_pages_persistent = nvidia_p2p_get_pages_persistent;
+	p2p->put_pages_persistent = nvidia_p2p_put_pages_persistent;
+	p2p->cap_persistent_pages = &nvidia_p2p_cap_persistent_pages ?
+				    nvidia_p2p_cap_persistent_pages : -1;
+	core->register_client = ib_register_peer_memory_client;
+	core->unregister_client = ib_unregister_peer_memory_client;
+}
+
+bool nvpeer_glue_module_loaded(const char *name)
+{
+	/* Our own kobject's kset is module_kset, which is not exported. */
+	struct kobject *kobj = kset_find_obj(THIS_MODULE->mkobj.kobj.kset, name);
+
+	if (!kobj)
+		return false;
+	kobject_put(kobj);
+	return true;
+}
+
+void nvpeer_glue_sg_set_dma(struct scatterlist *sg, uint64_t addr, unsigned int len)
+{
+	sg_set_page(sg, NULL, len, 0);
+	sg_dma_address(sg) = addr;
+	sg_dma_len(sg) = len;
+}
+
+unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev)
+{
+	return dma_get_max_seg_size(dev);
+}
+
+bool nvpeer_glue_ratelimit(void)
+{
+	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);
+
+	return __ratelimit(&rs);
+}
+
+bool nvpeer_glue_debug_enabled(void)
+{
+#if defined(CONFIG_DYNAMIC_DEBUG) || (defined(CONFIG_DYNAMIC_DEBUG_CORE) && defined(DYNAMIC_DEBUG_MODULE))
+	DEFINE_DYNAMIC_DEBUG_METADATA(descriptor, "nvpeer debug trace");
+
+	return DYNAMIC_DEBUG_BRANCH(descriptor);
+#elif defined(DEBUG)
+	return true;
+#else
+	return false;
+#endif
+}
+
+void nvpeer_glue_debug(const char *msg)
+{
+	printk(KERN_DEBUG KBUILD_MODNAME ": %s\n", msg);
+}
+
+/* ---------------------------------------------------------------- sysfs */
+
+static const char *const stat_names[NVPEER_STAT_COUNT] = {
+	[NVPEER_STAT_LIVE_CONTEXTS] = "live_contexts",
+	[NVPEER_STAT_ACQUIRED] = "acquired",
+	[NVPEER_STAT_DECLINED] = "declined",
+	[NVPEER_STAT_PIN_CALLS] = "pin_calls",
+	[NVPEER_STAT_UNPIN_CALLS] = "unpin_calls",
+	[NVPEER_STAT_PINNED_PAGES] = "pinned_pages",
+	[NVPEER_STAT_PINNED_BYTES] = "pinned_bytes",
+	[NVPEER_STAT_REGISTRATIONS] = "registrations",
+	[NVPEER_STAT_DEREGISTRATIONS] = "deregistrations",
+	[NVPEER_STAT_SG_ENTRIES] = "sg_entries",
+	[NVPEER_STAT_REVOCATIONS] = "revocations",
+	[NVPEER_STAT_INVALIDATE_CALLS] = "invalidate_calls",
+	[NVPEER_STAT_FAILURES] = "failures",
+};
+
+static const char *const op_names[NVPEER_OP_COUNT] = {
+	[NVPEER_OP_ACQUIRE] = "acquire",
+	[NVPEER_OP_GET_PAGES] = "get_pages",
+	[NVPEER_OP_DMA_MAP] = "dma_map",
+	[NVPEER_OP_DMA_UNMAP] = "dma_unmap",
+	[NVPEER_OP_PUT_PAGES] = "put_pages",
+	[NVPEER_OP_GET_PAGE_SIZE] = "get_page_size",
+	[NVPEER_OP_RELEASE] = "release",
+	[NVPEER_OP_FREE_CALLBACK] = "free_callback",
+};
+
+struct nvpeer_stat_attr {
+	struct kobj_attribute attr;
+	unsigned int stat;
+};
+
+static ssize_t stat_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	struct nvpeer_stat_attr *sa = container_of(attr, struct nvpeer_stat_attr, attr);
+
+	return sysfs_emit(buf, "%llu\n", nvpeer_stat_value(sa->stat));
+}
+
+static struct nvpeer_stat_attr stat_attrs[NVPEER_STAT_COUNT];
+static struct attribute *stat_attr_ptrs[NVPEER_STAT_COUNT + 1];
+static const struct attribute_group stats_group = {
+	.name = "stats",
+	.attrs = stat_attr_ptrs,
+};
+
 static ssize_t implementation_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "nvpeer %s\n", NVPEER_VERSION);
 }
 static struct kobj_attribute implementation_attr = __ATTR_RO(implementation);
 
-static struct attribute *nvpeer_attrs[] = {
+/* "<callback> <errno> <count>" per non-zero cell: failures by callback and errno. */
+static ssize_t failures_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	unsigned int op, bucket;
+	int len = 0;
+
+	for (op = 0; op < NVPEER_OP_COUNT; op++) {
+		for (bucket = 0; bucket < NVPEER_ERRNO_BUCKETS; bucket++) {
+			u64 n = nvpeer_failure_count(op, bucket);
+			int err = nvpeer_failure_bucket_errno(bucket);
+
+			if (!n)
+				continue;
+			if (err)
+				len += sysfs_emit_at(buf, len, "%s %d %llu\n", op_names[op], err, n);
+			else
+				len += sysfs_emit_at(buf, len, "%s other %llu\n", op_names[op], n);
+		}
+	}
+	return len;
+}
+static struct kobj_attribute failures_attr = __ATTR_RO(failures);
+
+static struct attribute *top_attrs[] = {
 	&implementation_attr.attr,
+	&failures_attr.attr,
 	NULL,
 };
-ATTRIBUTE_GROUPS(nvpeer);
+static const struct attribute_group top_group = {
+	.attrs = top_attrs,
+};
+
+static const struct attribute_group *nvpeer_groups[] = {
+	&top_group,
+	&stats_group,
+	NULL,
+};
 
 static struct kobject *nvpeer_kobj;
 
 int nvpeer_glue_sysfs_init(void)
 {
+	unsigned int i;
 	int ret;
 
+	for (i = 0; i < NVPEER_STAT_COUNT; i++) {
+		sysfs_attr_init(&stat_attrs[i].attr.attr);
+		stat_attrs[i].attr.attr.name = stat_names[i];
+		stat_attrs[i].attr.attr.mode = 0444;
+		stat_attrs[i].attr.show = stat_show;
+		stat_attrs[i].stat = i;
+		stat_attr_ptrs[i] = &stat_attrs[i].attr.attr;
+	}
 	nvpeer_kobj = kobject_create_and_add("nvpeer", &THIS_MODULE->mkobj.kobj);
 	if (!nvpeer_kobj)
 		return -ENOMEM;

@@ -1,18 +1,111 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The C side of the module (nvpeer_glue.c), called from Rust. */
+/*
+ * The C side of the module (nvpeer_glue.c), called from Rust: what 7.2's Rust cannot express
+ * (modinfo, sysfs parameters and attributes, weak references, dynamic debug, ratelimit, sg and
+ * PCI inline helpers). Kept small; the logic is in Rust.
+ */
 #ifndef NVPEER_GLUE_H
 #define NVPEER_GLUE_H
+
+#include <linux/types.h>
+#include "../include/rdma/peer_mem.h"
+#include "../include/nv-p2p.h"
+
+struct device;
+struct pci_dev;
+struct scatterlist;
 
 /* Module parameters: declared in C so they appear read-only under /sys/module/<name>/parameters. */
 int nvpeer_glue_peerdirect_support(void);
 int nvpeer_glue_persistent_api_support(void);
+
+/*
+ * The foreign functions, resolved at load time through weak references: a missing provider
+ * gives a NULL pointer and our own diagnosis instead of the loader's "Unknown symbol".
+ */
+struct nvpeer_p2p_api {
+	int (*get_pages)(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
+			 uint64_t length, struct nvidia_p2p_page_table **page_table,
+			 void (*free_callback)(void *data), void *data);
+	int (*put_pages)(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
+			 struct nvidia_p2p_page_table *page_table);
+	int (*dma_map_pages)(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
+			     struct nvidia_p2p_dma_mapping **dma_mapping);
+	int (*dma_unmap_pages)(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
+			       struct nvidia_p2p_dma_mapping *dma_mapping);
+	/* 535.43.02+ only. */
+	int (*get_pages_persistent)(uint64_t virtual_address, uint64_t length,
+				    struct nvidia_p2p_page_table **page_table, uint32_t flags);
+	int (*put_pages_persistent)(uint64_t virtual_address,
+				    struct nvidia_p2p_page_table *page_table, uint32_t flags);
+	/* <= 530 only: value of nvidia_p2p_cap_persistent_pages, or -1 when not exported. */
+	int cap_persistent_pages;
+};
+
+struct nvpeer_core_api {
+	void *(*register_client)(const struct peer_memory_client *peer_client,
+				 invalidate_peer_memory *invalidate_callback);
+	void (*unregister_client)(void *reg_handle);
+};
+
+void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core);
+
 /* The module's version string (NVPEER_VERSION, also MODULE_VERSION), NUL-terminated. */
 const char *nvpeer_glue_version(void);
 
-/*
- * /sys/module/<name>/nvpeer/: the directory that tells our module apart from NVIDIA's
- * nvidia-peermem and Mellanox's nv_peer_mem, which share its names. Returns 0 or -errno.
- */
+/* Whether a module of that name is loaded (its /sys/module/<name> exists). */
+bool nvpeer_glue_module_loaded(const char *name);
+
+/* sg_dma_address(sg) = addr, sg_dma_len(sg) = sg->length = len (no struct page behind it). */
+void nvpeer_glue_sg_set_dma(struct scatterlist *sg, uint64_t addr, unsigned int len);
+unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
+
+/* Rate limit shared by every error log line (5 s, burst 10). */
+bool nvpeer_glue_ratelimit(void);
+/* Dynamic debug: `echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control`. */
+bool nvpeer_glue_debug_enabled(void);
+void nvpeer_glue_debug(const char *msg);
+
+/* Statistics, kept in Rust (stats.rs) and shown under /sys/module/<name>/nvpeer/. */
+enum nvpeer_stat {
+	NVPEER_STAT_LIVE_CONTEXTS,
+	NVPEER_STAT_ACQUIRED,
+	NVPEER_STAT_DECLINED,
+	NVPEER_STAT_PIN_CALLS,
+	NVPEER_STAT_UNPIN_CALLS,
+	NVPEER_STAT_PINNED_PAGES,
+	NVPEER_STAT_PINNED_BYTES,
+	NVPEER_STAT_REGISTRATIONS,
+	NVPEER_STAT_DEREGISTRATIONS,
+	NVPEER_STAT_SG_ENTRIES,
+	NVPEER_STAT_REVOCATIONS,
+	NVPEER_STAT_INVALIDATE_CALLS,
+	NVPEER_STAT_FAILURES,
+	NVPEER_STAT_COUNT
+};
+
+/* The callbacks failures are counted by. */
+enum nvpeer_op {
+	NVPEER_OP_ACQUIRE,
+	NVPEER_OP_GET_PAGES,
+	NVPEER_OP_DMA_MAP,
+	NVPEER_OP_DMA_UNMAP,
+	NVPEER_OP_PUT_PAGES,
+	NVPEER_OP_GET_PAGE_SIZE,
+	NVPEER_OP_RELEASE,
+	NVPEER_OP_FREE_CALLBACK,
+	NVPEER_OP_COUNT
+};
+
+/* The errnos failures are counted by; the last bucket holds every other one. */
+#define NVPEER_ERRNO_BUCKETS 10
+
+/* Implemented in Rust (stats.rs). */
+uint64_t nvpeer_stat_value(unsigned int stat);
+uint64_t nvpeer_failure_count(unsigned int op, unsigned int bucket);
+int nvpeer_failure_bucket_errno(unsigned int bucket);
+
+/* /sys/module/<name>/nvpeer/: returns 0 or -errno. */
 int nvpeer_glue_sysfs_init(void);
 void nvpeer_glue_sysfs_exit(void);
 

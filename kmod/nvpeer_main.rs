@@ -3,11 +3,25 @@
 //! nvpeer: a GPUDirect RDMA peer-memory client. It registers with the MOFED IB core's
 //! peer-memory interface and pins GPU memory through the NVIDIA P2P API, replacing NVIDIA's
 //! `nvidia-peermem` and Mellanox's `nv_peer_mem`.
+//!
+//! Files: `params` (module parameters), `client` (the clients and their C callbacks),
+//! `context` (the per-registration state machine), `p2p` (NVIDIA's API), `sg` (the SG table),
+//! `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
 
 use kernel::prelude::*;
 
+mod client;
+mod context;
 mod ffi;
+mod log;
+mod p2p;
 mod params;
+mod sg;
+mod stats;
+
+use client::{ClientKind, Form, Registration};
+use p2p::{Api, PersistentApi};
+use params::{Params, PeerDirectSupport, PersistentApiSupport};
 
 #[cfg(not(nvpeer_legacy_name))]
 module! {
@@ -26,6 +40,9 @@ module! {
     description: "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)",
     license: "GPL",
 }
+
+/// The module names of the clients we replace; only one may be loaded (they share client names).
+const OTHER_IMPLEMENTATIONS: [&CStr; 2] = [c"nvidia_peermem", c"nv_peer_mem"];
 
 /// `/sys/module/<name>/nvpeer/`, removed when dropped.
 struct SysfsDir;
@@ -47,29 +64,118 @@ impl Drop for SysfsDir {
     }
 }
 
-/// The loaded module.
+/// The loaded module. Fields drop in order: clients are unregistered before sysfs goes.
 struct NvPeer {
-    params: params::Params,
+    _clients: KVec<Registration>,
     _sysfs: SysfsDir,
+}
+
+fn refuse_other_implementations() -> Result {
+    let own = <NvPeer as kernel::ModuleMetadata>::NAME;
+    for name in OTHER_IMPLEMENTATIONS {
+        // SAFETY: a NUL-terminated name.
+        if name != own && unsafe { ffi::nvpeer_glue_module_loaded(name.as_char_ptr().cast()) } {
+            pr_err!(
+                "{} is loaded: only one GPU peer-memory module may run (they register the same clients); `rmmod {}` first\n",
+                name.to_str().unwrap_or("?"),
+                name.to_str().unwrap_or("?")
+            );
+            return Err(EBUSY);
+        }
+    }
+    Ok(())
+}
+
+/// The clients to register, in order, as NVIDIA's 560+ module does (CONTRACT 3.2).
+fn plan(params: &Params, persistent: PersistentApi) -> KVec<(ClientKind, &'static str)> {
+    let mut clients = KVec::new();
+    let can_persist = persistent != PersistentApi::Unavailable;
+    let wanted: &[(ClientKind, &'static str)] = match params.persistent_api {
+        PersistentApiSupport::Default if can_persist => &[(ClientKind::Persistent, "nv_mem")],
+        PersistentApiSupport::Default => {
+            pr_warn!("this NVIDIA driver has no persistent pinning API: registering nv_mem as an invalidating client\n");
+            &[(ClientKind::Invalidating, "nv_mem")]
+        }
+        PersistentApiSupport::Legacy if can_persist => {
+            &[(ClientKind::Invalidating, "nv_mem"), (ClientKind::Persistent, "nv_mem_nc")]
+        }
+        PersistentApiSupport::Legacy => {
+            pr_warn!("this NVIDIA driver has no persistent pinning API: not registering nv_mem_nc\n");
+            &[(ClientKind::Invalidating, "nv_mem")]
+        }
+    };
+    for &c in wanted {
+        // Two entries at most; a failed push only shortens the plan, which init reports.
+        let _ = clients.push(c, GFP_KERNEL);
+    }
+    clients
 }
 
 impl kernel::Module for NvPeer {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let params = params::Params::from_module()?;
+        let params = Params::from_module()?;
+        refuse_other_implementations()?;
+
+        let mut p2p_raw = ffi::nvpeer_p2p_api::default();
+        let mut core = ffi::nvpeer_core_api::default();
+        // SAFETY: fills two plain structs with resolved (or NULL) function pointers.
+        unsafe { ffi::nvpeer_glue_resolve(&mut p2p_raw, &mut core) };
+        if core.register_client.is_none() || core.unregister_client.is_none() {
+            pr_err!("ib_register_peer_memory_client not found: this IB core has no peer-memory support; install MLNX_OFED / DOCA-OFED (or a kernel with the peer-memory patches) and load ib_core first\n");
+            return Err(ENODEV);
+        }
+        let api = Api::resolve(p2p_raw)?;
+
+        let form = match params.peerdirect {
+            PeerDirectSupport::Default => Form::ExUnmaps,
+            PeerDirectSupport::Legacy => Form::Plain,
+        };
+        client::set_per_page_sg(params.peerdirect == PeerDirectSupport::Legacy);
+        let sysfs = SysfsDir::create()?;
+        // SAFETY: returns a static NUL-terminated string.
+        let version = unsafe { CStr::from_char_ptr(ffi::nvpeer_glue_version()) }
+            .to_str()
+            .map_err(|_| EINVAL)?;
+
+        let mut clients = KVec::new();
+        for (kind, name) in plan(&params, api.persistent()) {
+            let client_form = if kind == ClientKind::Invalidating { form } else { Form::Plain };
+            // On failure the clients registered so far are unregistered as `clients` drops.
+            let reg = Registration::register(core, kind, name, version, client_form)?;
+            let pinning = match (kind, api.persistent()) {
+                (ClientKind::Invalidating, _) => "nvidia_p2p_get_pages with a free callback",
+                (_, PersistentApi::Explicit) => "nvidia_p2p_get_pages_persistent",
+                _ => "NULL-callback pins (driver <= 530)",
+            };
+            pr_info!(
+                "registered peer-memory client {} ({:?}, {:?}, {})\n",
+                reg.name(),
+                kind,
+                client_form,
+                pinning
+            );
+            clients.push(reg, GFP_KERNEL)?;
+        }
+        let sg_entries = match params.peerdirect {
+            PeerDirectSupport::Legacy => "one per 64 KiB page",
+            PeerDirectSupport::Default => "coalesced",
+        };
         pr_info!(
-            "nvpeer loaded: peerdirect_support={:?} persistent_api_support={:?}\n",
+            "nvpeer {} loaded: peerdirect_support={:?} persistent_api_support={:?}, sg entries {}\n",
+            version,
             params.peerdirect,
-            params.persistent_api
+            params.persistent_api,
+            sg_entries
         );
         Ok(Self {
-            params,
-            _sysfs: SysfsDir::create()?,
+            _clients: clients,
+            _sysfs: sysfs,
         })
     }
 }
 
 impl Drop for NvPeer {
     fn drop(&mut self) {
-        pr_info!("nvpeer unloaded ({:?})\n", self.params.peerdirect);
+        pr_info!("nvpeer unloading\n");
     }
 }

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! NVIDIA's P2P API (nvidia.ko), called through the pointers the C glue resolved at load time
+//! (weak references, so a missing driver is reported by us rather than by the loader).
+//!
+//! Rules from NVIDIA's implementation (CONTRACT 2.5, 2.6) that every caller here must respect:
+//! - `get_pages`, `put_pages`, their persistent forms and `dma_map_pages` take the RM API lock:
+//!   never call them from inside the free callback (NVIDIA holds that lock there).
+//! - After a successful `put_pages*` or after the free callback *returns*, the page table and
+//!   every DMA mapping on it are freed by NVIDIA: no call may touch them again.
+//! - `dma_unmap_pages` must precede `put_pages` (which frees remaining mappings).
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use kernel::error::to_result;
+use kernel::prelude::*;
+use kernel::sync::SetOnce;
+
+use crate::ffi;
+
+/// 64 KiB: the only page size NVIDIA's P2P API produces.
+pub(crate) const GPU_PAGE_SIZE: u64 = 1 << 16;
+
+/// How this driver pins memory that must never be revoked (the `nv_mem` persistent client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PersistentApi {
+    /// 535.43.02+: `nvidia_p2p_get_pages_persistent` / `nvidia_p2p_put_pages_persistent`.
+    Explicit,
+    /// <= 530: `nvidia_p2p_get_pages` with a NULL free callback pins persistently.
+    NullCallback,
+    /// Neither: only the invalidating client can be offered.
+    Unavailable,
+}
+
+/// The resolved P2P API.
+pub(crate) struct Api {
+    raw: ffi::nvpeer_p2p_api,
+    persistent: PersistentApi,
+}
+
+static API: SetOnce<Api> = SetOnce::new();
+
+/// The free callback NVIDIA calls when pinned memory is freed under us (cudaFree).
+pub(crate) type FreeCallback = unsafe extern "C" fn(data: *mut c_void);
+
+impl Api {
+    /// Resolves the API once at load; fails with a log line naming what is missing.
+    pub(crate) fn resolve(raw: ffi::nvpeer_p2p_api) -> Result<&'static Api> {
+        if raw.get_pages.is_none()
+            || raw.put_pages.is_none()
+            || raw.dma_map_pages.is_none()
+            || raw.dma_unmap_pages.is_none()
+        {
+            pr_err!(
+                "nvidia_p2p_* symbols not found: load the NVIDIA GPU driver (nvidia.ko) first, e.g. `modprobe nvidia`\n"
+            );
+            return Err(ENODEV);
+        }
+        let persistent = if raw.get_pages_persistent.is_some() && raw.put_pages_persistent.is_some() {
+            PersistentApi::Explicit
+        } else if raw.cap_persistent_pages > 0 {
+            PersistentApi::NullCallback
+        } else {
+            PersistentApi::Unavailable
+        };
+        // A second load cannot happen while this module is loaded; ignore a repeated populate.
+        API.populate(Api { raw, persistent });
+        API.as_ref().ok_or(EINVAL)
+    }
+
+    /// The API resolved at load.
+    pub(crate) fn get() -> Option<&'static Api> {
+        API.as_ref()
+    }
+
+    pub(crate) fn persistent(&self) -> PersistentApi {
+        self.persistent
+    }
+
+    /// Pins `[va, va + len)` (64 KiB aligned) with a free callback.
+    ///
+    /// # Safety
+    ///
+    /// Not from inside a free callback. `data` must stay valid until either the callback has run
+    /// or `put_pages` of the returned table has returned.
+    pub(crate) unsafe fn get_pages(
+        &self,
+        va: u64,
+        len: u64,
+        callback: FreeCallback,
+        data: *mut c_void,
+    ) -> Result<NonNull<ffi::nvidia_p2p_page_table>> {
+        let f = self.raw.get_pages.ok_or(ENODEV)?;
+        let mut table = ptr::null_mut();
+        // SAFETY: `f` is NVIDIA's `nvidia_p2p_get_pages`; `table` is a valid out-pointer; the
+        // caller guarantees the context and the lifetime of `data`.
+        to_result(unsafe { f(0, 0, va, len, &mut table, Some(callback), data) })?;
+        NonNull::new(table).ok_or(EINVAL)
+    }
+
+    /// Pins `[va, va + len)` persistently (never revoked).
+    ///
+    /// # Safety
+    ///
+    /// Not from inside a free callback.
+    pub(crate) unsafe fn get_pages_persistent(
+        &self,
+        va: u64,
+        len: u64,
+    ) -> Result<NonNull<ffi::nvidia_p2p_page_table>> {
+        let mut table = ptr::null_mut();
+        let ret = match self.persistent {
+            PersistentApi::Explicit => {
+                let f = self.raw.get_pages_persistent.ok_or(ENODEV)?;
+                // SAFETY: NVIDIA's `nvidia_p2p_get_pages_persistent`; valid out-pointer.
+                unsafe { f(va, len, &mut table, 0) }
+            }
+            PersistentApi::NullCallback => {
+                let f = self.raw.get_pages.ok_or(ENODEV)?;
+                // SAFETY: <= 530 semantics: a NULL callback asks for a persistent pin.
+                unsafe { f(0, 0, va, len, &mut table, None, ptr::null_mut()) }
+            }
+            PersistentApi::Unavailable => return Err(ENOTSUPP),
+        };
+        to_result(ret)?;
+        NonNull::new(table).ok_or(EINVAL)
+    }
+
+    /// Unpins a table from `get_pages`. Returns 0 also when the free callback already won the
+    /// race (NVIDIA then frees nothing here).
+    ///
+    /// # Safety
+    ///
+    /// Not from inside a free callback; `table` came from `get_pages` at `va`.
+    pub(crate) unsafe fn put_pages(&self, va: u64, table: NonNull<ffi::nvidia_p2p_page_table>) -> Result {
+        let f = self.raw.put_pages.ok_or(ENODEV)?;
+        // SAFETY: guaranteed by the caller; NVIDIA only looks the table up.
+        to_result(unsafe { f(0, 0, va, table.as_ptr()) })
+    }
+
+    /// Unpins a table from `get_pages_persistent`.
+    ///
+    /// # Safety
+    ///
+    /// Not from inside a free callback; `table` came from `get_pages_persistent` at `va` and is
+    /// not used afterwards.
+    pub(crate) unsafe fn put_pages_persistent(
+        &self,
+        va: u64,
+        table: NonNull<ffi::nvidia_p2p_page_table>,
+    ) -> Result {
+        match self.persistent {
+            PersistentApi::Explicit => {
+                let f = self.raw.put_pages_persistent.ok_or(ENODEV)?;
+                // SAFETY: guaranteed by the caller.
+                to_result(unsafe { f(va, table.as_ptr(), 0) })
+            }
+            // SAFETY: guaranteed by the caller.
+            PersistentApi::NullCallback => unsafe { self.put_pages(va, table) },
+            PersistentApi::Unavailable => Err(ENOTSUPP),
+        }
+    }
+
+    /// Maps every page of `table` for DMA by `peer`.
+    ///
+    /// # Safety
+    ///
+    /// Not from inside a free callback; `peer` is a valid PCI device; `table` is live or being
+    /// revoked concurrently (NVIDIA serialises that under its RM lock).
+    pub(crate) unsafe fn dma_map_pages(
+        &self,
+        peer: *mut kernel::bindings::pci_dev,
+        table: NonNull<ffi::nvidia_p2p_page_table>,
+    ) -> Result<NonNull<ffi::nvidia_p2p_dma_mapping>> {
+        let f = self.raw.dma_map_pages.ok_or(ENODEV)?;
+        let mut mapping = ptr::null_mut();
+        // SAFETY: guaranteed by the caller; valid out-pointer.
+        to_result(unsafe { f(peer, table.as_ptr(), &mut mapping) })?;
+        NonNull::new(mapping).ok_or(EINVAL)
+    }
+
+    /// Unmaps a mapping from `dma_map_pages`. Allowed inside the free callback.
+    ///
+    /// # Safety
+    ///
+    /// `table` and `mapping` are not freed yet (no successful `put_pages`, no completed free
+    /// callback); `peer` is the device the mapping was made for.
+    pub(crate) unsafe fn dma_unmap_pages(
+        &self,
+        peer: *mut kernel::bindings::pci_dev,
+        table: NonNull<ffi::nvidia_p2p_page_table>,
+        mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
+    ) -> Result {
+        let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
+        // SAFETY: guaranteed by the caller.
+        to_result(unsafe { f(peer, table.as_ptr(), mapping.as_ptr()) })
+    }
+}
+
+/// What `dma_map` needs to know of a live page table (CONTRACT 2.3, 5.7).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TableInfo {
+    pub(crate) version: u32,
+    pub(crate) entries: u32,
+    pub(crate) cpu_cacheable: bool,
+}
+
+/// Reads and checks the header of a live page table: version 1.x (minor >= 2) or 2.x, 64 KiB
+/// pages; `flags` is read only on 2.x tables (1.x tables end before it).
+///
+/// # Safety
+///
+/// `table` is live for the duration of the call.
+pub(crate) unsafe fn table_info(table: NonNull<ffi::nvidia_p2p_page_table>) -> Result<TableInfo> {
+    let t = table.as_ptr();
+    // SAFETY: live table (caller); `version`, `page_size` and `entries` exist in every version.
+    let (version, page_size, entries) = unsafe { ((*t).version, (*t).page_size, (*t).entries) };
+    let major = version >> 16;
+    let minor = version & 0xffff;
+    let flags = match major {
+        1 if minor >= 2 => 0,
+        // SAFETY: 2.x tables carry `flags` (580.65.06+).
+        2 => unsafe { (*t).flags },
+        _ => {
+            pr_err!("unsupported NVIDIA page table version {:#010x} (want 1.2+ or 2.x)\n", version);
+            return Err(EINVAL);
+        }
+    };
+    if page_size != ffi::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+        pr_err!("NVIDIA page table has page size type {}, expected 64 KiB\n", page_size);
+        return Err(EINVAL);
+    }
+    Ok(TableInfo {
+        version,
+        entries,
+        cpu_cacheable: flags & ffi::NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE != 0,
+    })
+}
+
+/// Checks a DMA mapping's version and returns its DMA addresses (one per 64 KiB page).
+///
+/// # Safety
+///
+/// `mapping` is live and stays live while the returned slice is used.
+pub(crate) unsafe fn mapping_addresses<'a>(
+    mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
+) -> Result<&'a [u64]> {
+    let m = mapping.as_ptr();
+    // SAFETY: live mapping (caller).
+    let (version, page_size, entries, addrs) =
+        unsafe { ((*m).version, (*m).page_size_type, (*m).entries, (*m).dma_addresses) };
+    let want = ffi::NVIDIA_P2P_DMA_MAPPING_VERSION;
+    if version >> 16 != want >> 16 || (version & 0xffff) < (want & 0xffff) {
+        pr_err!("incompatible NVIDIA DMA mapping version {:#010x} (want {:#010x})\n", version, want);
+        return Err(EINVAL);
+    }
+    if page_size != ffi::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB || addrs.is_null() {
+        pr_err!("NVIDIA DMA mapping has page size type {}, expected 64 KiB\n", page_size);
+        return Err(EINVAL);
+    }
+    // SAFETY: NVIDIA allocates `entries` addresses, alive as long as the mapping (caller).
+    Ok(unsafe { core::slice::from_raw_parts(addrs, entries as usize) })
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The scatter-gather table handed to the IB core: one entry per run of physically contiguous
+//! 64 KiB GPU pages (bounded by the NIC's maximum DMA segment size), or one per page.
+
+use kernel::bindings;
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+use crate::ffi;
+use crate::p2p::GPU_PAGE_SIZE;
+
+/// An sg_table we allocated and filled with DMA addresses. We keep our own copy of the header:
+/// 5.x cores zero theirs right after `put_pages`.
+///
+/// # Invariants
+///
+/// `table` was set up by a successful `sg_alloc_table` with `table.nents` entries, every entry
+/// filled; it is freed exactly once, by `Drop`.
+pub(crate) struct SgTable {
+    table: bindings::sg_table,
+}
+
+// SAFETY: the table is owned exclusively by this value; its memory is not tied to a thread.
+unsafe impl Send for SgTable {}
+
+/// How DMA addresses are grouped into entries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Layout {
+    /// One 64 KiB entry per GPU page (what the legacy 4.x cores assume).
+    PerPage,
+    /// Contiguous pages merged, each entry at most `max_segment` bytes (a multiple of 64 KiB).
+    Coalesced { max_segment: u64 },
+}
+
+impl Layout {
+    /// Merging bounded by what `dma_device` accepts as one DMA segment.
+    pub(crate) fn coalesced_for(dma_device: *mut bindings::device) -> Self {
+        // SAFETY: `dma_device` is the live device the core maps for.
+        let max = u64::from(unsafe { ffi::nvpeer_glue_dma_max_seg_size(dma_device.cast()) });
+        Layout::Coalesced {
+            max_segment: (max / GPU_PAGE_SIZE).max(1) * GPU_PAGE_SIZE,
+        }
+    }
+}
+
+/// Calls `f(start, len)` for each entry `addrs` produce under `layout`.
+fn for_each_run(addrs: &[u64], layout: Layout, mut f: impl FnMut(u64, u64)) {
+    let max = match layout {
+        Layout::PerPage => GPU_PAGE_SIZE,
+        Layout::Coalesced { max_segment } => max_segment,
+    };
+    let mut run: Option<(u64, u64)> = None;
+    for &addr in addrs {
+        run = match run {
+            Some((start, len))
+                if start.checked_add(len) == Some(addr) && len + GPU_PAGE_SIZE <= max =>
+            {
+                Some((start, len + GPU_PAGE_SIZE))
+            }
+            Some((start, len)) => {
+                f(start, len);
+                Some((addr, GPU_PAGE_SIZE))
+            }
+            None => Some((addr, GPU_PAGE_SIZE)),
+        };
+    }
+    if let Some((start, len)) = run {
+        f(start, len);
+    }
+}
+
+impl SgTable {
+    /// Allocates and fills a table for `addrs` (one DMA address per 64 KiB page).
+    pub(crate) fn build(addrs: &[u64], layout: Layout) -> Result<Self> {
+        let mut count = 0u32;
+        for_each_run(addrs, layout, |_, _| count += 1);
+        if count == 0 {
+            return Err(EINVAL);
+        }
+        let mut table = bindings::sg_table::default();
+        // SAFETY: `table` is a zeroed header; sg_alloc_table initialises it or fails cleanly.
+        to_result(unsafe { bindings::sg_alloc_table(&mut table, count, bindings::GFP_KERNEL) })?;
+        let mut sg = table.sgl;
+        for_each_run(addrs, layout, |start, len| {
+            // SAFETY: `sg` walks the `count` entries just allocated (sg_next follows chains);
+            // `len` <= the max segment size <= u32::MAX.
+            unsafe {
+                ffi::nvpeer_glue_sg_set_dma(sg.cast(), start, len as u32);
+                sg = bindings::sg_next(sg);
+            }
+        });
+        // INVARIANT: allocated above with `count` entries, all filled.
+        Ok(Self { table })
+    }
+
+    pub(crate) fn nents(&self) -> u32 {
+        self.table.nents
+    }
+
+    /// Gives the core its copy of the header (entries stay owned by us).
+    ///
+    /// # Safety
+    ///
+    /// `sg_head` is the core's writable `struct sg_table`.
+    pub(crate) unsafe fn publish(&self, sg_head: *mut bindings::sg_table) {
+        // SAFETY: guaranteed by the caller.
+        unsafe { sg_head.write(self.table) };
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant, allocated by sg_alloc_table and not freed before.
+        unsafe { bindings::sg_free_table(&mut self.table) };
+    }
+}
