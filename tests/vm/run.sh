@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0
 # run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] SUITE [ARGS...]
 #
-# The guest gets QEMU's `edu` PCI device (1234:11e8): peer_core_sim binds it as the "RDMA NIC"
+# Boots the test kernel under QEMU (TCG; KVM does not boot guests on these machines) with a
+# busybox initramfs (tests/vm/init.sh): the host's root filesystem read-only over 9p with a tmpfs
+# overlay, so the guest sees the repository, the built modules, the CLI, rdma-core and perftest.
+# Runs tests/scenarios/SUITE.sh inside (through guest.sh) and exits with its status. The run
+# FAILS, whatever the suite said, when the guest kernel log shows a WARN, BUG, Oops, lockdep,
+# kmemleak, KFENCE, SLUB or hung-task report; the message says which.
+# The guest has QEMU's `edu` PCI device (1234:11e8): peer_core_sim binds it as the "RDMA NIC"
 # whose struct device is handed to peer-memory clients as dma_device.
-#
-# Boots the test kernel under QEMU (TCG) with virtme-ng: the host's root filesystem read-only
-# over 9p with a tmpfs overlay, so the guest sees the repository, the built modules, the CLI,
-# rdma-core and perftest. Runs tests/scenarios/SUITE.sh inside (through guest.sh) and exits with
-# its status. The run FAILS, whatever the suite said, when the guest kernel log shows a WARN,
-# BUG, Oops, lockdep, kmemleak, KFENCE, SLUB or hung-task report; the message says which.
-# The full log is in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
+# Logs stay in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -31,6 +31,8 @@ done
 suite=$1; shift
 [ -f "$repo/tests/scenarios/$suite.sh" ] || { echo "run.sh: no suite tests/scenarios/$suite.sh" >&2; exit 2; }
 [ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
+modroot=$(ls -d "$kdir"/../modroot/lib/modules/* 2>/dev/null | head -n1)
+modroot=$(cd "$modroot" && pwd)
 
 out=${NVPEER_VM_OUT:-}
 if [ -z "$out" ]; then
@@ -38,23 +40,51 @@ if [ -z "$out" ]; then
     out=$(mktemp -d "/tmp/nvpeer-vm/$suite.XXXXXX")
 fi
 mkdir -p "$out"
-rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt"
+out=$(cd "$out" && pwd)
+rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt" "$out/suite.log"
+
+# The initramfs: busybox and init.sh, rebuilt when either changes.
+bb=$(command -v busybox)
+ikey=$(cat "$bb" "$here/init.sh" | sha256sum | cut -c1-12)
+initrd=$NVPEER_CACHE/vm/initramfs-$ikey.cpio.gz
+if [ ! -f "$initrd" ]; then
+    mkdir -p "$NVPEER_CACHE/vm"
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/bin"
+    cp "$bb" "$tmp/bin/busybox"
+    cp "$here/init.sh" "$tmp/init"
+    (cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1 > "$initrd.tmp")
+    mv "$initrd.tmp" "$initrd"
+    rm -rf "$tmp"
+fi
+
+{
+    printf 'export NVPEER_CACHE=%q\n' "$NVPEER_CACHE"
+    printf 'exec bash %q %q %q' "$here/guest.sh" "$out" "$suite"
+    printf ' %q' "$@"
+    printf '\n'
+} > "$out/cmd.sh"
 
 # Detector settings: KFENCE samples every 10 ms, SLUB red zones + poisoning + sanity checks on all
 # caches, hung tasks reported after 30 s (suites that provoke deadlocks lower it further).
-cmdline="root=/dev/root kfence.sample_interval=10 slub_debug=FZP sysctl.kernel.hung_task_timeout_secs=30"
-cmdline="$cmdline log_buf_len=8M oops=panic panic=-1 $append"
+cmdline="console=ttyS0 loglevel=7 kfence.sample_interval=10 slub_debug=FZP"
+cmdline="$cmdline sysctl.kernel.hung_task_timeout_secs=30 log_buf_len=8M oops=panic panic=-1"
+cmdline="$cmdline nvpeer.out=$out nvpeer.mods=$modroot $append"
 
 console=$out/console.txt
 set +e
 timeout --foreground "${NVPEER_VM_TIMEOUT:-1500}" \
-    vng --run "$kdir" --disable-kvm --disable-microvm --force-9p \
-        --cpus "$cpus" --memory "$memory" --user root --cwd "$repo" \
-        --rwdir "$out" --append "$cmdline" --verbose \
-        --qemu-opts "-device edu" \
-        --exec "bash $repo/tests/vm/guest.sh $out $suite $*" \
-        </dev/null >"$console" 2>&1
-vng_rc=$?
+    qemu-system-x86_64 -machine q35 -cpu max -smp "$cpus" -m "$memory" \
+        -accel tcg,thread=multi -nographic -no-reboot -nodefaults \
+        -kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" -append "$cmdline" \
+        -serial "file:$console" -monitor none \
+        -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap" \
+        -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+        -fsdev "local,id=nvpeerout,path=$out,security_model=none,multidevs=remap" \
+        -device virtio-9p-pci,fsdev=nvpeerout,mount_tag=nvpeerout \
+        -device edu \
+        </dev/null >"$out/qemu.txt" 2>&1
+qemu_rc=$?
 set -e
 
 rc=$(cat "$out/rc" 2>/dev/null || echo "")
@@ -66,7 +96,6 @@ else
     reports=$("$here/scan-log.sh" "$console" || true)
 fi
 
-# The suite's own output (it is also in the console log, interleaved with the kernel's).
 [ -f "$out/suite.log" ] && cat "$out/suite.log"
 if [ -n "$reports" ]; then
     echo "vm: FAIL: the guest kernel reported: $reports (suite $suite, log $console)" >&2
@@ -75,7 +104,7 @@ if [ -n "$reports" ]; then
     exit 1
 fi
 if [ -z "$rc" ]; then
-    echo "vm: FAIL: suite $suite did not finish (vng exit $vng_rc: guest crashed or timed out); log $console" >&2
+    echo "vm: FAIL: suite $suite did not finish (qemu exit $qemu_rc: guest crashed or timed out); log $console" >&2
     tail -n 30 "$console" >&2
     exit 1
 fi

@@ -6,5 +6,6 @@ pub mod check;
 pub mod error;
 pub mod host;
 pub mod peermem;
+pub mod stats;
 
 pub use error::{Error, Result};

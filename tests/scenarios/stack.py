@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Loading and unloading the module stack in the VM: the two stand-ins and a peer-memory client
+(ours or NVIDIA's reference), plus a small check tally shared by the Python suites."""
+
+import os
+import subprocess
+import sys
+
+REPO = os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+CACHE = os.environ.get("NVPEER_CACHE", "/var/cache/nvpeer")
+STANDINS = os.path.join(REPO, "tests", "stand-ins")
+OURS = os.path.join(REPO, "kmod", "nvidia_peermem.ko")
+REFERENCE = os.environ.get("NVPEER_REFERENCE_KO", os.path.join(CACHE, "reference", "nvidia-peermem.ko"))
+
+
+class Tally:
+    """Counts checks; prints one line per check."""
+
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, desc, cond, detail=""):
+        if cond:
+            self.passed += 1
+            print(f"ok    {desc}", flush=True)
+        else:
+            self.failed += 1
+            print(f"FAIL  {desc}{': ' + str(detail) if detail != '' else ''}", flush=True)
+        return cond
+
+    def eq(self, desc, expected, actual):
+        return self.check(desc, expected == actual, f"expected {expected!r}, got {actual!r}")
+
+    def finish(self):
+        print(f"[suite {self.name}] {self.passed} ok, {self.failed} failed", flush=True)
+        return 0 if self.failed == 0 else 1
+
+
+def sh(*args, check=True):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+def loaded(name):
+    return os.path.exists(f"/sys/module/{name}")
+
+
+class Stack:
+    """nv_p2p_sim (api 535 or 530, page-table version) + peer_core_sim (generation, sysfs) +
+    a client module. Use as a context manager: unloads in reverse order."""
+
+    def __init__(self, generation, client="ours", api=535, pt_version=0x00010002,
+                 sysfs=1, client_params=()):
+        self.generation = generation
+        self.client = client
+        self.api = api
+        self.pt_version = pt_version
+        self.sysfs = sysfs
+        self.client_params = list(client_params)
+        self.modules = []
+
+    @property
+    def client_module(self):
+        return "nvidia_peermem"
+
+    def __enter__(self):
+        sim = "nv_p2p_sim" if self.api == 535 else "nv_p2p_sim_530"
+        self._insmod(os.path.join(STANDINS, "nv_p2p_sim", f"{sim}.ko"), sim,
+                     f"pt_version={self.pt_version:#x}")
+        self._insmod(os.path.join(STANDINS, "peer_core_sim", "peer_core_sim.ko"), "peer_core_sim",
+                     f"generation={self.generation}", f"sysfs={self.sysfs}")
+        ko = OURS if self.client == "ours" else REFERENCE
+        self._insmod(ko, self.client_module, *self.client_params)
+        return self
+
+    def _insmod(self, path, name, *params):
+        sh("insmod", path, *params)
+        self.modules.append(name)
+
+    def unload_client(self):
+        """rmmod of the client alone; returns (exit code, stderr)."""
+        r = sh("rmmod", self.client_module, check=False)
+        if r.returncode == 0 and self.client_module in self.modules:
+            self.modules.remove(self.client_module)
+        return r.returncode, r.stderr.strip()
+
+    def __exit__(self, *exc):
+        errors = []
+        for name in reversed(self.modules):
+            r = sh("rmmod", name, check=False)
+            if r.returncode != 0:
+                errors.append(f"rmmod {name}: {r.stderr.strip()}")
+        self.modules = []
+        if errors and exc[0] is None:
+            raise RuntimeError("; ".join(errors))
+        return False
+
+
+def our_stats():
+    base = "/sys/module/nvidia_peermem/nvpeer/stats"
+    if not os.path.isdir(base):
+        return {}
+    return {n: int(open(os.path.join(base, n)).read()) for n in os.listdir(base)}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)

@@ -1,0 +1,45 @@
+#!/bin/busybox sh
+# SPDX-License-Identifier: GPL-2.0
+# /init of the test VM's initramfs (busybox only). Mounts the host's root filesystem (9p, read
+# only) under a tmpfs overlay, the run's output directory (9p, read-write) at the same path as
+# on the host, and the test kernel's modules at /lib/modules/<release>; then runs the command
+# in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node.
+/bin/busybox mkdir -p /proc /sys /dev /lower /rw /newroot
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+set -- $(/bin/busybox cat /proc/cmdline)
+out="" mods=""
+for a; do
+    case "$a" in
+    nvpeer.out=*) out=${a#nvpeer.out=} ;;
+    nvpeer.mods=*) mods=${a#nvpeer.mods=} ;;
+    esac
+done
+bb=/bin/busybox
+fail() { echo "nvpeer-init: $*"; $bb poweroff -f; }
+$bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower || fail "cannot mount the host root"
+$bb mount -t tmpfs -o mode=0755 tmpfs /rw
+$bb mkdir -p /rw/upper /rw/work
+$bb mount -t overlay overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work /newroot \
+    || fail "cannot mount the overlay root"
+if [ -n "$mods" ]; then
+    rel=$($bb uname -r)
+    $bb mkdir -p "/newroot/lib/modules/$rel"
+    $bb mount --bind "/newroot$mods" "/newroot/lib/modules/$rel"
+fi
+for d in proc sys dev; do $bb mount --move /$d /newroot/$d; done
+$bb mount -t tmpfs tmpfs /newroot/tmp
+$bb mount -t tmpfs tmpfs /newroot/run
+$bb mkdir -p "/newroot$out"
+$bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 nvpeerout "/newroot$out" || fail "cannot mount $out"
+$bb mkdir -p /newroot/dev/pts /newroot/dev/shm
+$bb mount -t devpts devpts /newroot/dev/pts
+$bb mount -t tmpfs tmpfs /newroot/dev/shm
+$bb mount -t debugfs debugfs /newroot/sys/kernel/debug
+$bb hostname nvpeer-vm
+exec $bb chroot /newroot /bin/sh -c "
+    export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
+    ip link set lo up 2>/dev/null
+    cd '$out' && /bin/bash '$out/cmd.sh' > /dev/console 2>&1
+    sync; /bin/busybox poweroff -f"

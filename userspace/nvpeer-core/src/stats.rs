@@ -1,0 +1,181 @@
+//! `nvpeer stats`: the module's own counters (`/sys/module/<name>/nvpeer/`) and MOFED's
+//! `memory_peers` counters, when present.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::peermem::{self, Implementation};
+
+/// The eight files of `/sys/kernel/mm/memory_peers/<client>/` (CONTRACT 1.9).
+pub const MEMORY_PEERS_COUNTERS: [&str; 7] = [
+    "num_alloc_mrs",
+    "num_dealloc_mrs",
+    "num_reg_pages",
+    "num_dereg_pages",
+    "num_reg_bytes",
+    "num_dereg_bytes",
+    "num_free_callbacks",
+];
+
+/// One failure cell: callback, errno (None = any other errno), count.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub callback: String,
+    pub errno: Option<i32>,
+    pub count: u64,
+}
+
+/// Counters of one MOFED peer-memory client.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerClient {
+    pub name: String,
+    pub version: Option<String>,
+    pub counters: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    /// The loaded module's name, when it is ours.
+    pub module: Option<String>,
+    /// `/sys/module/<name>/nvpeer/stats/*`
+    pub counters: BTreeMap<String, u64>,
+    pub failures: Vec<Failure>,
+    /// `None` when `/sys/kernel/mm/memory_peers` does not exist.
+    pub memory_peers: Option<Vec<PeerClient>>,
+}
+
+fn parse_u64(host: &Host, rel: &str, text: &str) -> Result<u64> {
+    text.trim().parse().map_err(|_| Error::Parse {
+        path: host.sys_path(rel),
+        content: text.to_owned(),
+        expected: "an unsigned integer",
+    })
+}
+
+/// Parses the `failures` file: "<callback> <errno|other> <count>" per line.
+pub fn parse_failures(host: &Host, rel: &str, text: &str) -> Result<Vec<Failure>> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let bad = || Error::Parse {
+            path: host.sys_path(rel),
+            content: line.to_owned(),
+            expected: "\"<callback> <errno|other> <count>\"",
+        };
+        let mut it = line.split_whitespace();
+        let (Some(cb), Some(err), Some(count), None) = (it.next(), it.next(), it.next(), it.next()) else {
+            return Err(bad());
+        };
+        let errno = match err {
+            "other" => None,
+            e => Some(e.parse().map_err(|_| bad())?),
+        };
+        out.push(Failure {
+            callback: cb.to_owned(),
+            errno,
+            count: count.parse().map_err(|_| bad())?,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads every counter available on `host`.
+pub fn read(host: &Host) -> Result<Stats> {
+    let ours = peermem::loaded_modules(host)?
+        .into_iter()
+        .find(|m| m.implementation == Implementation::Nvpeer);
+    let mut counters = BTreeMap::new();
+    let mut failures = Vec::new();
+    if let Some(m) = &ours {
+        let dir = format!("module/{}/nvpeer/stats", m.name);
+        for name in host.list_sys(&dir)? {
+            let rel = format!("{dir}/{name}");
+            if let Some(v) = host.read_sys(&rel)? {
+                counters.insert(name, parse_u64(host, &rel, &v)?);
+            }
+        }
+        let rel = format!("module/{}/nvpeer/failures", m.name);
+        if let Some(text) = host.read_sys(&rel)? {
+            failures = parse_failures(host, &rel, &text)?;
+        }
+    }
+    let memory_peers = if host.sys_exists("kernel/mm/memory_peers") {
+        let mut clients = Vec::new();
+        for name in host.list_sys("kernel/mm/memory_peers")? {
+            let base = format!("kernel/mm/memory_peers/{name}");
+            let mut c = BTreeMap::new();
+            for counter in MEMORY_PEERS_COUNTERS {
+                let rel = format!("{base}/{counter}");
+                if let Some(v) = host.read_sys(&rel)? {
+                    c.insert(counter.to_owned(), parse_u64(host, &rel, &v)?);
+                }
+            }
+            clients.push(PeerClient {
+                version: host.read_sys(format!("{base}/version"))?,
+                name,
+                counters: c,
+            });
+        }
+        Some(clients)
+    } else {
+        None
+    };
+    Ok(Stats {
+        module: ours.map(|m| m.name),
+        counters,
+        failures,
+        memory_peers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn write(root: &std::path::Path, rel: &str, content: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    #[test]
+    fn reads_module_and_memory_peers_counters() {
+        let sys = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        write(s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.1.0\n");
+        write(s, "module/nvidia_peermem/nvpeer/stats/registrations", "5\n");
+        write(s, "module/nvidia_peermem/nvpeer/failures", "dma_map 14 2\nget_pages other 1\n");
+        write(s, "kernel/mm/memory_peers/nv_mem/version", "0.1.0\n");
+        write(s, "kernel/mm/memory_peers/nv_mem/num_alloc_mrs", "3\n");
+        let st = read(&Host::new(s, "/nonexistent")).unwrap();
+        assert_eq!(st.module.as_deref(), Some("nvidia_peermem"));
+        assert_eq!(st.counters["registrations"], 5);
+        assert_eq!(st.failures.len(), 2);
+        assert_eq!(st.failures[0].errno, Some(14));
+        assert_eq!(st.failures[1].errno, None);
+        let mp = st.memory_peers.unwrap();
+        assert_eq!(mp[0].name, "nv_mem");
+        assert_eq!(mp[0].counters["num_alloc_mrs"], 3);
+    }
+
+    #[test]
+    fn malformed_counter_is_a_clear_error() {
+        let sys = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        write(s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.1.0\n");
+        write(s, "module/nvidia_peermem/nvpeer/stats/registrations", "lots\n");
+        let err = read(&Host::new(s, "/nonexistent")).unwrap_err().to_string();
+        assert!(err.contains("registrations") && err.contains("unsigned integer"), "{err}");
+    }
+
+    #[test]
+    fn malformed_failures_line_is_rejected() {
+        let host = Host::new("/x", "/y");
+        assert!(parse_failures(&host, "f", "dma_map 14").is_err());
+        assert!(parse_failures(&host, "f", "dma_map x 2").is_err());
+        assert_eq!(parse_failures(&host, "f", "\n").unwrap(), vec![]);
+    }
+}
