@@ -7,6 +7,7 @@ PASSED=0
 FAILED=0
 REPO=${NVPEER_REPO:?run through tests/vm/run.sh}
 KO_DIR=${NVPEER_KO_DIR:-$REPO/kmod}
+SIM_DIR=$REPO/tests/stand-ins
 
 ok() { PASSED=$((PASSED + 1)); echo "ok    $*"; }
 not_ok() { FAILED=$((FAILED + 1)); echo "FAIL  $*"; }

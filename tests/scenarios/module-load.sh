@@ -11,6 +11,16 @@ expect "modinfo author" test -n "$(modinfo -F author "$ko")"
 expect_eq "modinfo softdep" "pre: nvidia ib_core" "$(modinfo -F softdep "$ko")"
 expect_eq "modinfo name" "nvidia_peermem" "$(modinfo -F name "$ko")"
 
+# Without the providers the load fails with our diagnosis, not the loader's "Unknown symbol".
+mark no-core
+expect_fail "insmod without a peer-memory IB core is refused" insmod "$ko"
+expect "... naming the missing ib_register_peer_memory_client" grep -q "ib_register_peer_memory_client not found" <(dmesg_since no-core)
+expect "insmod peer_core_sim (the MOFED core stand-in)" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko"
+mark no-nvidia
+expect_fail "insmod without nvidia.ko is refused" insmod "$ko"
+expect "... naming the missing nvidia_p2p_* symbols" grep -q "nvidia_p2p_\* symbols not found" <(dmesg_since no-nvidia)
+expect "insmod nv_p2p_sim (the nvidia.ko stand-in)" insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
+
 expect "insmod with defaults" insmod "$ko"
 expect_eq "/sys/module/nvidia_peermem/version" "$version" "$(cat /sys/module/nvidia_peermem/version 2>&1)"
 expect_eq "implementation marker" "nvpeer $version" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
@@ -38,9 +48,10 @@ legacy=$KO_DIR/nv_peer_mem.ko
 if [ -f "$legacy" ]; then
     expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
     expect_eq "/sys/module/nv_peer_mem/version" "$version" "$(cat /sys/module/nv_peer_mem/version 2>&1)"
-    expect "log prefix is nv_peer_mem" grep -q "nv_peer_mem: nvpeer loaded" <(dmesg)
+    expect "log prefix is nv_peer_mem" grep -qE "nv_peer_mem: nvpeer [^ ]+ loaded" <(dmesg)
     expect "rmmod nv_peer_mem" rmmod nv_peer_mem
 else
     not_ok "legacy build $legacy missing"
 fi
+expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
 finish

@@ -35,6 +35,10 @@ $bb mkdir -p "/newroot$out"
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 nvpeerout "/newroot$out" || fail "cannot mount $out"
 $bb mkdir -p /newroot/dev/pts /newroot/dev/shm
 $bb mount -t devpts devpts /newroot/dev/pts
+$bb ln -sf /proc/self/fd /newroot/dev/fd
+$bb ln -sf /proc/self/fd/0 /newroot/dev/stdin
+$bb ln -sf /proc/self/fd/1 /newroot/dev/stdout
+$bb ln -sf /proc/self/fd/2 /newroot/dev/stderr
 $bb mount -t tmpfs tmpfs /newroot/dev/shm
 $bb mount -t debugfs debugfs /newroot/sys/kernel/debug
 $bb hostname nvpeer-vm
