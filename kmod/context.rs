@@ -203,6 +203,10 @@ impl RegContext {
         match ctx.pin() {
             Ok(pin) => {
                 ctx.inner.lock().state = State::Acquired(pin);
+                nv_dbg!(
+                    "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
+                    addr, size, range.start, range.len, client.kind()
+                );
                 Some(ctx)
             }
             Err(e) => {
@@ -266,6 +270,7 @@ impl RegContext {
             match core::mem::replace(&mut inner.state, State::Unpinned) {
                 State::Acquired(pin) if same_range => {
                     inner.state = State::Pinned(pin);
+                    nv_dbg!("get_pages {:#x}: reusing acquire's pin, core_context {}", self.range.start, core_context);
                     return Ok(());
                 }
                 State::Revoked => {
@@ -368,6 +373,10 @@ impl RegContext {
                 }
                 stats::inc(Stat::Registrations);
                 stats::add(Stat::SgEntries, u64::from(sg.nents()));
+                nv_dbg!(
+                    "dma_map {:#x}+{:#x}: {} pages in {} sg entries",
+                    self.range.start, self.range.len, self.range.pages(), sg.nents()
+                );
                 inner.sg = Some(sg);
                 inner.state = State::Mapped(pin, mapping);
                 Ok(())
@@ -396,6 +405,7 @@ impl RegContext {
                     }
                 }
                 stats::inc(Stat::Deregistrations);
+                nv_dbg!("dma_unmap {:#x}", self.range.start);
                 inner.state = State::Pinned(pin);
             }
             // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
@@ -435,6 +445,7 @@ impl RegContext {
         let callback_ran = matches!(inner.state, State::Revoked);
         inner.state = State::Unpinned;
         drop(inner);
+        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.range.start, result, callback_ran);
         match result {
             Ok(()) => {
                 if !callback_ran {
@@ -483,6 +494,7 @@ impl RegContext {
         inner.state = State::Invalidating;
         let core_context = inner.core_context;
         drop(inner);
+        nv_dbg!("free callback {:#x}: invalidating core_context {}", self.range.start, core_context);
         stats::inc(Stat::InvalidateCalls);
         // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
         self.client.invalidate(core_context);

@@ -54,4 +54,29 @@ else
     not_ok "legacy build $legacy missing"
 fi
 expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
+
+# Debug traces are dynamic debug: off by default, on through /proc/dynamic_debug/control.
+register_host_memory() {
+    python3 - "$REPO/tests/scenarios" <<'PY'
+import ctypes, mmap, sys
+sys.path.insert(0, sys.argv[1])
+import coresim
+buf = mmap.mmap(-1, 1 << 20)
+anchor = ctypes.c_char.from_buffer(buf); va = ctypes.addressof(anchor); del anchor
+core = coresim.PeerCoreSim()
+core.dereg_mr(core.reg_mr(va, 1 << 20))
+PY
+}
+insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko" generation=4x
+insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
+expect "insmod peerdirect_support=1 over a 4.x core" insmod "$ko" peerdirect_support=1
+mark dyndbg-off
+expect "register host memory (a 4.x core asks every client)" register_host_memory
+expect_fail "no debug trace by default" grep -q "nvidia_peermem: acquire" <(dmesg_since dyndbg-off)
+expect "enable dynamic debug for the module" sh -c "echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control"
+mark dyndbg-on
+expect "register host memory again" register_host_memory
+expect "debug trace of acquire declining host memory" grep -q "nvidia_peermem: acquire 0x[0-9a-f]*+0x100000: not GPU memory" <(dmesg_since dyndbg-on)
+expect "declined counted" test "$(cat /sys/module/nvidia_peermem/nvpeer/stats/declined)" -ge 2
+expect "rmmod all" rmmod nvidia_peermem nv_p2p_sim peer_core_sim
 finish
