@@ -35,6 +35,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hashtable.h>
 #include <linux/kref.h>
@@ -103,7 +104,10 @@ struct sim_chunk {
 
 /* One "cudaMalloc" allocation. */
 struct sim_alloc {
-	/* One each: the allocation itself until cudaFree, each VMA, each pin, a queued free. */
+	/*
+	 * One each: the allocation's own (until cudaFree completes; a queued free work runs on
+	 * it), each VMA, each pin.
+	 */
 	struct kref ref;
 	struct list_head node;		/* sim_allocs, until cudaFree completes */
 	const struct file *owner;	/* the open file that allocated it; compared, never used */
@@ -113,8 +117,8 @@ struct sim_alloc {
 	phys_addr_t *phys;		/* physical address of each 64 KiB page */
 	struct sim_chunk *chunks;
 	unsigned int nchunks;
-	bool pages_freed;
 	/* Under sim_lock: */
+	bool pages_freed;		/* freed, or claimed for freeing by one thread */
 	enum sim_alloc_state state;
 	struct mm_struct *mm;		/* set (and grabbed) by mmap, then constant */
 	unsigned long va;		/* set by mmap, then constant */
@@ -147,7 +151,7 @@ struct sim_pin {
 	/*
 	 * Last, and for a 1.x table allocated only up to NVIDIA_P2P_PAGE_TABLE_V1_SIZE bytes: a
 	 * client reading `flags` of a 1.x table reads past the object, where slub_debug red zones
-	 * and KFENCE can see it. Never touch pt.flags unless sim_pin_v2().
+	 * and KFENCE can see it. Never touch pt.flags of a 1.x table.
 	 */
 	struct nvidia_p2p_page_table pt;
 };
@@ -162,6 +166,7 @@ struct sim_fault {
 	int err;
 };
 
+/* Counter names (debugfs, nvsim.py) and the API function each counts. */
 static const char *const sim_fn_names[NV_P2P_SIM_FN_COUNT] = {
 	[NV_P2P_SIM_FN_GET_PAGES] = "get_pages",
 	[NV_P2P_SIM_FN_GET_PAGES_PERSISTENT] = "get_pages_persistent",
@@ -169,6 +174,15 @@ static const char *const sim_fn_names[NV_P2P_SIM_FN_COUNT] = {
 	[NV_P2P_SIM_FN_PUT_PAGES_PERSISTENT] = "put_pages_persistent",
 	[NV_P2P_SIM_FN_DMA_MAP] = "dma_map",
 	[NV_P2P_SIM_FN_DMA_UNMAP] = "dma_unmap",
+};
+
+static const char *const sim_fn_funcs[NV_P2P_SIM_FN_COUNT] = {
+	[NV_P2P_SIM_FN_GET_PAGES] = "nvidia_p2p_get_pages",
+	[NV_P2P_SIM_FN_GET_PAGES_PERSISTENT] = "nvidia_p2p_get_pages_persistent",
+	[NV_P2P_SIM_FN_PUT_PAGES] = "nvidia_p2p_put_pages",
+	[NV_P2P_SIM_FN_PUT_PAGES_PERSISTENT] = "nvidia_p2p_put_pages_persistent",
+	[NV_P2P_SIM_FN_DMA_MAP] = "nvidia_p2p_dma_map_pages",
+	[NV_P2P_SIM_FN_DMA_UNMAP] = "nvidia_p2p_dma_unmap_pages",
 };
 
 static struct {
@@ -226,7 +240,7 @@ static int sim_check_not_in_callback(const char *fn)
 	if (READ_ONCE(sim_rm_owner) != current)
 		return 0;
 	atomic64_inc(&sim_cnt.calls_in_callback);
-	pr_err_ratelimited("nvidia_p2p_%s called with the RM API lock held by this thread (from a free callback): -EIO\n",
+	pr_err_ratelimited("%s called with the RM API lock held by this thread (from a free callback): -EIO\n",
 			   fn);
 	return -EIO;
 }
@@ -245,7 +259,7 @@ static int sim_enter(enum nv_p2p_sim_fn fn)
 		err = -f->err;
 	spin_unlock(&sim_fault_lock);
 	if (err)
-		pr_err_ratelimited("nvidia_p2p_%s: injected fault %d\n", sim_fn_names[fn], err);
+		pr_err_ratelimited("%s: injected fault %d\n", sim_fn_funcs[fn], err);
 	return err;
 }
 
@@ -390,11 +404,6 @@ static struct sim_alloc *sim_find_mapped(struct mm_struct *mm, u64 va, u64 len)
 }
 
 /* ---------------------------------------------------------------- pins */
-
-static bool sim_pin_v2(const struct sim_pin *pin)
-{
-	return NVIDIA_P2P_MAJOR_VERSION(pin->pt.version) >= 2;
-}
 
 /* The live pin whose page table is pt, or NULL. Never dereferences pt. Under sim_lock. */
 static struct sim_pin *sim_find_pin(const struct nvidia_p2p_page_table *pt)
@@ -657,7 +666,7 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	bool revoke;
 
 	if (!page_table || !len || len > SIM_MAX_SIZE || va > TASK_SIZE - len) {
-		pr_err_ratelimited("nvidia_p2p_%s: invalid argument (va 0x%llx len 0x%llx table %p)\n",
+		pr_err_ratelimited("%s: invalid argument (va 0x%llx len 0x%llx table %p)\n",
 				   fn, va, len, page_table);
 		return -EINVAL;
 	}
@@ -677,7 +686,7 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	mutex_unlock(&sim_lock);
 	if (!a) {
 		sim_rm_unlock();
-		pr_err_ratelimited("nvidia_p2p_%s: [0x%llx, 0x%llx) is not inside one allocation of this process: -EINVAL\n",
+		pr_err_ratelimited("%s: [0x%llx, 0x%llx) is not inside one allocation of this process: -EINVAL\n",
 				   fn, start, end);
 		return -EINVAL;
 	}
@@ -685,7 +694,7 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	if (!pin) {
 		sim_rm_unlock();
 		sim_alloc_put(a);
-		pr_err_ratelimited("nvidia_p2p_%s: out of memory\n", fn);
+		pr_err_ratelimited("%s: out of memory\n", fn);
 		return -ENOMEM;
 	}
 	sim_pin_cost(pin->pt.entries);
@@ -713,17 +722,18 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual
 
 	ret = sim_enter(fn);
 	if (!ret)
-		ret = sim_check_not_in_callback(sim_fn_names[fn]);
+		ret = sim_check_not_in_callback(sim_fn_funcs[fn]);
 	if (!ret && !free_callback) {
 		if (api == 530) {
 			kind = SIM_PIN_LEGACY;
 		} else {
-			pr_err_ratelimited("nvidia_p2p_get_pages: NULL free_callback: -EINVAL (use nvidia_p2p_get_pages_persistent)\n");
+			pr_err_ratelimited("%s: NULL free_callback: -EINVAL (use nvidia_p2p_get_pages_persistent)\n",
+					   __func__);
 			ret = -EINVAL;
 		}
 	}
 	if (!ret)
-		ret = sim_get_pages(sim_fn_names[fn], virtual_address, length, page_table, kind,
+		ret = sim_get_pages(sim_fn_funcs[fn], virtual_address, length, page_table, kind,
 				    false, free_callback, data);
 	return sim_leave(fn, ret);
 }
@@ -762,20 +772,20 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 	if (!pin) {
 		if (persistent) {
 			atomic64_inc(&sim_cnt.stale_table_uses);
-			pr_err_ratelimited("nvidia_p2p_%s: page table %p is not live (already put?): -EINVAL\n",
+			pr_err_ratelimited("%s: page table %p is not live (already put?): -EINVAL\n",
 					   fn, pt);
 			ret = -EINVAL;
 		} else {
 			/* The free callback won: NVIDIA already freed it. */
-			pr_debug("nvidia_p2p_%s: page table %p already freed by the free callback\n",
+			pr_debug("%s: page table %p already freed by the free callback\n",
 				 fn, pt);
 		}
 	} else if ((pin->kind == SIM_PIN_PERSISTENT) != persistent) {
-		pr_err_ratelimited("nvidia_p2p_%s: page table %p was pinned by %s: -EINVAL\n", fn,
+		pr_err_ratelimited("%s: page table %p was pinned by %s: -EINVAL\n", fn,
 				   pt, persistent ? "get_pages" : "get_pages_persistent");
 		ret = -EINVAL;
 	} else if (pin->va != ALIGN_DOWN(va, SIM_PAGE_SIZE)) {
-		pr_err_ratelimited("nvidia_p2p_%s: va 0x%llx is not the va 0x%llx of page table %p: -EINVAL\n",
+		pr_err_ratelimited("%s: va 0x%llx is not the va 0x%llx of page table %p: -EINVAL\n",
 				   fn, va, pin->va, pt);
 		ret = -EINVAL;
 	} else {
@@ -799,9 +809,9 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual
 
 	ret = sim_enter(fn);
 	if (!ret)
-		ret = sim_check_not_in_callback(sim_fn_names[fn]);
+		ret = sim_check_not_in_callback(sim_fn_funcs[fn]);
 	if (!ret && page_table)
-		ret = sim_put_pages(sim_fn_names[fn], virtual_address, page_table, false);
+		ret = sim_put_pages(sim_fn_funcs[fn], virtual_address, page_table, false);
 	return sim_leave(fn, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
@@ -815,18 +825,18 @@ int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 
 	ret = sim_enter(fn);
 	if (!ret)
-		ret = sim_check_not_in_callback(sim_fn_names[fn]);
+		ret = sim_check_not_in_callback(sim_fn_funcs[fn]);
 	if (!ret && api == 530) {
-		pr_err_ratelimited("nvidia_p2p_get_pages_persistent: not in the 530 API: -EOPNOTSUPP\n");
+		pr_err_ratelimited("%s: not in the 530 API: -EOPNOTSUPP\n", __func__);
 		ret = -EOPNOTSUPP;
 	}
 	if (!ret && (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)) {
-		pr_err_ratelimited("nvidia_p2p_get_pages_persistent: invalid flags 0x%x: -EINVAL\n",
-				   flags);
+		pr_err_ratelimited("%s: invalid flags 0x%x: -EINVAL\n",
+				   __func__, flags);
 		ret = -EINVAL;
 	}
 	if (!ret)
-		ret = sim_get_pages(sim_fn_names[fn], virtual_address, length, page_table,
+		ret = sim_get_pages(sim_fn_funcs[fn], virtual_address, length, page_table,
 				    SIM_PIN_PERSISTENT,
 				    flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING, NULL, NULL);
 	return sim_leave(fn, ret);
@@ -841,18 +851,18 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 
 	ret = sim_enter(fn);
 	if (!ret)
-		ret = sim_check_not_in_callback(sim_fn_names[fn]);
+		ret = sim_check_not_in_callback(sim_fn_funcs[fn]);
 	if (!ret && api == 530) {
-		pr_err_ratelimited("nvidia_p2p_put_pages_persistent: not in the 530 API: -EOPNOTSUPP\n");
+		pr_err_ratelimited("%s: not in the 530 API: -EOPNOTSUPP\n", __func__);
 		ret = -EOPNOTSUPP;
 	}
 	if (!ret && (flags || !page_table)) {
-		pr_err_ratelimited("nvidia_p2p_put_pages_persistent: invalid argument (flags 0x%x table %p): -EINVAL\n",
-				   flags, page_table);
+		pr_err_ratelimited("%s: invalid argument (flags 0x%x table %p): -EINVAL\n",
+				   __func__, flags, page_table);
 		ret = -EINVAL;
 	}
 	if (!ret)
-		ret = sim_put_pages(sim_fn_names[fn], virtual_address, page_table, true);
+		ret = sim_put_pages(sim_fn_funcs[fn], virtual_address, page_table, true);
 	return sim_leave(fn, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
@@ -884,7 +894,7 @@ static struct sim_map *sim_map_create(struct sim_pin *pin, struct pci_dev *peer)
 	u32 i, entries = pin->pt.entries;
 	struct sim_map *m;
 
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	m = kzalloc_obj(*m);
 	if (!m)
 		return NULL;
 	m->map.dma_addresses = kvmalloc_array(entries, sizeof(u64), GFP_KERNEL);
@@ -971,10 +981,10 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table 
 
 	ret = sim_enter(fn);
 	if (!ret)
-		ret = sim_check_not_in_callback(sim_fn_names[fn]);
+		ret = sim_check_not_in_callback(sim_fn_funcs[fn]);
 	if (!ret && (!peer || !page_table || !dma_mapping)) {
-		pr_err_ratelimited("nvidia_p2p_dma_map_pages: NULL argument (peer %p table %p mapping %p): -EINVAL\n",
-				   peer, page_table, dma_mapping);
+		pr_err_ratelimited("%s: NULL argument (peer %p table %p mapping %p): -EINVAL\n",
+				   __func__, peer, page_table, dma_mapping);
 		ret = -EINVAL;
 	}
 	if (!ret)
@@ -1034,8 +1044,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 
 	ret = sim_enter(fn);
 	if (!ret && (!page_table || !dma_mapping)) {
-		pr_err_ratelimited("nvidia_p2p_dma_unmap_pages: NULL argument (table %p mapping %p): -EINVAL\n",
-				   page_table, dma_mapping);
+		pr_err_ratelimited("%s: NULL argument (table %p mapping %p): -EINVAL\n",
+				   __func__, page_table, dma_mapping);
 		ret = -EINVAL;
 	}
 	if (!ret)
@@ -1050,14 +1060,14 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
 int nvidia_p2p_init_mapping(uint64_t p2p_token, struct nvidia_p2p_params *params,
 			    void (*destroy_callback)(void *data), void *data)
 {
-	pr_err_ratelimited("nvidia_p2p_init_mapping: not supported\n");
+	pr_err_ratelimited("%s: not supported\n", __func__);
 	return -ENOTSUPP;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_init_mapping);
 
 int nvidia_p2p_destroy_mapping(uint64_t p2p_token)
 {
-	pr_err_ratelimited("nvidia_p2p_destroy_mapping: not supported\n");
+	pr_err_ratelimited("%s: not supported\n", __func__);
 	return -ENOTSUPP;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_destroy_mapping);
@@ -1067,7 +1077,7 @@ int nvidia_p2p_register_rsync_driver(nvidia_p2p_rsync_driver_t *driver, void *da
 	int ret = 0;
 
 	if (!driver) {
-		pr_err_ratelimited("nvidia_p2p_register_rsync_driver: NULL driver: -EINVAL\n");
+		pr_err_ratelimited("%s: NULL driver: -EINVAL\n", __func__);
 		return -EINVAL;
 	}
 	mutex_lock(&sim_rsync_lock);
@@ -1077,7 +1087,7 @@ int nvidia_p2p_register_rsync_driver(nvidia_p2p_rsync_driver_t *driver, void *da
 		sim_rsync_driver = driver;
 	mutex_unlock(&sim_rsync_lock);
 	if (ret)
-		pr_err_ratelimited("nvidia_p2p_register_rsync_driver: one is already registered: -EBUSY\n");
+		pr_err_ratelimited("%s: one is already registered: -EBUSY\n", __func__);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_register_rsync_driver);
@@ -1093,7 +1103,7 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_unregister_rsync_driver);
 
 int nvidia_p2p_get_rsync_registers(nvidia_p2p_rsync_reg_info_t **reg_info)
 {
-	pr_err_ratelimited("nvidia_p2p_get_rsync_registers: no rsync registers: -ENODEV\n");
+	pr_err_ratelimited("%s: no rsync registers: -ENODEV\n", __func__);
 	return -ENODEV;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_rsync_registers);
@@ -1243,7 +1253,7 @@ static long sim_ioc_alloc(struct file *file, void __user *arg)
 				   req.size, req.flags);
 		return -EINVAL;
 	}
-	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	a = kzalloc_obj(*a);
 	if (!a)
 		return -ENOMEM;
 	kref_init(&a->ref);
