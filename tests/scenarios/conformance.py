@@ -239,8 +239,11 @@ def unload_cases(t, st, nv, core, label):
 def combinations(client, quick):
     if client == "reference":
         # NVIDIA 550's nvidia-peermem: nv_mem + nv_mem_nc, persistent API required (535 stand-in).
-        for gen in GENERATIONS:
-            yield gen, 535, 0x00010002, ["peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"]
+        # Not on 4x: its free callback writes to the context after the 4.x core released it inside
+        # the invalidate call (CONTRACT 3.1 defect 1), which the VM's detectors report;
+        # tests/reference/expect-4x-uaf.sh proves that separately.
+        for gen in GENERATIONS[1:]:
+            yield gen, 535, 0x00010002, ["peerdirect_support=0"]
         return
     for gen in GENERATIONS:
         pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"

@@ -10,7 +10,7 @@ REPO = os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(os.path.dir
 CACHE = os.environ.get("NVPEER_CACHE", "/var/cache/nvpeer")
 STANDINS = os.path.join(REPO, "tests", "stand-ins")
 OURS = os.path.join(REPO, "kmod", "nvidia_peermem.ko")
-REFERENCE = os.environ.get("NVPEER_REFERENCE_KO", os.path.join(CACHE, "reference", "nvidia-peermem.ko"))
+REFERENCE = os.environ.get("NVPEER_REFERENCE_KO", os.path.join(REPO, "tests", "reference", "out", "nvidia-peermem.ko"))
 
 
 class Tally:
