@@ -31,6 +31,9 @@ fatal "deps" tests/setup/deps.sh
 fatal "kernel" tests/kernel/build.sh
 KDIR=$(tests/kernel/build.sh 2>/dev/null)
 fatal "module (kmod + test modules)" tests/build-all.sh "$KDIR"
+step "abi: our headers match the real ones (nvidia-open-kernel-source)" tests/abi/check.sh "$KDIR"
+step "abi: self-test (mutated headers fail the check)" tests/abi/check.sh --self-test "$KDIR"
+step "reference: build NVIDIA nvidia-peermem" tests/reference/build.sh "$KDIR" tests/reference/out
 step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
 step "cli: cargo fmt --check" bash -c 'cd userspace && cargo fmt --all --check'
 step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --locked --all-targets -q -- -D warnings'
@@ -42,5 +45,13 @@ step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WAR
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
+step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
+step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
+    tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
+step "vm: revocation at every point (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" revocation 50
+step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
+    tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
+step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps
+step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/reference/expect-4x-uaf.sh "$KDIR"
 summary
 [ $failed -eq 0 ]

@@ -593,8 +593,14 @@ def compare(args):
     for fn in sorted(set(of) | set(rf)):
         if fn in of and fn in rf:
             ok = pv.get("proto %s" % fn)
-            if not check("prototype %s" % fn, 1, ok, lambda v: {1: "compatible", 0: "INCOMPATIBLE"}.get(v, str(v))):
-                mismatches[-1] += " -- ours: %s %s(%s)" % (of[fn]["ret"], fn, of[fn]["params"])
+            items += 1
+            if ok == 1:
+                report.append("ok        prototype %s: compatible" % fn)
+            else:
+                mismatches.append("prototype %s: the real function's type is %s with ours: %s %s(%s)"
+                                  % (fn, "not compatible" if ok == 0 else "not comparable", of[fn]["ret"],
+                                     fn, of[fn]["params"]))
+                report.append("MISMATCH  prototype %s" % fn)
         else:
             note("function %s only in %s" % (fn, "ours" if fn in of else "the real header"))
 

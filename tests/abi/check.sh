@@ -40,7 +40,7 @@ compare() {
     local ours=$1 w=$2 report=${3:-}
     rm -rf "$w"; mkdir -p "$w"
     python3 "$here/abi.py" gen --ours "$ours" --real-peer-mem "$real_peer_mem" \
-        --real-nv-p2p "$real_nv_p2p" --out "$w"
+        --real-nv-p2p "$real_nv_p2p" --out "$w" || { echo "abi: MISMATCH: scanning the headers failed"; return 1; }
     if ! make -s -C "$kdir" M="$w" abi_ours.o abi_real.o abi_ours.s abi_real.s abi_proto.s \
             >"$w/build.log" 2>&1; then
         echo "abi: MISMATCH: the comparison units do not compile (log below)"

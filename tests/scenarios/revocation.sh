@@ -1,0 +1,3 @@
+# SPDX-License-Identifier: GPL-2.0
+# revocation.sh [iterations]: cudaFree at every point of a registration (revocation.py).
+exec python3 -u "$(dirname "$0")/revocation.py" "$@"
