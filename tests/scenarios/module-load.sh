@@ -46,9 +46,17 @@ done
 
 legacy=$KO_DIR/nv_peer_mem.ko
 if [ -f "$legacy" ]; then
-    expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
+    expect "insmod nvidia_peermem" insmod "$ko"
+mark beside
+expect_fail "nv_peer_mem refused beside a loaded nvidia_peermem" insmod "$legacy"
+expect "... with a log line saying what to do" grep -q "nv_peer_mem: nvidia_peermem is loaded: only one GPU peer-memory module may run" <(dmesg_since beside)
+expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
     expect_eq "/sys/module/nv_peer_mem/version" "$version" "$(cat /sys/module/nv_peer_mem/version 2>&1)"
     expect "log prefix is nv_peer_mem" grep -qE "nv_peer_mem: nvpeer [^ ]+ loaded" <(dmesg)
+    mark beside2
+    expect_fail "nvidia_peermem refused beside a loaded nv_peer_mem" insmod "$ko"
+    expect "... with a log line saying what to do" grep -q "nvidia_peermem: nv_peer_mem is loaded" <(dmesg_since beside2)
     expect "rmmod nv_peer_mem" rmmod nv_peer_mem
 else
     not_ok "legacy build $legacy missing"
