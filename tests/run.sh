@@ -46,6 +46,7 @@ step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kme
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
 step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
+step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
 step "vm: revocation at every point (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" revocation 50

@@ -3,7 +3,7 @@
  * User interface of the two test stand-ins (tests only, root only):
  *   /dev/nv_p2p_sim    nv_p2p_sim.ko: "GPU memory" and the NVIDIA P2P API over host pages
  *   /dev/peer_core_sim peer_core_sim.ko: MOFED's peer-memory core, "MRs" and "NIC DMA"
- * Shared by the C modules and the Python test driver (tests/scenarios/sim.py mirrors it).
+ * Shared by the C modules and the Python drivers (tests/scenarios/nvsim.py, coresim.py).
  * Every struct is padded to 8-byte multiples; all fields are little-endian native.
  */
 #ifndef NVPEER_SIM_UAPI_H
@@ -124,6 +124,7 @@ struct peer_core_sim_reg {
 };
 /* Returns 0 or -errno exactly as ib_umem_get would (e.g. -EFAULT when nobody takes a GPU VA). */
 #define PEER_CORE_SIM_IOC_REG_MR _IOWR('P', 1, struct peer_core_sim_reg)
+/* DEREG_MR, DMA and MR_INFO: -ENOENT for an id this open file did not register. */
 #define PEER_CORE_SIM_IOC_DEREG_MR _IOW('P', 2, __u32)
 
 #define PEER_CORE_SIM_DMA_TO_MR 0   /* "NIC" writes user bytes into the MR (RDMA write target) */
@@ -136,7 +137,8 @@ struct peer_core_sim_dma {
 	__u64 buf;    /* user buffer */
 };
 /* -EIO when the MR is invalidated (the mkey was revoked), -EINVAL out of range,
- * -EFAULT when a DMA address does not resolve to stand-in GPU memory. */
+ * -EFAULT when a DMA address does not resolve to stand-in GPU memory (RAM),
+ * -EACCES for DMA_TO_MR into an MR registered without PEER_CORE_SIM_ACCESS_WRITE. */
 #define PEER_CORE_SIM_IOC_DMA _IOW('P', 3, struct peer_core_sim_dma)
 
 enum peer_core_sim_mr_state {
