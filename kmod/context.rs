@@ -435,10 +435,12 @@ impl RegContext {
         };
         let Some(api) = Api::get() else { return };
         stats::inc(Stat::UnpinCalls);
-        // SAFETY: not in a callback (the core calls put_pages/release from its own context; a
-        // callback of ours is `Invalidating` and returned above); the pin is ours.
+        // Not in a callback: the core calls put_pages/release from its own context, and calls
+        // made inside our callback's invalidate find the state `Invalidating` and returned above.
         let result = match self.client.kind() {
+            // SAFETY: see above; the persistent pin is ours and not used afterwards.
             ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, pin.table) },
+            // SAFETY: see above; the pin is ours and not used afterwards.
             ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, pin.table) },
         };
         let mut inner = self.inner.lock();
