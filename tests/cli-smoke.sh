@@ -1,16 +1,103 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The built CLI answers --version and --help, and rejects bad usage with exit 2.
+# The built CLI: --version and --help, usage errors exit 2, `check` on this bare machine fails (1)
+# and explains each missing piece, `topo` gives each fixture's expected matrix, `stats` and the
+# JSON schemas, no ANSI codes through a pipe, no panic anywhere.
 set -uo pipefail
-bin=$(cd "$(dirname "$0")/.." && pwd)/userspace/target/release/nvpeer
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=$repo/userspace/target/release/nvpeer
+fixtures=$repo/tests/fixtures
 fail() { echo "cli-smoke: $*" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# on FIXTURE ARGS...: the CLI against a fixture tree.
+on() { local f=$1; shift; "$bin" --sysfs-root "$fixtures/$f/sys" --procfs-root "$fixtures/$f/proc" "$@"; }
+no_panic() { ! grep -q 'panicked' "$1" || fail "$2 panicked: $(cat "$1")"; }
+
 "$bin" --version | grep -qE '^nvpeer [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
-"$bin" --help | grep -q 'check' || fail "--help does not list check"
+help=$("$bin" --help)
+for cmd in check topo stats; do
+    grep -q "^  $cmd" <<<"$help" || fail "--help does not list $cmd"
+done
 "$bin" no-such-command >/dev/null 2>&1; [ $? -eq 2 ] || fail "usage error must exit 2"
+"$bin" stats --count 2 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --count without --watch must exit 2"
+"$bin" stats --watch 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --watch 0 must exit 2"
+
 # This machine has no module, GPU or RDMA device: check must fail (1) and explain each piece.
-out=$("$bin" check 2>&1); rc=$?
+"$bin" check >"$tmp/check.txt" 2>"$tmp/check.err"; rc=$?
+no_panic "$tmp/check.err" "check"
 [ $rc -eq 1 ] || fail "check on a bare host exited $rc, expected 1"
-echo "$out" | grep -q 'fix:' || fail "check printed no fix"
-"$bin" check --json | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["checks"][0]["id"]=="module"' \
-    || fail "check --json is not the documented JSON"
+for id in module nvidia_driver rdma_devices gpus; do
+    grep -qE "^fail +$id " "$tmp/check.txt" || fail "check does not fail $id on a bare host"
+done
+python3 - "$tmp/check.txt" <<'EOF' || fail "a warn or fail line of check has no fix line under it"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+for i, line in enumerate(lines):
+    if line.startswith(("warn ", "fail ")):
+        assert i + 1 < len(lines) and "fix: " in lines[i + 1], line
+EOF
+! grep -q $'\x1b' "$tmp/check.txt" || fail "check wrote ANSI codes into a pipe"
+grep -qE '^not ready: [0-9]+ ok, [0-9]+ warn, [0-9]+ fail$' "$tmp/check.txt" || fail "check has no summary line"
+"$bin" check --json >"$tmp/check.json"; [ $? -eq 1 ] || fail "check --json on a bare host must exit 1"
+python3 - "$tmp/check.json" <<'EOF' || fail "check --json is not the documented JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["schema"] == "nvpeer.check/1" and r["ready"] is False and r["status"] == "fail"
+assert r["checks"][0]["id"] == "module"
+for c in r["checks"]:
+    assert set(c) >= {"id", "status", "detail"} and c["status"] in ("ok", "warn", "fail")
+    assert c["status"] == "ok" or c["fix"]
+for key in ("modules", "memory_peers", "nvidia", "ib_core", "rdma_devices", "gpus", "nccl", "ucx", "dmabuf"):
+    assert key in r["facts"], key
+EOF
+
+# Fixtures: the ready host passes, two implementations fail, broken files are named.
+on pix check >"$tmp/pix.txt" 2>&1 || fail "check on the ready fixture failed: $(cat "$tmp/pix.txt")"
+on two-loaded check --json >"$tmp/two.json" 2>"$tmp/two.err"; rc=$?
+no_panic "$tmp/two.err" "check two-loaded"
+[ $rc -eq 1 ] || fail "check with two implementations exited $rc, expected 1"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m=r["checks"][0]; assert m["id"]=="module" and m["status"]=="fail", m' "$tmp/two.json" \
+    || fail "two implementations are not a module failure"
+on malformed topo >/dev/null 2>"$tmp/bad.err"; rc=$?
+no_panic "$tmp/bad.err" "topo malformed"
+[ $rc -eq 2 ] && grep -q 'numa_node: unexpected content "zero"' "$tmp/bad.err" || fail "topo on a broken numa_node: rc $rc, $(cat "$tmp/bad.err")"
+on malformed stats >/dev/null 2>"$tmp/bad.err"; rc=$?
+no_panic "$tmp/bad.err" "stats malformed"
+[ $rc -eq 2 ] && grep -q 'registrations: unexpected content "many"' "$tmp/bad.err" || fail "stats on a broken counter: rc $rc"
+on malformed check >/dev/null 2>"$tmp/bad.err"
+no_panic "$tmp/bad.err" "check malformed"
+
+# topo: every fixture's matrix, and the JSON schema.
+n=0
+for matrix in "$fixtures"/*/expected-matrix; do
+    f=$(basename "$(dirname "$matrix")")
+    grep -qv '^#' "$matrix" || continue
+    on "$f" topo --json >"$tmp/topo.json" || fail "topo on $f exited $?"
+    python3 - "$tmp/topo.json" "$matrix" <<'EOF' || fail "topo on $f does not match $matrix"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert t["schema"] == "nvpeer.topo/1"
+got = sorted((l["gpu"], l["nic"], l["class"]) for l in t["links"])
+want = sorted(tuple(l.split()) for l in open(sys.argv[2]) if l.strip() and not l.startswith("#"))
+assert got == want, (got, want)
+EOF
+    on "$f" topo >"$tmp/topo.txt" || fail "topo (table) on $f"
+    head -n1 "$tmp/topo.txt" | grep -q 'CPU Affinity' || fail "topo on $f has no matrix header"
+    n=$((n + 1))
+done
+[ "$n" -ge 6 ] || fail "only $n fixtures with a matrix"
+"$bin" topo >/dev/null 2>"$tmp/topo.err" || fail "topo on this machine exited $?"
+no_panic "$tmp/topo.err" "topo"
+
+# stats: JSON, a bounded watch, and a closed pipe.
+on pix stats --json | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["schema"]=="nvpeer.stats/1" and s["counters"]["registrations"]==12' \
+    || fail "stats --json"
+[ "$(on pix stats --watch 1 --count 2 | grep -c '^Every 1s, refresh')" -eq 2 ] || fail "stats --watch 1 --count 2 did not refresh twice"
+[ "$(on pix stats --watch 1 --count 2 --json | wc -l)" -eq 2 ] || fail "stats --watch --json is not one object per line"
+timeout 10 bash -c "set -o pipefail; '$bin' --sysfs-root '$fixtures/pix/sys' stats --watch 1 2>'$tmp/pipe.err' | head -n1 >/dev/null"
+rc=$?
+[ $rc -eq 0 ] || fail "stats --watch into a closed pipe: rc $rc"
+no_panic "$tmp/pipe.err" "stats --watch | head"
+"$bin" stats >/dev/null 2>"$tmp/stats.err" || fail "stats on this machine exited $?"
 echo "cli-smoke: ok"

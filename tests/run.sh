@@ -45,6 +45,7 @@ step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WAR
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
+step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
 step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
 step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \

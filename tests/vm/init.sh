@@ -3,7 +3,8 @@
 # /init of the test VM's initramfs (busybox only). Mounts the host's root filesystem (9p, read
 # only) under a tmpfs overlay, the run's output directory (9p, read-write) at the same path as
 # on the host, and the test kernel's modules at /lib/modules/<release>; then runs the command
-# in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node.
+# in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node. /tmp stays
+# the host's (through the overlay): the repository may live there.
 /bin/busybox mkdir -p /proc /sys /dev /lower /rw /newroot
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
@@ -29,7 +30,6 @@ if [ -n "$mods" ]; then
     $bb mount --bind "/newroot$mods" "/newroot/lib/modules/$rel"
 fi
 for d in proc sys dev; do $bb mount --move /$d /newroot/$d; done
-$bb mount -t tmpfs tmpfs /newroot/tmp
 $bb mount -t tmpfs tmpfs /newroot/run
 $bb mkdir -p "/newroot$out"
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 nvpeerout "/newroot$out" || fail "cannot mount $out"

@@ -9,12 +9,43 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: unexpected content {content:?}: {expected}")]
+    #[error("{path}: unexpected content {content:?}: expected {expected}")]
     Parse {
         path: PathBuf,
         content: String,
         expected: &'static str,
     },
+    #[error("{path} resolves to {target}, outside the sysfs root {root}")]
+    OutsideRoot {
+        path: PathBuf,
+        target: PathBuf,
+        root: PathBuf,
+    },
+}
+
+impl Error {
+    /// A parse error for `content` of the file at `path`, which should have been `expected`.
+    pub fn parse(
+        path: impl Into<PathBuf>,
+        content: impl Into<String>,
+        expected: &'static str,
+    ) -> Self {
+        let mut content = content.into();
+        // Keep messages one line and short even for binary garbage.
+        if content.len() > 80 {
+            let mut cut = 80;
+            while !content.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            content.truncate(cut);
+            content.push('…');
+        }
+        Self::Parse {
+            path: path.into(),
+            content,
+            expected,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

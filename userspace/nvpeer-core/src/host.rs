@@ -25,6 +25,12 @@ impl Host {
         }
     }
 
+    /// True when this is the running host's own `/sys` (not a fixture or a container copy), so
+    /// that probes which ask the kernel directly (libibverbs, getrlimit) describe the same host.
+    pub fn is_live_sysfs(&self) -> bool {
+        self.sys == Path::new("/sys")
+    }
+
     /// Path of `rel` (e.g. `module/nvidia_peermem/version`) under the sysfs root.
     pub fn sys_path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.sys.join(rel)
@@ -40,6 +46,21 @@ impl Host {
         read_optional(&self.sys_path(rel))
     }
 
+    /// Raw bytes of a sysfs file (PCI config space); `None` when it does not exist.
+    pub fn read_sys_bytes(&self, rel: impl AsRef<Path>) -> Result<Option<Vec<u8>>> {
+        let path = self.sys_path(rel);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::Read { path, source }),
+        }
+    }
+
+    /// Contents of a procfs file without the trailing newline; `None` when it does not exist.
+    pub fn read_proc(&self, rel: impl AsRef<Path>) -> Result<Option<String>> {
+        read_optional(&self.proc_path(rel))
+    }
+
     /// Names of the entries of a sysfs directory, sorted; empty when it does not exist.
     pub fn list_sys(&self, rel: impl AsRef<Path>) -> Result<Vec<String>> {
         list_dir(&self.sys_path(rel))
@@ -48,11 +69,34 @@ impl Host {
     pub fn sys_exists(&self, rel: impl AsRef<Path>) -> bool {
         self.sys_path(rel).exists()
     }
+
+    /// Where a sysfs entry really lives, following every symlink, as a path relative to the
+    /// sysfs root (e.g. `bus/pci/devices/0000:03:00.0` ->
+    /// `devices/pci0000:00/0000:00:01.0/0000:03:00.0`). `None` when it does not exist.
+    pub fn resolve_sys(&self, rel: impl AsRef<Path>) -> Result<Option<PathBuf>> {
+        let path = self.sys_path(rel);
+        let target = match std::fs::canonicalize(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Read { path, source }),
+        };
+        let root = std::fs::canonicalize(&self.sys).map_err(|source| Error::Read {
+            path: self.sys.clone(),
+            source,
+        })?;
+        match target.strip_prefix(&root) {
+            Ok(inner) => Ok(Some(inner.to_path_buf())),
+            Err(_) => Err(Error::OutsideRoot { path, target, root }),
+        }
+    }
 }
 
 pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s.trim_end_matches('\n').to_owned())),
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            Ok(Some(text.trim_end_matches('\n').to_owned()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(Error::Read {
             path: path.to_owned(),
@@ -82,4 +126,42 @@ pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
     }
     names.sort();
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_symlinks_relative_to_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("devices/pci0000:00/0000:00:01.0")).unwrap();
+        std::fs::create_dir_all(root.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            root.join("bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        let host = Host::new(root, "/nonexistent");
+        assert_eq!(
+            host.resolve_sys("bus/pci/devices/0000:00:01.0")
+                .unwrap()
+                .unwrap(),
+            PathBuf::from("devices/pci0000:00/0000:00:01.0")
+        );
+        assert!(host
+            .resolve_sys("bus/pci/devices/0000:00:02.0")
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_symlink_leaving_the_root_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("escape")).unwrap();
+        let host = Host::new(dir.path(), "/nonexistent");
+        let err = host.resolve_sys("escape").unwrap_err().to_string();
+        assert!(err.contains("outside the sysfs root"), "{err}");
+    }
 }

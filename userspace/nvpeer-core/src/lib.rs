@@ -1,11 +1,21 @@
 //! Logic of the `nvpeer` companion CLI: host readiness checks for GPUDirect RDMA through the
-//! nvpeer peer-memory module. Everything reads the host through [`host::Host`], whose sysfs and
-//! procfs roots are parameters, so tests run against fixture trees.
+//! nvpeer peer-memory module, the GPU-NIC topology, and the module's statistics. Everything
+//! reads the host through [`host::Host`], whose sysfs and procfs roots are parameters, so tests
+//! run against fixture trees; the binary only parses arguments and prints.
 
 pub mod check;
 pub mod error;
 pub mod host;
+pub mod kernel;
+pub mod limits;
+pub mod nccl;
+pub mod pci;
 pub mod peermem;
+pub mod providers;
+pub mod rdma;
+pub mod render;
 pub mod stats;
+pub mod topo;
+pub mod verbs;
 
 pub use error::{Error, Result};

@@ -38,6 +38,8 @@ pub struct LoadedModule {
     pub name: String,
     pub version: Option<String>,
     pub implementation: Implementation,
+    /// `/sys/module/<name>/nvpeer/implementation` (ours only), e.g. `nvpeer 0.1.0`.
+    pub marker: Option<String>,
     /// `/sys/module/<name>/parameters/*`
     pub parameters: BTreeMap<String, String>,
 }
@@ -53,7 +55,8 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
             continue;
         }
         let version = host.read_sys(format!("{dir}/version"))?;
-        let implementation = if host.sys_exists(format!("{dir}/nvpeer/implementation")) {
+        let marker = host.read_sys(format!("{dir}/nvpeer/implementation"))?;
+        let implementation = if marker.is_some() {
             Implementation::Nvpeer
         } else if name == "nv_peer_mem" {
             Implementation::MellanoxNvPeerMem
@@ -70,8 +73,30 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
             name: name.to_owned(),
             version,
             implementation,
+            marker: marker.map(|m| m.trim().to_owned()),
             parameters,
         });
     }
     Ok(found)
+}
+
+impl LoadedModule {
+    /// The peer clients this module must have registered, given its parameters in effect
+    /// (CONTRACT 3.2): ours with `persistent_api_support=1` (default) one persistent `nv_mem`;
+    /// with `0` an invalidating `nv_mem` plus a persistent `nv_mem_nc` (only `nv_mem` when the
+    /// driver has no persistent API). Of NVIDIA's and Mellanox's modules only `nv_mem` is
+    /// certain (whether they add `nv_mem_nc` depends on their version).
+    pub fn expected_clients(&self, persistent_api_available: bool) -> Vec<&'static str> {
+        if self.implementation != Implementation::Nvpeer {
+            return vec!["nv_mem"];
+        }
+        match self
+            .parameters
+            .get("persistent_api_support")
+            .map(|v| v.trim())
+        {
+            Some("0") if persistent_api_available => vec!["nv_mem", "nv_mem_nc"],
+            _ => vec!["nv_mem"],
+        }
+    }
 }

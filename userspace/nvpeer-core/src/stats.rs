@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::peermem::{self, Implementation};
 
-/// The eight files of `/sys/kernel/mm/memory_peers/<client>/` (CONTRACT 1.9).
+/// The counter files of `/sys/kernel/mm/memory_peers/<client>/` (CONTRACT 1.9; the eighth
+/// file is `version`).
 pub const MEMORY_PEERS_COUNTERS: [&str; 7] = [
     "num_alloc_mrs",
     "num_dealloc_mrs",
@@ -36,8 +37,15 @@ pub struct PeerClient {
     pub counters: BTreeMap<String, u64>,
 }
 
+/// The schema of `nvpeer stats --json`.
+pub const SCHEMA: &str = "nvpeer.stats/1";
+
+/// One reading of every counter: `nvpeer stats --json` prints this (one per line with --watch).
 #[derive(Clone, Debug, Serialize)]
 pub struct Stats {
+    pub schema: &'static str,
+    /// Seconds since the Unix epoch when the counters were read.
+    pub time: f64,
     /// The loaded module's name, when it is ours.
     pub module: Option<String>,
     /// `/sys/module/<name>/nvpeer/stats/*`
@@ -48,24 +56,25 @@ pub struct Stats {
 }
 
 fn parse_u64(host: &Host, rel: &str, text: &str) -> Result<u64> {
-    text.trim().parse().map_err(|_| Error::Parse {
-        path: host.sys_path(rel),
-        content: text.to_owned(),
-        expected: "an unsigned integer",
-    })
+    text.trim()
+        .parse()
+        .map_err(|_| Error::parse(host.sys_path(rel), text, "an unsigned integer"))
 }
 
 /// Parses the `failures` file: "<callback> <errno|other> <count>" per line.
 pub fn parse_failures(host: &Host, rel: &str, text: &str) -> Result<Vec<Failure>> {
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let bad = || Error::Parse {
-            path: host.sys_path(rel),
-            content: line.to_owned(),
-            expected: "\"<callback> <errno|other> <count>\"",
+        let bad = || {
+            Error::parse(
+                host.sys_path(rel),
+                line,
+                "\"<callback> <errno|other> <count>\"",
+            )
         };
         let mut it = line.split_whitespace();
-        let (Some(cb), Some(err), Some(count), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        let (Some(cb), Some(err), Some(count), None) = (it.next(), it.next(), it.next(), it.next())
+        else {
             return Err(bad());
         };
         let errno = match err {
@@ -122,7 +131,12 @@ pub fn read(host: &Host) -> Result<Stats> {
     } else {
         None
     };
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     Ok(Stats {
+        schema: SCHEMA,
+        time,
         module: ours.map(|m| m.name),
         counters,
         failures,
@@ -145,9 +159,17 @@ mod tests {
     fn reads_module_and_memory_peers_counters() {
         let sys = tempfile::tempdir().unwrap();
         let s = sys.path();
-        write(s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.1.0\n");
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.1.0\n",
+        );
         write(s, "module/nvidia_peermem/nvpeer/stats/registrations", "5\n");
-        write(s, "module/nvidia_peermem/nvpeer/failures", "dma_map 14 2\nget_pages other 1\n");
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/failures",
+            "dma_map 14 2\nget_pages other 1\n",
+        );
         write(s, "kernel/mm/memory_peers/nv_mem/version", "0.1.0\n");
         write(s, "kernel/mm/memory_peers/nv_mem/num_alloc_mrs", "3\n");
         let st = read(&Host::new(s, "/nonexistent")).unwrap();
@@ -165,10 +187,29 @@ mod tests {
     fn malformed_counter_is_a_clear_error() {
         let sys = tempfile::tempdir().unwrap();
         let s = sys.path();
-        write(s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.1.0\n");
-        write(s, "module/nvidia_peermem/nvpeer/stats/registrations", "lots\n");
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.1.0\n",
+        );
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/stats/registrations",
+            "lots\n",
+        );
         let err = read(&Host::new(s, "/nonexistent")).unwrap_err().to_string();
-        assert!(err.contains("registrations") && err.contains("unsigned integer"), "{err}");
+        assert!(
+            err.contains("registrations") && err.contains("unsigned integer"),
+            "{err}"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn failures_parser_never_panics(text in "[a-z_0-9 \n-]{0,120}") {
+            let _ = parse_failures(&Host::new("/x", "/y"), "f", &text);
+            let _ = parse_u64(&Host::new("/x", "/y"), "f", &text);
+        }
     }
 
     #[test]

@@ -3,17 +3,23 @@
 //! Exit codes: 0 ready / success, 1 a check failed, 2 usage error (clap) or an error that kept
 //! the command from running (one line on stderr).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use nvpeer_core::check::{self, Status};
+use nvpeer_core::check::{self, Inputs};
 use nvpeer_core::host::Host;
-use nvpeer_core::stats;
+use nvpeer_core::{render, stats, topo};
 
 #[derive(Parser)]
-#[command(name = "nvpeer", version, about = "Verify and measure GPUDirect RDMA through the nvpeer peer-memory module")]
+#[command(
+    name = "nvpeer",
+    version,
+    about = "Verify and measure GPUDirect RDMA through the nvpeer peer-memory module",
+    after_help = "Exit codes: 0 ready / success, 1 a check failed, 2 usage error or a failure to run."
+)]
 struct Cli {
     /// Root of the sysfs tree to read (for fixtures and containers).
     #[arg(long, global = true, default_value = "/sys", value_name = "DIR")]
@@ -29,139 +35,169 @@ struct Cli {
 enum Command {
     /// Check that this host is ready for GPUDirect RDMA; exit 0 when ready, 1 when a check fails.
     Check {
-        /// Print the report as JSON.
+        /// Print the report as JSON (schema nvpeer.check/1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
+    Topo {
+        /// Print the topology as JSON (schema nvpeer.topo/1).
         #[arg(long)]
         json: bool,
     },
     /// Show the module's counters and MOFED's memory_peers counters.
     Stats {
-        /// Print the counters as JSON (one object; one per refresh with --watch).
+        /// Print the counters as JSON (schema nvpeer.stats/1; one object per line with --watch).
         #[arg(long)]
         json: bool,
-        /// Refresh every N seconds until interrupted.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        /// Refresh every N seconds until interrupted, with the change since the last refresh.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=86400))]
         watch: Option<u64>,
+        /// With --watch: stop after this many refreshes.
+        #[arg(long, value_name = "COUNT", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
     },
+}
+
+/// Where output goes; a closed pipe (`nvpeer stats --watch 1 | head`) ends the command quietly.
+struct Out {
+    stdout: std::io::Stdout,
+    color: bool,
+}
+
+impl Out {
+    fn new() -> Self {
+        let stdout = std::io::stdout();
+        let color = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Self { stdout, color }
+    }
+
+    fn print(&mut self, text: &str) -> std::io::Result<()> {
+        let mut lock = self.stdout.lock();
+        lock.write_all(text.as_bytes())?;
+        lock.flush()
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let host = Host::new(&cli.sysfs_root, &cli.procfs_root);
-    match cli.command {
-        Command::Check { json } => run_check(&host, json),
-        Command::Stats { json, watch } => run_stats(&host, json, watch),
-    }
-}
-
-fn run_stats(host: &Host, json: bool, watch: Option<u64>) -> ExitCode {
-    loop {
-        let st = match stats::read(host) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("nvpeer stats: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        if json {
-            match serde_json::to_string(&st) {
-                Ok(s) => println!("{s}"),
-                Err(e) => {
-                    eprintln!("nvpeer stats: cannot encode JSON: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-        } else {
-            print!("{}", render_stats(&st));
-        }
-        let Some(secs) = watch else {
-            return ExitCode::SUCCESS;
-        };
-        std::thread::sleep(std::time::Duration::from_secs(secs));
-        if !json {
-            println!();
-        }
-    }
-}
-
-fn render_stats(st: &stats::Stats) -> String {
-    let mut out = String::new();
-    match &st.module {
-        Some(name) => {
-            out.push_str(&format!("nvpeer module {name}\n"));
-            let width = st.counters.keys().map(String::len).max().unwrap_or(0);
-            for (k, v) in &st.counters {
-                out.push_str(&format!("  {k:<width$}  {v:>12}\n"));
-            }
-            for f in &st.failures {
-                let errno = f.errno.map_or_else(|| "other".to_owned(), |e| e.to_string());
-                out.push_str(&format!("  failed {:<13} errno {:<5} {:>8}\n", f.callback, errno, f.count));
-            }
-        }
-        None => out.push_str("nvpeer module: not loaded (no /sys/module/<name>/nvpeer)\n"),
-    }
-    match &st.memory_peers {
-        Some(clients) => {
-            for c in clients {
-                out.push_str(&format!(
-                    "memory_peers/{} (version {})\n",
-                    c.name,
-                    c.version.as_deref().unwrap_or("?")
-                ));
-                for (k, v) in &c.counters {
-                    out.push_str(&format!("  {k:<20}  {v:>12}\n"));
-                }
-            }
-        }
-        None => out.push_str("memory_peers: absent (/sys/kernel/mm/memory_peers)\n"),
-    }
-    out
-}
-
-fn run_check(host: &Host, json: bool) -> ExitCode {
-    let report = match check::run(host) {
-        Ok(r) => r,
+    let mut out = Out::new();
+    let result = match cli.command {
+        Command::Check { json } => run_check(&host, json, &mut out),
+        Command::Topo { json } => run_topo(&host, json, &mut out),
+        Command::Stats { json, watch, count } => run_stats(&host, json, watch, count, &mut out),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nvpeer check: {e}");
-            return ExitCode::from(2);
+            eprintln!("nvpeer: cannot write output: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> std::io::Result<String> {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    text.map(|mut s| {
+        s.push('\n');
+        s
+    })
+    .map_err(std::io::Error::other)
+}
+
+fn run_check(host: &Host, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
+    let report = check::run(host, &Inputs::live(host));
+    if json {
+        out.print(&to_json(&report, true)?)?;
+    } else {
+        let color = out.color;
+        out.print(&render::check(&report, color))?;
+    }
+    Ok(if report.ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run_topo(host: &Host, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
+    let topology = match topo::discover(host) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("nvpeer topo: {e}");
+            return Ok(ExitCode::from(2));
         }
     };
     if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("nvpeer check: cannot encode JSON: {e}");
-                return ExitCode::from(2);
-            }
-        }
+        out.print(&to_json(&topology, true)?)?;
     } else {
-        print!("{}", render_table(&report, std::io::stdout().is_terminal()));
+        out.print(&render::topo(&topology))?;
     }
-    if report.status() == Status::Fail {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    Ok(ExitCode::SUCCESS)
 }
 
-fn render_table(report: &check::Report, color: bool) -> String {
-    let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
-    let mut out = String::new();
-    for c in &report.checks {
-        let label = c.status.label();
-        let label = if color {
-            let code = match c.status {
-                Status::Ok => "32",
-                Status::Warn => "33",
-                Status::Fail => "31",
-            };
-            format!("\x1b[{code}m{label:<4}\x1b[0m")
-        } else {
-            format!("{label:<4}")
-        };
-        out.push_str(&format!("{label}  {:<width$}  {}\n", c.id, c.detail));
-        if let Some(fix) = &c.fix {
-            out.push_str(&format!("{:<4}  {:<width$}  fix: {fix}\n", "", ""));
+fn run_stats(
+    host: &Host,
+    json: bool,
+    watch: Option<u64>,
+    count: Option<u64>,
+    out: &mut Out,
+) -> std::io::Result<ExitCode> {
+    let Some(interval) = watch.map(Duration::from_secs) else {
+        return Ok(match stats::read(host) {
+            Ok(st) => {
+                out.print(&if json {
+                    to_json(&st, true)?
+                } else {
+                    render::stats(&st, None)
+                })?;
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("nvpeer stats: {e}");
+                ExitCode::from(2)
+            }
+        });
+    };
+    // Refreshes are scheduled on a fixed grid so that slow reads do not make the period drift;
+    // a read error (module unloaded mid-read, ...) is reported and the watch goes on.
+    let start = Instant::now();
+    let mut previous: Option<stats::Stats> = None;
+    let mut refresh: u64 = 0;
+    loop {
+        refresh += 1;
+        match stats::read(host) {
+            Ok(st) => {
+                if json {
+                    out.print(&to_json(&st, false)?)?;
+                } else {
+                    let mut text = String::new();
+                    if out.color {
+                        text.push_str("\x1b[H\x1b[2J");
+                    } else if refresh > 1 {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!(
+                        "Every {}s, refresh {refresh}\n",
+                        interval.as_secs()
+                    ));
+                    text.push_str(&render::stats(&st, previous.as_ref()));
+                    out.print(&text)?;
+                }
+                previous = Some(st);
+            }
+            Err(e) => eprintln!("nvpeer stats: {e}"),
         }
+        if count.is_some_and(|c| refresh >= c) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let due = interval.saturating_mul(u32::try_from(refresh).unwrap_or(u32::MAX));
+        std::thread::sleep(due.saturating_sub(start.elapsed()));
     }
-    out
 }

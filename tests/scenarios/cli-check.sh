@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: GPL-2.0
+# `nvpeer check`, `nvpeer stats` and `nvpeer topo` in the VM, against the real kernel objects:
+# our module, the stand-ins (nv_p2p_sim for nvidia.ko, peer_core_sim for MOFED's core) and
+# Soft-RoCE (rxe0). check must report the facts (module, clients, P2P provider, RDMA device) and
+# the right failures when the module is missing, when memory_peers is off, and when two
+# implementations are loaded; stats counters must move when GPU memory is registered.
+# Two implementations cannot really be loaded at once (our module refuses to load beside
+# another one: checked here), so that case is built as a sysfs tree from the real files of our
+# module loaded once as nvidia_peermem and once as nv_peer_mem (kmod/nv_peer_mem.ko), and
+# checked with --sysfs-root.
+# Run: tests/vm/run.sh cli-check
+. "$(dirname "$0")/lib.sh"
+export PYTHONDONTWRITEBYTECODE=1
+nvpeer=$REPO/userspace/target/release/nvpeer
+ko=$KO_DIR/nvidia_peermem.ko
+legacy_ko=$KO_DIR/nv_peer_mem.ko
+core_ko=$SIM_DIR/peer_core_sim/peer_core_sim.ko
+nv_ko=$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko
+work=$(mktemp -d)
+
+for f in "$nvpeer" "$ko" "$legacy_ko" "$core_ko" "$nv_ko"; do
+    if [ ! -e "$f" ]; then
+        not_ok "$f is missing (build it first: tests/build-all.sh, cargo build --release)"
+        finish
+        exit 1
+    fi
+done
+
+# report NAME [ARGS...]: nvpeer check --json into $work/NAME.json; the exit code into $work/NAME.rc.
+report() {
+    local name=$1; shift
+    "$nvpeer" "$@" check --json >"$work/$name.json" 2>"$work/$name.err"
+    echo $? >"$work/$name.rc"
+    if grep -q panicked "$work/$name.err"; then not_ok "check ($name) panicked: $(cat "$work/$name.err")"; fi
+}
+# q NAME EXPR: a Python expression over report r; c(ID) is the check with that id.
+q() {
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+def c(i):
+    return next((x for x in r["checks"] if x["id"] == i), {"status": "absent", "detail": ""})
+print(eval(sys.argv[2]))' "$work/$1.json" "$2" 2>&1
+}
+status() { q "$1" "c('$2')['status']"; }
+# detail_has NAME ID TEXT: the check's detail contains TEXT.
+detail_has() { expect "[$1] $2 says: $3" grep -qF -- "$3" <(q "$1" "c('$2')['detail']"); }
+
+# ---------------------------------------------------------------- nothing loaded
+report bare
+expect_eq "[bare] exit code 1 (a check failed)" 1 "$(cat "$work/bare.rc")"
+expect_eq "[bare] schema" nvpeer.check/1 "$(q bare "r['schema']")"
+expect_eq "[bare] module fails" fail "$(status bare module)"
+expect_eq "[bare] nvidia_driver fails" fail "$(status bare nvidia_driver)"
+expect_eq "[bare] nccl>=2.23.4 fails" fail "$(status bare 'nccl>=2.23.4')"
+expect "[bare] every warn and fail has a fix" test "$(q bare "all(x['fix'] for x in r['checks'] if x['status'] != 'ok')")" = True
+
+# ---------------------------------------------------------------- Soft-RoCE, stand-ins, our module
+expect "modprobe rdma_rxe" modprobe rdma_rxe
+ip link add nvpeer0 type dummy && ip link set nvpeer0 up
+expect "rdma link add rxe0 (Soft-RoCE over a dummy netdev)" rdma link add rxe0 type rxe netdev nvpeer0
+expect "insmod peer_core_sim generation=5x-unmaps sysfs=1" insmod "$core_ko" generation=5x-unmaps sysfs=1
+expect "insmod nv_p2p_sim" insmod "$nv_ko"
+expect "insmod nvidia_peermem.ko" insmod "$ko"
+
+echo "----- nvpeer check -----"
+"$nvpeer" check
+echo "----- nvpeer topo -----"
+"$nvpeer" topo
+echo "-----"
+report loaded
+expect_eq "[loaded] exit code 1: this VM has no GPU" 1 "$(cat "$work/loaded.rc")"
+expect_eq "[loaded] the only failure is gpus" "['gpus']" "$(q loaded "[x['id'] for x in r['checks'] if x['status'] == 'fail']")"
+expect_eq "[loaded] module ok" ok "$(status loaded module)"
+detail_has loaded module "loaded as nvidia_peermem"
+expect_eq "[loaded] implementation nvpeer" nvpeer "$(q loaded "r['facts']['modules'][0]['implementation']")"
+expect_eq "[loaded] parameters ok" ok "$(status loaded parameters)"
+detail_has loaded parameters "persistent_api_support=1"
+expect_eq "[loaded] peer_clients ok" ok "$(status loaded peer_clients)"
+detail_has loaded peer_clients "nv_mem"
+expect_eq "[loaded] memory_peers lists nv_mem" "['nv_mem']" "$(q loaded "[p['name'] for p in r['facts']['memory_peers']]")"
+expect_eq "[loaded] nvidia_driver ok" ok "$(status loaded nvidia_driver)"
+detail_has loaded nvidia_driver "nv_p2p_sim (test stand-in"
+expect_eq "[loaded] P2P provider is the stand-in" "nv_p2p_sim True" "$(q loaded "r['facts']['nvidia']['module'], r['facts']['nvidia']['stand_in']" | tr -d "(),'")"
+expect_eq "[loaded] persistent API found in kallsyms" explicit "$(q loaded "r['facts']['nvidia']['persistent_api']")"
+expect_eq "[loaded] ib_core ok" ok "$(status loaded ib_core)"
+detail_has loaded ib_core "peer_core_sim (test stand-in"
+expect_eq "[loaded] core generation" 5x-unmaps "$(q loaded "r['facts']['ib_core']['peer_core']['generation']")"
+expect_eq "[loaded] rdma_devices ok" ok "$(status loaded rdma_devices)"
+detail_has loaded rdma_devices "rxe0/1"
+detail_has loaded rdma_devices "ACTIVE"
+expect_eq "[loaded] verbs ok" ok "$(status loaded verbs)"
+detail_has loaded verbs "rxe0"
+for id in 'nccl<=2.9.6' 'nccl=2.9.8..2.21.5' 'nccl=2.22.3' 'nccl>=2.23.4' ucx; do
+    expect_eq "[loaded] $id would use peer memory" ok "$(status loaded "$id")"
+done
+expect_eq "[loaded] dmabuf ok (peer memory works)" ok "$(status loaded dmabuf)"
+expect "[loaded] human output has no ANSI codes through a pipe" bash -c "! '$nvpeer' check | grep -q \$'\\x1b'"
+expect "[loaded] topo lists rxe0 as a software device" bash -c "'$nvpeer' topo | grep -q 'rxe0 .*software device'"
+
+# ---------------------------------------------------------------- stats move with a registration
+cat >"$work/register.py" <<'EOF'
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.environ["NVPEER_REPO"], "tests", "scenarios"))
+import coresim, nvsim
+nvpeer = sys.argv[1]
+def stats():
+    return json.loads(subprocess.run([nvpeer, "stats", "--json"], check=True, capture_output=True, text=True).stdout)
+out = {"before": stats()}
+with nvsim.NvP2pSim() as nv, coresim.PeerCoreSim() as core:
+    buf = nv.alloc(2 << 20)
+    reg = core.reg(buf.va, 2 << 20)
+    out["reg"] = reg
+    out["during"] = stats()
+    core.dereg_mr(reg["id"])
+    buf.free()
+out["after"] = stats()
+print(json.dumps(out))
+EOF
+if python3 "$work/register.py" "$nvpeer" >"$work/stats.json" 2>"$work/stats.err"; then
+    ok "register and deregister 2 MiB of stand-in GPU memory"
+else
+    not_ok "register and deregister 2 MiB of stand-in GPU memory: $(cat "$work/stats.err")"
+fi
+s() { python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$work/stats.json" "$1" 2>&1; }
+expect_eq "[stats] schema" nvpeer.stats/1 "$(s "s['before']['schema']")"
+expect_eq "[stats] taken by nv_mem as peer memory" "nv_mem 1" "$(s "s['reg']['client'], s['reg']['peer']" | tr -d "(),'")"
+expect_eq "[stats] registrations +1 during" 1 "$(s "s['during']['counters']['registrations'] - s['before']['counters']['registrations']")"
+expect_eq "[stats] live_contexts 1 during" 1 "$(s "s['during']['counters']['live_contexts']")"
+expect_eq "[stats] pinned_bytes 2 MiB during" $((2 << 20)) "$(s "s['during']['counters']['pinned_bytes']")"
+expect_eq "[stats] deregistrations +1 after" 1 "$(s "s['after']['counters']['deregistrations'] - s['before']['counters']['deregistrations']")"
+expect_eq "[stats] live_contexts 0 after" 0 "$(s "s['after']['counters']['live_contexts']")"
+expect_eq "[stats] memory_peers nv_mem num_alloc_mrs +1" 1 "$(s "s['during']['memory_peers'][0]['counters']['num_alloc_mrs'] - s['before']['memory_peers'][0]['counters']['num_alloc_mrs']")"
+expect_eq "[stats] memory_peers nv_mem num_dealloc_mrs +1" 1 "$(s "s['after']['memory_peers'][0]['counters']['num_dealloc_mrs'] - s['before']['memory_peers'][0]['counters']['num_dealloc_mrs']")"
+echo "----- nvpeer stats -----"
+"$nvpeer" stats | tee "$work/stats.txt"
+expect "[stats] table lists registrations" grep -qE '^nvidia_peermem \(nvpeer\) +registrations +[0-9]+$' "$work/stats.txt"
+expect "[stats] table lists memory_peers/nv_mem" grep -q '^memory_peers/nv_mem' "$work/stats.txt"
+expect "[stats] --watch 1 --count 2 refreshes twice" test "$("$nvpeer" stats --watch 1 --count 2 | grep -c '^Every 1s')" = 2
+
+# ---------------------------------------------------------------- two implementations
+# tree_of MODULE DIR: the files nvpeer reads of /sys/module/MODULE, copied into DIR/module/MODULE.
+tree_of() {
+    local m=$1 d=$2/module/$1 p
+    mkdir -p "$d/parameters" "$d/nvpeer"
+    cat "/sys/module/$m/version" >"$d/version"
+    cat "/sys/module/$m/nvpeer/implementation" >"$d/nvpeer/implementation"
+    for p in /sys/module/"$m"/parameters/*; do cat "$p" >"$d/parameters/${p##*/}"; done
+}
+mark two
+expect_fail "insmod nv_peer_mem.ko beside nvidia_peermem is refused" insmod "$legacy_ko"
+expect "... saying why" grep -q "nvidia_peermem is loaded: only one GPU peer-memory module may run" <(dmesg_since two)
+tree=$work/two-loaded/sys
+tree_of nvidia_peermem "$tree"
+expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+expect "insmod nv_peer_mem.ko alone" insmod "$legacy_ko"
+tree_of nv_peer_mem "$tree"
+expect "rmmod nv_peer_mem" rmmod nv_peer_mem
+report two --sysfs-root "$tree"
+expect_eq "[two] exit code 1" 1 "$(cat "$work/two.rc")"
+expect_eq "[two] module fails" fail "$(status two module)"
+detail_has two module "2 peer-memory modules loaded at once: nvidia_peermem (nvpeer), nv_peer_mem (nvpeer)"
+
+# ---------------------------------------------------------------- module not loaded
+report unloaded
+expect_eq "[unloaded] exit code 1" 1 "$(cat "$work/unloaded.rc")"
+expect_eq "[unloaded] module fails" fail "$(status unloaded module)"
+expect_eq "[unloaded] peer_clients fails (memory_peers without clients)" fail "$(status unloaded peer_clients)"
+expect_eq "[unloaded] nccl>=2.23.4 fails" fail "$(status unloaded 'nccl>=2.23.4')"
+expect_eq "[unloaded] ucx fails" fail "$(status unloaded ucx)"
+expect_eq "[unloaded] the stand-ins are still ok" "ok ok" "$(status unloaded nvidia_driver) $(status unloaded ib_core)"
+
+# ---------------------------------------------------------------- memory_peers off
+expect "rmmod peer_core_sim" rmmod peer_core_sim
+expect "insmod peer_core_sim sysfs=0" insmod "$core_ko" generation=5x-unmaps sysfs=0
+expect "insmod nvidia_peermem.ko" insmod "$ko"
+report nosysfs
+expect_eq "[nosysfs] peer_clients warns" warn "$(status nosysfs peer_clients)"
+detail_has nosysfs peer_clients "/sys/kernel/mm/memory_peers is absent"
+detail_has nosysfs peer_clients "nvidia_peermem registered nv_mem"
+detail_has nosysfs ib_core "memory_peers sysfs off"
+for id in 'nccl<=2.9.6' 'nccl=2.9.8..2.21.5' 'nccl=2.22.3'; do
+    expect_eq "[nosysfs] $id would not see peer memory (warn)" warn "$(status nosysfs "$id")"
+done
+expect_eq "[nosysfs] nccl>=2.23.4 still ok (/sys/module/nvidia_peermem/version)" ok "$(status nosysfs 'nccl>=2.23.4')"
+expect_eq "[nosysfs] ucx still ok" ok "$(status nosysfs ucx)"
+expect_eq "[nosysfs] stats: memory_peers absent" None "$("$nvpeer" stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["memory_peers"])')"
+
+# ---------------------------------------------------------------- parameter against the core
+expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+expect "rmmod peer_core_sim" rmmod peer_core_sim
+expect "insmod peer_core_sim generation=5x-unmaps" insmod "$core_ko" generation=5x-unmaps
+expect "insmod nvidia_peermem.ko peerdirect_support=1 (legacy on a new core)" insmod "$ko" peerdirect_support=1
+report legacy
+expect_eq "[legacy] parameters warn" warn "$(status legacy parameters)"
+detail_has legacy parameters "2696789"
+
+expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
+rdma link delete rxe0
+ip link del nvpeer0
+rm -rf "$work"
+finish

@@ -1,0 +1,280 @@
+//! Checks of the PCIe platform: the GPUs and their BAR1, where the NICs sit relative to them,
+//! the IOMMU mode and ACS on the bridges between them.
+
+use crate::error::Result;
+use crate::host::Host;
+use crate::kernel::{Iommu, IommuMode};
+use crate::limits::human_bytes;
+use crate::pci::{self, Acs, PciAddress, PciDevice};
+use crate::topo::{self, PathClass, Topology};
+
+use super::{AcsFinding, Check, GpuFacts};
+
+pub(super) fn gpu_facts(host: &Host, gpus: &[PciDevice]) -> Result<Vec<GpuFacts>> {
+    gpus.iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let bars = pci::bars(host, g)?;
+            Ok(GpuFacts {
+                label: format!("GPU{i}"),
+                address: g.address,
+                numa_node: g.numa_node,
+                bar1: bars.as_deref().and_then(pci::bar1).cloned(),
+            })
+        })
+        .collect()
+}
+
+pub(super) fn check_gpus(gpus: &[PciDevice]) -> Check {
+    if gpus.is_empty() {
+        return Check::fail(
+            "gpus",
+            "no NVIDIA GPU on the PCI bus (vendor 0x10de, class 0x0300 or 0x0302)",
+            "install the GPU; in a VM pass it through (VFIO); `lspci -d 10de:` should list it",
+        );
+    }
+    Check::ok(
+        "gpus",
+        gpus.iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let numa = g
+                    .numa_node
+                    .map_or_else(|| "?".to_owned(), |n| n.to_string());
+                format!(
+                    "GPU{i} {} [{:04x}:{:04x}] NUMA {numa}",
+                    g.address, g.vendor, g.device
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+/// BAR1 at or below this limits what can be pinned for RDMA at once (CONTRACT 3.3, #27).
+const SMALL_BAR1: u64 = 256 << 20;
+
+pub(super) fn check_bar1(gpus: &[GpuFacts]) -> Check {
+    if gpus.is_empty() {
+        return Check::ok("bar1", "no GPU to examine");
+    }
+    let mut parts = Vec::new();
+    let mut small = Vec::new();
+    let mut unknown = Vec::new();
+    for g in gpus {
+        match &g.bar1 {
+            Some(b) => {
+                parts.push(format!(
+                    "{} BAR{} {}{}",
+                    g.label,
+                    b.index,
+                    human_bytes(b.size),
+                    if b.is_64bit {
+                        " (64-bit prefetchable)"
+                    } else {
+                        " (prefetchable)"
+                    }
+                ));
+                if b.size <= SMALL_BAR1 {
+                    small.push(g.label.clone());
+                }
+            }
+            None => unknown.push(g.label.clone()),
+        }
+    }
+    if !small.is_empty() {
+        return Check::warn(
+            "bar1",
+            format!("{}: {} can map only that much GPU memory for peers at once", parts.join(", "), small.join(", ")),
+            "enable Resizable BAR / Above 4G decoding in the firmware, or use a GPU with a large BAR1 (datacenter GPUs)",
+        );
+    }
+    if !unknown.is_empty() {
+        return Check::warn(
+            "bar1",
+            format!("no prefetchable BAR visible for {}", unknown.join(", ")),
+            "the GPU's resource file shows no prefetchable memory BAR: check the firmware's Above 4G decoding setting",
+        );
+    }
+    Check::ok("bar1", parts.join(", "))
+}
+
+pub(super) fn check_topology(t: &Topology) -> Check {
+    if t.gpus.is_empty() {
+        return Check::ok("topology", "no GPU: nothing to place");
+    }
+    if t.nics.iter().all(|n| n.pci.is_none()) {
+        return Check::ok(
+            "topology",
+            "no RDMA NIC on PCI (software devices only): nothing to place",
+        );
+    }
+    let describe = |n: &topo::Nearest| {
+        format!(
+            "{} -> {} {} (NCCL {})",
+            n.gpu,
+            n.nics.join("/"),
+            n.class,
+            n.nccl_class
+        )
+    };
+    let far: Vec<&topo::Nearest> = t
+        .nearest
+        .iter()
+        .filter(|n| n.class > PathClass::Pxb)
+        .collect();
+    let detail = t
+        .nearest
+        .iter()
+        .map(describe)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if far.is_empty() {
+        Check::ok("topology", format!("nearest NIC per GPU: {detail}"))
+    } else {
+        Check::warn(
+            "topology",
+            format!(
+                "nearest NIC per GPU: {detail}; no NIC below a PCIe switch shared with {} (paths through the CPU root complex: NCCL disables GPUDirect RDMA beyond PXB by default)",
+                far.iter().map(|n| n.gpu.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            "put GPU and NIC under one PCIe switch (`nvpeer topo` shows the matrix), or accept the lower bandwidth with NCCL_NET_GDR_LEVEL=PHB (or SYS)",
+        )
+    }
+}
+
+pub(super) fn check_iommu(i: &Iommu) -> Check {
+    let cmdline = if i.cmdline.is_empty() {
+        "no iommu options on the kernel command line".to_owned()
+    } else {
+        format!("kernel command line: {}", i.cmdline.join(" "))
+    };
+    let units = if i.units.is_empty() {
+        String::new()
+    } else {
+        format!("units {}, ", i.units.join(" "))
+    };
+    let domains = if i.device_domains.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", domains {}",
+            i.device_domains
+                .iter()
+                .map(|(d, t)| format!("{d}={t}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    let groups = if i.groups == 1 {
+        "1 group".to_owned()
+    } else {
+        format!("{} groups", i.groups)
+    };
+    let facts = format!("{units}{groups}{domains}; {cmdline}");
+    match i.mode {
+        IommuMode::Off => Check::ok("iommu", format!("off ({facts})")),
+        IommuMode::Passthrough => Check::ok("iommu", format!("passthrough ({facts})")),
+        IommuMode::Translated => Check::warn(
+            "iommu",
+            format!("translating DMA ({facts}): peer-to-peer addresses go through IOMMU translation, which GPUDirect RDMA does not expect and which routes P2P traffic through the root complex"),
+            "boot with iommu=pt (Intel: intel_iommu=on iommu=pt; AMD: iommu=pt) or with the IOMMU off",
+        ),
+        IommuMode::Unknown => Check::warn(
+            "iommu",
+            format!("an IOMMU is present but its domain type is unknown ({facts})"),
+            "read /sys/kernel/iommu_groups/*/type as root; identity (passthrough) is what GPUDirect RDMA wants",
+        ),
+    }
+}
+
+/// The bridges a GPU-NIC path turns around at or passes below: from the deepest common bridge
+/// down both sides. Only paths that can stay below the root complex (PIX, PXB) are examined.
+fn path_bridges(gpu: &PciDevice, nic: &PciDevice) -> Vec<PciAddress> {
+    let (a, b) = (gpu.path.bridges(), nic.path.bridges());
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    if common == 0 || gpu.root_complex != nic.root_complex {
+        return Vec::new();
+    }
+    let mut out: Vec<PciAddress> = a[common - 1..].to_vec();
+    for br in &b[common..] {
+        if !out.contains(br) {
+            out.push(*br);
+        }
+    }
+    out
+}
+
+pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>> {
+    let mut out = Vec::new();
+    for near in &t.nearest {
+        if near.class > PathClass::Pxb {
+            continue;
+        }
+        let Some(gpu) = t.gpu(&near.gpu) else {
+            continue;
+        };
+        for nic_name in &near.nics {
+            let Some(nic) = t.nic(nic_name).and_then(|n| n.pci.as_ref()) else {
+                continue;
+            };
+            for bridge in path_bridges(&gpu.pci, nic) {
+                let acs = pci::acs(host, bridge)?;
+                out.push(AcsFinding {
+                    bridge,
+                    gpu: near.gpu.clone(),
+                    nic: nic_name.clone(),
+                    redirecting: acs.as_ref().map(Acs::p2p_hurting_bits).unwrap_or_default(),
+                    acs,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn check_acs(findings: &[AcsFinding]) -> Check {
+    if findings.is_empty() {
+        return Check::ok("acs", "no GPU-NIC path below a root complex to examine");
+    }
+    let hurting: Vec<String> = findings
+        .iter()
+        .filter(|f| !f.redirecting.is_empty())
+        .map(|f| {
+            format!(
+                "{} on {} ({}-{})",
+                f.redirecting.join(" + "),
+                f.bridge,
+                f.gpu,
+                f.nic
+            )
+        })
+        .collect();
+    if !hurting.is_empty() {
+        return Check::warn(
+            "acs",
+            format!("ACS redirects peer-to-peer traffic up to the root complex: {}", hurting.join("; ")),
+            "disable ACS redirection on those ports (firmware setting, or at boot `setpci -s <bridge> ECAP_ACS+6.w=0`) unless VFIO isolation needs it",
+        );
+    }
+    let unreadable: Vec<String> = findings
+        .iter()
+        .filter(|f| matches!(f.acs, None | Some(Acs::NotReadable { .. })))
+        .map(|f| f.bridge.to_string())
+        .collect();
+    if !unreadable.is_empty() {
+        return Check::warn(
+            "acs",
+            format!(
+                "config space of {} not readable beyond the first 64 bytes: ACS unknown",
+                unreadable.join(", ")
+            ),
+            "run nvpeer check as root to read the ACS control registers",
+        );
+    }
+    let bridges: Vec<String> = findings.iter().map(|f| f.bridge.to_string()).collect();
+    Check::ok(
+        "acs",
+        format!("no P2P redirection on {}", bridges.join(", ")),
+    )
+}

@@ -1,0 +1,549 @@
+//! PCI devices as sysfs shows them: addresses, the bridge chain from the root complex, NUMA and
+//! CPU affinity, BARs (`resource`) and the ACS control register in config space.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Serialize, Serializer};
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+
+/// NVIDIA's PCI vendor id.
+pub const NVIDIA_VENDOR: u16 = 0x10de;
+/// PCI class codes (base class << 8 | subclass) of display controllers a CUDA GPU shows as:
+/// VGA compatible (0x0300) and 3D controller (0x0302).
+pub const GPU_CLASSES: [u32; 2] = [0x0300, 0x0302];
+
+/// A PCI function address `DDDD:BB:DD.F` (the domain may be wider than 4 digits, e.g. VMD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciAddress {
+    pub domain: u32,
+    pub bus: u8,
+    pub device: u8,
+    pub function: u8,
+}
+
+impl fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+}
+
+impl Serialize for PciAddress {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Why a string is not a PCI address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotPciAddress;
+
+impl FromStr for PciAddress {
+    type Err = NotPciAddress;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        let (domain, rest) = s.split_once(':').ok_or(NotPciAddress)?;
+        let (bus, rest) = rest.split_once(':').ok_or(NotPciAddress)?;
+        let (device, function) = rest.split_once('.').ok_or(NotPciAddress)?;
+        let hex = |t: &str, max_len: usize| {
+            if t.is_empty() || t.len() > max_len || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Err(NotPciAddress)
+            } else {
+                u32::from_str_radix(t, 16).map_err(|_| NotPciAddress)
+            }
+        };
+        let domain = hex(domain, 8)?;
+        let bus = hex(bus, 2)?;
+        let device = hex(device, 2)?;
+        let function = hex(function, 1)?;
+        if device > 0x1f || function > 7 {
+            return Err(NotPciAddress);
+        }
+        Ok(Self {
+            domain,
+            bus: bus as u8,
+            device: device as u8,
+            function: function as u8,
+        })
+    }
+}
+
+/// Where a PCI function sits: its root complex (the `pciDDDD:BB` component of its sysfs path)
+/// and the functions from the root port down to itself (the last element is the function).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PciPath {
+    pub root_complex: String,
+    pub chain: Vec<PciAddress>,
+}
+
+impl PciPath {
+    /// Parses a device path under `/sys/devices`, e.g.
+    /// `devices/pci0000:00/0000:00:01.0/0000:01:00.0`. Components before the last root complex
+    /// (ACPI or VMBus parents on some hypervisors) are skipped. `None` when there is no root
+    /// complex component or a component after it is not a PCI address.
+    pub fn parse(path: &Path) -> Option<Self> {
+        let parts: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
+        let root_at = parts.iter().rposition(|c| is_root_complex(c))?;
+        let chain = parts[root_at + 1..]
+            .iter()
+            .map(|c| c.parse())
+            .collect::<std::result::Result<Vec<PciAddress>, _>>()
+            .ok()?;
+        if chain.is_empty() {
+            return None;
+        }
+        Some(Self {
+            root_complex: parts[root_at].to_owned(),
+            chain,
+        })
+    }
+
+    /// The function itself.
+    pub fn address(&self) -> PciAddress {
+        // `parse` never builds an empty chain.
+        self.chain.last().copied().unwrap_or(PciAddress {
+            domain: 0,
+            bus: 0,
+            device: 0,
+            function: 0,
+        })
+    }
+
+    /// The bridges above the function, root port first.
+    pub fn bridges(&self) -> &[PciAddress] {
+        &self.chain[..self.chain.len().saturating_sub(1)]
+    }
+}
+
+/// `pciDDDD:BB`: a PCI host bridge (root complex) in sysfs.
+fn is_root_complex(component: &str) -> bool {
+    let Some(rest) = component.strip_prefix("pci") else {
+        return false;
+    };
+    let Some((domain, bus)) = rest.split_once(':') else {
+        return false;
+    };
+    !domain.is_empty()
+        && bus.len() == 2
+        && domain.bytes().all(|b| b.is_ascii_hexdigit())
+        && bus.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// One PCI function with what the topology and the checks need.
+#[derive(Clone, Debug, Serialize)]
+pub struct PciDevice {
+    pub address: PciAddress,
+    pub vendor: u16,
+    pub device: u16,
+    /// The 24-bit class code (base class, subclass, programming interface).
+    pub class: u32,
+    #[serde(skip)]
+    pub path: PciPath,
+    pub root_complex: String,
+    /// `numa_node`; `None` when the file is absent, `Some(-1)` when the kernel does not know.
+    pub numa_node: Option<i32>,
+    /// `local_cpulist`, e.g. `0-15,32-47`.
+    pub local_cpulist: Option<String>,
+}
+
+impl PciDevice {
+    /// Reads the function whose sysfs directory is `rel` (e.g. `bus/pci/devices/0000:03:00.0`
+    /// or `class/infiniband/mlx5_0/device`). `None` when it does not exist or does not resolve
+    /// to a PCI device path.
+    pub fn read(host: &Host, rel: &str) -> Result<Option<Self>> {
+        let Some(real) = host.resolve_sys(rel)? else {
+            return Ok(None);
+        };
+        let Some(path) = PciPath::parse(&real) else {
+            return Ok(None);
+        };
+        let vendor = read_hex(host, &format!("{rel}/vendor"), 0xffff)?.unwrap_or(0) as u16;
+        let device = read_hex(host, &format!("{rel}/device"), 0xffff)?.unwrap_or(0) as u16;
+        let class = read_hex(host, &format!("{rel}/class"), 0xff_ffff)?.unwrap_or(0) as u32;
+        let numa_node = match host.read_sys(format!("{rel}/numa_node"))? {
+            Some(text) => Some(parse_numa_node(
+                &host.sys_path(format!("{rel}/numa_node")),
+                &text,
+            )?),
+            None => None,
+        };
+        let local_cpulist = host
+            .read_sys(format!("{rel}/local_cpulist"))?
+            .map(|s| s.trim().to_owned());
+        Ok(Some(Self {
+            address: path.address(),
+            vendor,
+            device,
+            class,
+            root_complex: path.root_complex.clone(),
+            path,
+            numa_node,
+            local_cpulist,
+        }))
+    }
+
+    /// An NVIDIA display controller (VGA or 3D): a CUDA GPU.
+    pub fn is_nvidia_gpu(&self) -> bool {
+        self.vendor == NVIDIA_VENDOR && GPU_CLASSES.contains(&(self.class >> 8))
+    }
+
+    /// The sysfs directory of this function under `bus/pci/devices`.
+    pub fn sys_dir(&self) -> String {
+        format!("bus/pci/devices/{}", self.address)
+    }
+}
+
+/// Every function under `bus/pci/devices`, by address.
+pub fn devices(host: &Host) -> Result<Vec<PciDevice>> {
+    let mut out = Vec::new();
+    for name in host.list_sys("bus/pci/devices")? {
+        if let Some(dev) = PciDevice::read(host, &format!("bus/pci/devices/{name}"))? {
+            out.push(dev);
+        }
+    }
+    out.sort_by_key(|d| d.address);
+    Ok(out)
+}
+
+/// The NVIDIA GPUs, by address (the order `nvidia-smi` and `CUDA_DEVICE_ORDER=PCI_BUS_ID` use).
+pub fn gpus(host: &Host) -> Result<Vec<PciDevice>> {
+    Ok(devices(host)?
+        .into_iter()
+        .filter(PciDevice::is_nvidia_gpu)
+        .collect())
+}
+
+/// A hexadecimal sysfs value such as `0x10de`, at most `max`.
+fn read_hex(host: &Host, rel: &str, max: u64) -> Result<Option<u64>> {
+    let Some(text) = host.read_sys(rel)? else {
+        return Ok(None);
+    };
+    parse_hex(&text, max).map(Some).ok_or_else(|| {
+        Error::parse(
+            host.sys_path(rel),
+            text,
+            "a hexadecimal number such as 0x10de",
+        )
+    })
+}
+
+/// `0x`-prefixed or bare hexadecimal, at most `max`.
+pub fn parse_hex(text: &str, max: u64) -> Option<u64> {
+    let t = text.trim();
+    let digits = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok().filter(|v| *v <= max)
+}
+
+/// `numa_node`: a decimal number, `-1` when unknown.
+pub fn parse_numa_node(path: &Path, text: &str) -> Result<i32> {
+    text.trim()
+        .parse::<i32>()
+        .ok()
+        .filter(|n| *n >= -1)
+        .ok_or_else(|| Error::parse(path, text, "a NUMA node number or -1"))
+}
+
+/// `IORESOURCE_MEM`, `IORESOURCE_PREFETCH` and `IORESOURCE_MEM_64` of `include/linux/ioport.h`.
+const IORESOURCE_MEM: u64 = 0x0000_0200;
+const IORESOURCE_PREFETCH: u64 = 0x0000_2000;
+const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+
+/// One memory BAR from the `resource` file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bar {
+    pub index: usize,
+    pub start: u64,
+    pub size: u64,
+    pub prefetchable: bool,
+    pub is_64bit: bool,
+}
+
+/// Parses a `resource` file: one "start end flags" line of hex numbers per resource; lines 0-5
+/// are the BARs (the rest: ROM, bridge windows, SR-IOV). Unassigned BARs (all zero) are skipped.
+pub fn parse_resource(path: &Path, text: &str) -> Result<Vec<Bar>> {
+    let mut bars = Vec::new();
+    for (index, line) in text.lines().enumerate().take(6) {
+        let bad = || Error::parse(path, line, "\"0x<start> 0x<end> 0x<flags>\" per line");
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [start, end, flags] = fields.as_slice() else {
+            return Err(bad());
+        };
+        let start = parse_hex(start, u64::MAX).ok_or_else(bad)?;
+        let end = parse_hex(end, u64::MAX).ok_or_else(bad)?;
+        let flags = parse_hex(flags, u64::MAX).ok_or_else(bad)?;
+        if flags & IORESOURCE_MEM == 0 || end == 0 {
+            continue;
+        }
+        if end < start {
+            return Err(bad());
+        }
+        bars.push(Bar {
+            index,
+            start,
+            size: (end - start).saturating_add(1),
+            prefetchable: flags & IORESOURCE_PREFETCH != 0,
+            is_64bit: flags & IORESOURCE_MEM_64 != 0,
+        });
+    }
+    Ok(bars)
+}
+
+/// The BARs of a function; `None` when its `resource` file is absent.
+pub fn bars(host: &Host, dev: &PciDevice) -> Result<Option<Vec<Bar>>> {
+    let rel = format!("{}/resource", dev.sys_dir());
+    match host.read_sys(&rel)? {
+        Some(text) => parse_resource(&host.sys_path(&rel), &text).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The GPU's BAR1 as the NVIDIA driver uses it for peer mappings: its largest prefetchable BAR.
+pub fn bar1(bars: &[Bar]) -> Option<&Bar> {
+    bars.iter()
+        .filter(|b| b.prefetchable)
+        .max_by_key(|b| (b.size, usize::MAX - b.index))
+}
+
+/// PCI Express extended capability id of Access Control Services.
+pub const ACS_CAPABILITY_ID: u16 = 0x000d;
+/// ACS control bits that send peer-to-peer traffic up to the root complex (or block it).
+pub const ACS_P2P_REQUEST_REDIRECT: u16 = 0x0004;
+pub const ACS_P2P_COMPLETION_REDIRECT: u16 = 0x0008;
+pub const ACS_P2P_EGRESS_CONTROL: u16 = 0x0020;
+
+/// What config space says about ACS on one function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Acs {
+    /// Config space stops before the extended capabilities (unprivileged reads give 64 bytes).
+    NotReadable { bytes: usize },
+    /// Readable, no ACS capability.
+    Absent,
+    /// The ACS control register.
+    Present { offset: u16, control: u16 },
+}
+
+impl Acs {
+    /// Names of the enabled bits that hurt peer-to-peer DMA.
+    pub fn p2p_hurting_bits(&self) -> Vec<&'static str> {
+        let Self::Present { control, .. } = self else {
+            return Vec::new();
+        };
+        [
+            (ACS_P2P_REQUEST_REDIRECT, "P2P Request Redirect"),
+            (ACS_P2P_COMPLETION_REDIRECT, "P2P Completion Redirect"),
+            (ACS_P2P_EGRESS_CONTROL, "P2P Egress Control"),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| control & bit != 0)
+        .map(|(_, name)| name)
+        .collect()
+    }
+}
+
+fn le_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+fn le_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        *b.get(at + 3)?,
+    ]))
+}
+
+/// Walks the extended capability list (from offset 0x100) of a config space image for ACS.
+pub fn parse_acs(path: &Path, config: &[u8]) -> Result<Acs> {
+    const EXT_START: usize = 0x100;
+    if config.len() < EXT_START + 4 {
+        return Ok(Acs::NotReadable {
+            bytes: config.len(),
+        });
+    }
+    let mut offset = EXT_START;
+    // A well-formed list has at most (4096 - 256) / 4 entries; more means a loop.
+    for _ in 0..(4096 - EXT_START) / 4 {
+        let bad = |what: &'static str| {
+            Error::parse(
+                path,
+                format!("extended capability header at {offset:#x}"),
+                what,
+            )
+        };
+        let header =
+            le_u32(config, offset).ok_or_else(|| bad("a capability inside config space"))?;
+        if header == 0 || header == 0xffff_ffff {
+            return Ok(Acs::Absent);
+        }
+        let id = (header & 0xffff) as u16;
+        let next = ((header >> 20) & 0xffc) as usize;
+        if id == ACS_CAPABILITY_ID {
+            let control = le_u16(config, offset + 6)
+                .ok_or_else(|| bad("an ACS capability inside config space"))?;
+            return Ok(Acs::Present {
+                offset: offset as u16,
+                control,
+            });
+        }
+        if next == 0 {
+            return Ok(Acs::Absent);
+        }
+        if next < EXT_START {
+            return Err(bad("a next pointer of at least 0x100"));
+        }
+        offset = next;
+    }
+    Err(Error::parse(
+        path,
+        "extended capability list",
+        "a list without a loop",
+    ))
+}
+
+/// ACS of one function from its `config` file; `None` when the file is absent.
+pub fn acs(host: &Host, address: PciAddress) -> Result<Option<Acs>> {
+    let rel = format!("bus/pci/devices/{address}/config");
+    match host.read_sys_bytes(&rel)? {
+        Some(bytes) => parse_acs(&host.sys_path(&rel), &bytes).map(Some),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_addresses_and_paths() {
+        let a: PciAddress = "0000:3b:00.1".parse().unwrap();
+        assert_eq!((a.domain, a.bus, a.device, a.function), (0, 0x3b, 0, 1));
+        assert_eq!(a.to_string(), "0000:3b:00.1");
+        assert!("0000:3b:00".parse::<PciAddress>().is_err());
+        assert!("0000:3b:20.0".parse::<PciAddress>().is_err());
+        assert!("pci0000:00".parse::<PciAddress>().is_err());
+        let p = PciPath::parse(Path::new(
+            "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+        ))
+        .unwrap();
+        assert_eq!(p.root_complex, "pci0000:00");
+        assert_eq!(p.chain.len(), 4);
+        assert_eq!(p.bridges().len(), 3);
+        assert_eq!(p.address().to_string(), "0000:03:00.0");
+        // Hyper-V: the root complex sits below VMBus.
+        let p = PciPath::parse(Path::new(
+            "devices/LNXSYSTM:00/LNXSYBUS:00/VMBUS:00/abcd/pci7870:00/7870:00:00.0",
+        ))
+        .unwrap();
+        assert_eq!(p.root_complex, "pci7870:00");
+        assert!(PciPath::parse(Path::new("devices/virtual/net/lo")).is_none());
+        assert!(PciPath::parse(Path::new("devices/pci0000:00/0000:00:01.0/net/eth0")).is_none());
+    }
+
+    #[test]
+    fn parses_resource_and_picks_bar1() {
+        let text = "0x00000000fa000000 0x00000000faffffff 0x0000000000040200\n\
+                    0x0000038000000000 0x00000387ffffffff 0x000000000014220c\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+                    0x0000038800000000 0x0000038801ffffff 0x000000000014220c\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+                    0x000000000000e000 0x000000000000e07f 0x0000000000040101\n\
+                    0x00000000fb000000 0x00000000fb07ffff 0x0000000000046200\n";
+        let bars = parse_resource(Path::new("resource"), text).unwrap();
+        assert_eq!(bars.len(), 3);
+        let b1 = bar1(&bars).unwrap();
+        assert_eq!((b1.index, b1.size), (1, 32 << 30));
+        assert!(b1.is_64bit);
+        assert!(parse_resource(Path::new("resource"), "0x1 0x2\n").is_err());
+        assert!(parse_resource(Path::new("resource"), "0x10 0x1 0x200\n").is_err());
+    }
+
+    fn config_with(caps: &[(u16, u16)]) -> Vec<u8> {
+        // caps: (id, control) chained from 0x100 in steps of 0x10.
+        let mut c = vec![0u8; 4096];
+        for (i, (id, control)) in caps.iter().enumerate() {
+            let at = 0x100 + i * 0x10;
+            let next = if i + 1 < caps.len() { at + 0x10 } else { 0 };
+            let header = u32::from(*id) | (1 << 16) | ((next as u32) << 20);
+            c[at..at + 4].copy_from_slice(&header.to_le_bytes());
+            c[at + 6..at + 8].copy_from_slice(&control.to_le_bytes());
+        }
+        c
+    }
+
+    #[test]
+    fn finds_acs_and_the_bits_that_hurt_p2p() {
+        let p = Path::new("config");
+        let cfg = config_with(&[(0x0001, 0), (ACS_CAPABILITY_ID, 0x001d)]);
+        let acs = parse_acs(p, &cfg).unwrap();
+        assert_eq!(
+            acs,
+            Acs::Present {
+                offset: 0x110,
+                control: 0x1d
+            }
+        );
+        assert_eq!(
+            acs.p2p_hurting_bits(),
+            vec!["P2P Request Redirect", "P2P Completion Redirect"]
+        );
+        assert_eq!(
+            parse_acs(p, &config_with(&[(0x0001, 0)])).unwrap(),
+            Acs::Absent
+        );
+        assert_eq!(
+            parse_acs(p, &[0u8; 64]).unwrap(),
+            Acs::NotReadable { bytes: 64 }
+        );
+        // A next pointer back into the legacy area is malformed.
+        let mut cfg = vec![0u8; 4096];
+        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x40 << 20)).to_le_bytes());
+        assert!(parse_acs(p, &cfg).is_err());
+        // A self loop is detected.
+        let mut cfg = vec![0u8; 4096];
+        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x100 << 20)).to_le_bytes());
+        let err = parse_acs(p, &cfg).unwrap_err().to_string();
+        assert!(err.contains("loop"), "{err}");
+    }
+
+    proptest! {
+        #[test]
+        fn config_space_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4200)) {
+            let _ = parse_acs(Path::new("config"), &bytes);
+        }
+
+        #[test]
+        fn resource_parser_never_panics(text in "(0x[0-9a-f]{0,17} ?){0,4}(\n(0x[0-9a-f]{0,17} ?){0,4}){0,8}") {
+            let _ = parse_resource(Path::new("resource"), &text);
+        }
+
+        #[test]
+        fn path_and_address_parsers_never_panic(s in "[a-z0-9:./]{0,60}") {
+            let _ = s.parse::<PciAddress>();
+            let _ = PciPath::parse(Path::new(&s));
+            let _ = parse_hex(&s, u64::MAX);
+            let _ = parse_numa_node(Path::new("n"), &s);
+        }
+
+        #[test]
+        fn addresses_round_trip(domain in 0u32..0x10000, bus: u8, device in 0u8..32, function in 0u8..8) {
+            let a = PciAddress { domain, bus, device, function };
+            prop_assert_eq!(a.to_string().parse::<PciAddress>().unwrap(), a);
+        }
+    }
+}
