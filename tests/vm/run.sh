@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] SUITE [ARGS...]
+# run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] [--bench] SUITE [ARGS...]
 #
 # Boots the test kernel under QEMU (TCG; KVM does not boot guests on these machines) with a
 # busybox initramfs (tests/vm/init.sh): the host's root filesystem read-only over 9p with a tmpfs
@@ -16,13 +16,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 
-cpus=2 memory=2G append="" kdir=""
+cpus=2 memory=2G append="" kdir="" bench=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --memory) memory=$2; shift 2 ;;
     --append) append="$append $2"; shift 2 ;;
     --kdir) kdir=$2; shift 2 ;;
+    --bench) bench=1; shift ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -67,7 +68,12 @@ fi
 
 # Detector settings: KFENCE samples every 10 ms, SLUB red zones + poisoning + sanity checks on all
 # caches, hung tasks reported after 30 s (suites that provoke deadlocks lower it further).
-cmdline="console=ttyS0 loglevel=7 kfence.sample_interval=10 slub_debug=FZP"
+# Benchmarks (--bench) boot without the slab debugging that would dominate their timings.
+if [ "$bench" = 1 ]; then
+    cmdline="console=ttyS0 loglevel=7"
+else
+    cmdline="console=ttyS0 loglevel=7 kfence.sample_interval=10 slub_debug=FZP"
+fi
 cmdline="$cmdline sysctl.kernel.hung_task_timeout_secs=30 log_buf_len=8M oops=panic panic=-1"
 cmdline="$cmdline nvpeer.out=$out nvpeer.mods=$modroot $append"
 
