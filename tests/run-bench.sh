@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make bench`: the registration benchmark, ours vs NVIDIA's nvidia-peermem, in one VM run.
+# BENCH_PIN_COST_NS sets the stand-in's modelled pin cost per 64 KiB page (default 2000).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+tests/setup/deps.sh
+. tests/setup/env.sh
+KDIR=$(tests/kernel/build.sh)
+tests/build-all.sh "$KDIR"
+tests/reference/build.sh "$KDIR" tests/reference/out
+exec tests/vm/run.sh --bench --memory 4G --kdir "$KDIR" bench-reg "${BENCH_PIN_COST_NS:-2000}"
