@@ -61,6 +61,21 @@ expect "insmod the legacy name nv_peer_mem" insmod "$legacy"
 else
     not_ok "legacy build $legacy missing"
 fi
+# A client named nv_mem already registered (MOFED sysfs on): the core refuses ours; the load fails
+# with a line that says so and nothing stays registered.
+expect "insmod a fake client named nv_mem" insmod "$SIM_DIR/peer_core_sim/test/fake_client.ko" name=nv_mem
+mark dup
+expect_fail "insmod refused while another nv_mem client is registered" insmod "$ko"
+expect "... with a line naming the clash and the fix" grep -q "the IB core refused peer-memory client nv_mem: a client of that name is already registered" <(dmesg_since dup)
+expect "rmmod the fake client" rmmod fake_client
+# The second of two clients clashing: the first one registered must be unregistered again.
+expect "insmod a fake client named nv_mem_nc" insmod "$SIM_DIR/peer_core_sim/test/fake_client.ko" name=nv_mem_nc
+expect_fail "insmod persistent_api_support=0 refused (nv_mem_nc taken)" insmod "$ko" persistent_api_support=0
+expect_fail "... and its nv_mem was unregistered again" test -e /sys/kernel/mm/memory_peers/nv_mem
+expect "rmmod the fake client" rmmod fake_client
+expect "loads once the other client is gone" insmod "$ko" persistent_api_support=0
+expect_fail "... which the core now refuses (ours holds the name)" insmod "$SIM_DIR/peer_core_sim/test/fake_client.ko" name=nv_mem_nc
+expect "rmmod" rmmod nvidia_peermem
 expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
 
 # Debug traces are dynamic debug: off by default, on through /proc/dynamic_debug/control.
