@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Fault injection (issue 6, item 1): every provider call fails once with each relevant errno,
+for each core generation and parameter set; the caller sees the right errno, and once the
+buffer is freed nothing stays pinned or mapped and our live contexts are back to zero.
+
+Usage (in the VM): faults.py"""
+
+import errno
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack import Stack, Tally, our_stats  # noqa: E402
+import coresim  # noqa: E402
+import nvsim  # noqa: E402
+
+MIB = 1 << 20
+ENOTSUPP = 524  # the kernel's ENOTSUPP, which NVIDIA maps NOT_SUPPORTED to
+ERRNOS = (errno.ENOMEM, errno.EINVAL, errno.EIO, ENOTSUPP, errno.EBUSY, errno.ENODEV)
+
+
+def name(e):
+    return "ENOTSUPP" if e == ENOTSUPP else errno.errorcode[e]
+
+
+# Persistent pins the stand-in refused to unpin (injected put_pages_persistent failures): they
+# stay with the "driver" until it unloads, whatever the client does.
+LEAKED_BY_DRIVER = {"persistent_pins": 0}
+
+
+def clean(t, nv, label):
+    c = nv.counters()
+    t.check(f"{label}: nothing pinned or mapped afterwards",
+            c["pins"] == 0 and c["persistent_pins"] == LEAKED_BY_DRIVER["persistent_pins"]
+            and c["mappings"] == 0, c)
+    t.eq(f"{label}: live contexts 0", 0, our_stats()["live_contexts"])
+    nv.reset()
+
+
+def register(core, va, size):
+    try:
+        return 0, core.reg(va, size)
+    except OSError as e:
+        return e.errno, None
+
+
+def pin_fault(t, nv, core, label, fn, err, persistent_only):
+    a = nv.alloc(2 * MIB)
+    nv.fault(fn, 1, err)
+    rc, reg = register(core, a.va + 0x1000, MIB)
+    if persistent_only:
+        # The only client declines; the core returns its own GUP error for a GPU VA.
+        t.eq(f"{label}: {fn} fails {name(err)}: registration fails EFAULT", errno.EFAULT, rc)
+    else:
+        # nv_mem declines; the next client (persistent nv_mem_nc) takes the buffer.
+        t.check(f"{label}: {fn} fails {name(err)}: the next client takes it",
+                rc == 0 and reg["client"] == "nv_mem_nc", (rc, reg))
+    if reg:
+        core.dereg_mr(reg["id"])
+    a.free()
+    clean(t, nv, f"{label} {fn} {name(err)}")
+
+
+def map_fault(t, nv, core, label, err):
+    a = nv.alloc(2 * MIB)
+    nv.fault("dma_map", 1, err)
+    rc, reg = register(core, a.va, 2 * MIB)
+    t.eq(f"{label}: dma_map fails {name(err)}: the caller sees {name(err)}", err, rc)
+    if reg:
+        core.dereg_mr(reg["id"])
+    a.free()
+    clean(t, nv, f"{label} dma_map {name(err)}")
+
+
+def teardown_fault(t, nv, core, label, fn, err):
+    a = nv.alloc(2 * MIB)
+    reg = core.reg(a.va, 2 * MIB)
+    f0 = our_stats()["failures"]
+    nv.fault(fn, 1, err)
+    core.dereg_mr(reg["id"])  # dereg itself cannot fail: the core ignores these errors
+    if fn.startswith("put_pages"):
+        t.eq(f"{label}: {fn} fails {name(err)}: counted as a failure", 1, our_stats()["failures"] - f0)
+    a.free()
+    if fn == "put_pages_persistent":
+        # The driver refused to unpin a persistent pin: nothing a client can do; the stand-in
+        # frees such leftovers at unload. Our side must still be clean.
+        LEAKED_BY_DRIVER["persistent_pins"] += 1
+    # A failed non-persistent unpin keeps the context for NVIDIA's callback, which the
+    # cudaFree then runs: everything is released.
+    clean(t, nv, f"{label} {fn} {name(err)}")
+
+
+def main():
+    t = Tally("faults")
+    for gen in ("4x", "5x", "5x-unmaps"):
+        pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
+        for pas in (0, 1):
+            label = f"[ours {gen} persistent_api_support={pas}]"
+            print(f"--- {label}", flush=True)
+            try:
+                LEAKED_BY_DRIVER["persistent_pins"] = 0  # the stand-in is reloaded
+                with Stack(gen, client="ours", client_params=[pd, f"persistent_api_support={pas}"]):
+                    nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+                    nv.reset()
+                    pin_fn = "get_pages" if pas == 0 else "get_pages_persistent"
+                    put_fn = "put_pages" if pas == 0 else "put_pages_persistent"
+                    for err in ERRNOS:
+                        pin_fault(t, nv, core, label, pin_fn, err, persistent_only=(pas == 1))
+                        map_fault(t, nv, core, label, err)
+                        teardown_fault(t, nv, core, label, "dma_unmap", err)
+                        teardown_fault(t, nv, core, label, put_fn, err)
+                    # A core step failing after the peer mapping (mlx5 mkey creation).
+                    a = nv.alloc(2 * MIB)
+                    try:
+                        core.reg_mr(a.va, 2 * MIB, inject=coresim.FAIL_AFTER_MAP)
+                        rc = 0
+                    except OSError as e:
+                        rc = e.errno
+                    t.eq(f"{label}: core fails after the mapping: the caller sees ENOMEM", errno.ENOMEM, rc)
+                    a.free()
+                    clean(t, nv, f"{label} core step")
+                    core.close()
+                    nv.close()
+            except Exception as e:
+                t.check(f"{label}: ran to the end", False, repr(e))
+    return t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
