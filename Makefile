@@ -4,8 +4,14 @@
 #   make              build kmod/nvidia_peermem.ko and userspace/target/release/nvpeer
 #   make run          the main job: set up, build, boot the test kernel, load the module, nvpeer check
 #   make test         the whole test suite (what CI runs)
+#   make bench        registration benchmark, ours vs NVIDIA's nvidia-peermem (BENCHMARKS.md)
 #   make kmod KDIR=…  the module only, against a given kernel build tree
 #   make MODULE_NAME=nv_peer_mem   the module under the legacy name
+#   make install [DESTDIR=…] [PREFIX=/usr/local] [KDIR=…] [NVPEER_OPTIONS="peerdirect_support=1"]
+#                     module into /lib/modules/<kver>/updates, modules-load.d, modprobe.d (softdep),
+#                     the CLI into $(PREFIX)/bin, nvpeer.service; builds only what is not built yet
+#   make uninstall    removes exactly what `make install` listed in /var/lib/nvpeer/manifest
+#   make dkms-install the module source (kmod/ + include/) into /usr/src/nvpeer-<version> for DKMS
 #
 # Without KDIR, the running kernel's build tree is used when it supports Rust modules, else the
 # project's test kernel (built once and cached under /var/cache/nvpeer).
@@ -13,6 +19,12 @@
 MODULE_NAME ?= nvidia_peermem
 KDIR ?= $(shell tests/setup/kdir.sh)
 CARGO ?= cargo
+PREFIX ?= /usr/local
+DESTDIR ?=
+KO := kmod/$(MODULE_NAME).ko
+CLI_BIN := userspace/target/release/nvpeer
+NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION ?= //p' kmod/Kbuild)
+DKMS_SRC = $(DESTDIR)/usr/src/nvpeer-$(NVPEER_VERSION)
 
 all: kmod cli
 
@@ -25,12 +37,43 @@ cli:
 run:
 	tests/run-main.sh
 
+# Install what is built; build only what is missing (an up-to-date tree is not rebuilt, so the
+# install works from a read-only checkout).
+$(KO):
+	$(MAKE) kmod
+$(CLI_BIN):
+	$(MAKE) cli
+
+install: $(KO) $(CLI_BIN)
+	@kver=$$(kmod/find-deps.sh --kver $(KDIR)) || exit 1; \
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" KVER="$$kver" MODULE_NAME=$(MODULE_NAME) \
+	KO=$(KO) CLI=$(CLI_BIN) NVPEER_OPTIONS="$(NVPEER_OPTIONS)" kmod/packaging/nvpeer-install install
+
+uninstall:
+	DESTDIR="$(DESTDIR)" MODULE_NAME=$(MODULE_NAME) kmod/packaging/nvpeer-install uninstall
+
+# DKMS source tree: then `dkms add/build/install nvpeer/$(NVPEER_VERSION)` (kmod/dkms.conf).
+dkms-install:
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/include
+	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
+	cp -r include/. $(DKMS_SRC)/include/
+	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(NVPEER_VERSION)"/' kmod/dkms.conf > $(DKMS_SRC)/dkms.conf
+	@echo "dkms-install: $(DKMS_SRC); next: dkms add nvpeer/$(NVPEER_VERSION) && dkms install nvpeer/$(NVPEER_VERSION)"
+
+dkms-uninstall:
+	-dkms remove nvpeer/$(NVPEER_VERSION) --all
+	rm -rf $(DKMS_SRC)
+
 test:
 	tests/run.sh
+
+bench:
+	tests/run-bench.sh
 
 clean:
 	$(MAKE) -C kmod clean
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run test clean
+.PHONY: all kmod cli run test bench clean install uninstall dkms-install dkms-uninstall

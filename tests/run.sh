@@ -35,6 +35,9 @@ step "abi: our headers match the real ones (nvidia-open-kernel-source)" tests/ab
 step "abi: self-test (mutated headers fail the check)" tests/abi/check.sh --self-test "$KDIR"
 step "reference: build NVIDIA nvidia-peermem" tests/reference/build.sh "$KDIR" tests/reference/out
 step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
+step "install: find-deps discovery and refusals (fake trees)" tests/install/test-discovery.sh
+step "install: nvpeer-migrate plan, run, revert (fake /etc trees)" tests/install/test-migrate.sh
+step "install: DKMS add/build/install/remove (temp trees)" tests/install/test-dkms.sh "$KDIR"
 step "cli: cargo fmt --check" bash -c 'cd userspace && cargo fmt --all --check'
 step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --locked --all-targets -q -- -D warnings'
 step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
@@ -44,6 +47,8 @@ step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
+step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
+step "vm: DKMS add/build/install, modprobe, remove" tests/vm/run.sh --kdir "$KDIR" dkms
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
 step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
 step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
@@ -51,6 +56,7 @@ step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" test
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
 step "vm: revocation at every point (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" revocation 50
+step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# find-deps.sh [--kver] KDIR
+#
+# Build discovery for the module (used by kmod/Makefile and the top-level Makefile).
+#  * Checks that KDIR is a kernel build tree that can host an out-of-tree Rust module:
+#    CONFIG_RUST=y, the Rust artefacts under rust/ (libcore/libkernel .rmeta, the libmacros
+#    proc-macro), scripts/target.json where the arch Makefile uses it, the rustc the tree was
+#    built with, and not CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y.
+#  * Finds MOFED's and NVIDIA's Module.symvers. Our references to their symbols are weak (resolved
+#    at load), so both are optional; with MODVERSIONS their CRCs are wanted, so whatever is found
+#    is printed on stdout (space-separated) for KBUILD_EXTRA_SYMBOLS.
+# With --kver, prints the tree's kernel release instead (include/config/kernel.release).
+# Any refusal is ONE line on stderr, "find-deps: ...", naming what is missing and how to get it;
+# exit status 1. Informational lines go to stderr too (silenced by FIND_DEPS_QUIET=1).
+#
+# Environment: OFA_DIR (MOFED root, default /usr/src/ofa_kernel), NVIDIA_SRC (an NVIDIA driver
+# source/build tree holding Module.symvers; default: /usr/src/nvidia-<version>, then the DKMS
+# tree), RUSTC (default rustc). For tests: NVPEER_DKMS_TREE (/var/lib/dkms), NVPEER_USR_SRC
+# (/usr/src), NVPEER_NVIDIA_VERSION (default: modinfo -F version nvidia).
+set -uo pipefail
+
+die() { echo "find-deps: $*" >&2; exit 1; }
+# Informational lines are held back until every check passed, so a refusal stays one line.
+notes=()
+info() { notes+=("find-deps: $*"); }
+
+want_kver=0
+if [ "${1:-}" = --kver ]; then want_kver=1; shift; fi
+[ $# -eq 1 ] || die "usage: find-deps.sh [--kver] KDIR"
+kdir=$1
+
+# --- the kernel build tree ---------------------------------------------------------------------
+[ -d "$kdir" ] || die "no kernel build tree at $kdir: install the headers of that kernel (Debian: linux-headers-<release>) or pass KDIR=<kernel build tree>"
+[ -f "$kdir/Makefile" ] || die "$kdir has no Makefile, it is not a kernel build tree: pass KDIR=<kernel build tree> (usually /lib/modules/<release>/build)"
+[ -f "$kdir/.config" ] || die "$kdir has no .config: the tree is not configured; use the headers package of the running kernel or run 'make olddefconfig modules_prepare' there"
+[ -f "$kdir/include/config/kernel.release" ] || die "$kdir has no include/config/kernel.release: the tree is not prepared; run 'make -C $kdir modules_prepare'"
+kver=$(cat "$kdir/include/config/kernel.release")
+if [ $want_kver = 1 ]; then echo "$kver"; exit 0; fi
+
+cfg() { sed -n "s/^$1=//p" "$kdir/.config" | head -n1; }
+[ "$(cfg CONFIG_RUST)" = y ] || die "$kdir ($kver) has no CONFIG_RUST=y: nvpeer is a Rust module and needs a kernel built with Rust support (CONFIG_RUST=y; see Documentation/rust/quick-start.rst)"
+if [ "$(cfg CONFIG_MODVERSIONS)" = y ] && [ "$(cfg CONFIG_GENDWARFKSYMS)" != y ]; then
+    die "$kdir ($kver) has CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: Rust modules cannot be versioned there; use a kernel (>= 6.14) built with CONFIG_GENDWARFKSYMS=y or with CONFIG_MODVERSIONS unset"
+fi
+
+# The artefacts an out-of-tree Rust module links against (built with the kernel's rust/ dir).
+needed=(rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so)
+[ -d "$kdir/rust/pin-init" ] && needed+=(rust/libpin_init.rmeta rust/libpin_init_internal.so)
+grep -qs 'scripts/target.json' "$kdir/arch/x86/Makefile" "$kdir/Makefile" && needed+=(scripts/target.json)
+missing=()
+for f in "${needed[@]}"; do [ -f "$kdir/$f" ] || missing+=("$f"); done
+if [ ${#missing[@]} -gt 0 ]; then
+    die "$kdir ($kver) lacks the Rust artefacts ${missing[*]}: its headers were packaged without them; build the tree itself ('make' in the kernel source, which builds rust/) or install a headers package that ships rust/*.rmeta and rust/*.so, then pass KDIR=<that tree>"
+fi
+
+# rustc must be the one the tree was built with (.rmeta files are tied to one compiler).
+want_rustc=$(cfg CONFIG_RUSTC_VERSION_TEXT | tr -d '"')
+if [ -n "$want_rustc" ]; then
+    have_rustc=$("${RUSTC:-rustc}" --version 2>/dev/null)
+    [ -n "$have_rustc" ] || die "no rustc on PATH: $kdir ($kver) was built with '$want_rustc'; install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2)) and put it on PATH"
+    [ "$have_rustc" = "$want_rustc" ] || die "rustc on PATH is '$have_rustc' but $kdir ($kver) was built with '$want_rustc': install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2); rustup override set it in this directory) or set RUSTC=<path to it>"
+fi
+
+modversions=$(cfg CONFIG_MODVERSIONS)
+symvers=()
+
+# --- MOFED (the peer-memory core): ib_register_peer_memory_client -------------------------------
+case "$(cfg CONFIG_X86_64)$(cfg CONFIG_ARM64)$(cfg CONFIG_PPC64)" in
+y) arch=$( [ "$(cfg CONFIG_X86_64)" = y ] && echo x86_64 || { [ "$(cfg CONFIG_ARM64)" = y ] && echo aarch64 || echo ppc64le; } ) ;;
+*) arch=$(uname -m) ;;
+esac
+dkms_tree=${NVPEER_DKMS_TREE:-/var/lib/dkms}
+ofa_root=${OFA_DIR:-/usr/src/ofa_kernel}
+ofa_cands=("$ofa_root/$arch/$kver" "$ofa_root/$kver" "$ofa_root/default")
+if [ -z "${OFA_DIR:-}" ]; then
+    while IFS= read -r d; do ofa_cands+=("$d"); done \
+        < <(ls -d "$dkms_tree"/mlnx-ofed-kernel/*/build 2>/dev/null | sort -rV)
+fi
+ofa=""
+for d in "${ofa_cands[@]}"; do
+    if [ -f "$d/Module.symvers" ]; then ofa=$d; break; fi
+done
+if [ -n "$ofa" ]; then
+    grep -q '[[:space:]]ib_register_peer_memory_client[[:space:]]' "$ofa/Module.symvers" \
+        || die "$ofa/Module.symvers (MOFED) does not export ib_register_peer_memory_client: that MOFED has no peer-memory core; install MLNX_OFED/DOCA-OFED >= 5.1 built for $kver, or point OFA_DIR=<dir> at one that does"
+    symvers+=("$ofa/Module.symvers")
+    hdr=""; [ -f "$ofa/include/rdma/peer_mem.h" ] && hdr=", headers $ofa/include"
+    info "MOFED: $ofa/Module.symvers$hdr"
+elif [ -n "${OFA_DIR:-}" ]; then
+    die "OFA_DIR=$OFA_DIR has no Module.symvers in $arch/$kver, $kver or default: point OFA_DIR at the MOFED kernel tree built for $kver (e.g. /usr/src/ofa_kernel) or unset it"
+elif [ "$modversions" = y ]; then
+    info "warning: no MOFED Module.symvers (looked in ${ofa_cands[*]}); with CONFIG_MODVERSIONS=y the module records no CRC for ib_* and loads with 'no symbol version' warnings; set OFA_DIR=<MOFED kernel tree> to fix"
+else
+    info "MOFED: no Module.symvers found (fine: references resolved at load; set OFA_DIR to use one)"
+fi
+
+# --- NVIDIA (nvidia.ko): nvidia_p2p_* ------------------------------------------------------------
+usr_src=${NVPEER_USR_SRC:-/usr/src}
+nv_cands=()
+if [ -n "${NVIDIA_SRC:-}" ]; then
+    nv_cands=("$NVIDIA_SRC" "$NVIDIA_SRC/kernel-open" "$NVIDIA_SRC/kernel")
+else
+    nv_ver=${NVPEER_NVIDIA_VERSION-$(modinfo -k "$kver" -F version nvidia 2>/dev/null)}
+    [ -n "$nv_ver" ] && nv_cands+=("$usr_src/nvidia-$nv_ver" "$dkms_tree/nvidia/$nv_ver/build")
+    while IFS= read -r d; do nv_cands+=("$d"); done \
+        < <(ls -d "$usr_src"/nvidia-[0-9]* "$dkms_tree"/nvidia/*/build 2>/dev/null | sort -t- -k2 -rV)
+fi
+nv=""
+for d in "${nv_cands[@]}"; do
+    if [ -f "$d/Module.symvers" ] && grep -q '[[:space:]]nvidia_p2p_get_pages[[:space:]]' "$d/Module.symvers"; then
+        nv=$d; break
+    fi
+done
+if [ -n "$nv" ]; then
+    symvers+=("$nv/Module.symvers")
+    info "NVIDIA: $nv/Module.symvers"
+elif [ -n "${NVIDIA_SRC:-}" ]; then
+    die "NVIDIA_SRC=$NVIDIA_SRC has no Module.symvers exporting nvidia_p2p_get_pages (looked in ., kernel-open, kernel): build the driver there first ('make modules') or unset NVIDIA_SRC"
+elif [ "$modversions" = y ]; then
+    info "warning: no NVIDIA Module.symvers exporting nvidia_p2p_* (looked in $usr_src/nvidia-*, $dkms_tree/nvidia/*/build); with CONFIG_MODVERSIONS=y the module records no CRC for them; set NVIDIA_SRC=<built driver tree>"
+else
+    info "NVIDIA: no Module.symvers found (fine: references resolved at load; set NVIDIA_SRC to use one)"
+fi
+
+[ "${FIND_DEPS_QUIET:-0}" = 1 ] || printf '%s\n' "${notes[@]}" >&2
+echo "${symvers[*]}"

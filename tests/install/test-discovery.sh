@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Host-side, fast: kmod/find-deps.sh against fake kernel, MOFED and NVIDIA trees under a temp dir.
+# Each refusal must be exactly one "find-deps: ..." line naming what is missing; each discovery
+# branch must print the Module.symvers it found.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+fd=$repo/kmod/find-deps.sh
+t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok    $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL  $*"; }
+
+# A fake rustc matching the fake tree.
+mkdir -p "$t/bin"; printf '#!/bin/sh\necho "rustc 9.9.9 (fake)"\n' > "$t/bin/rustc"; chmod +x "$t/bin/rustc"
+export RUSTC=$t/bin/rustc NVPEER_DKMS_TREE=$t/dkms NVPEER_USR_SRC=$t/src NVPEER_NVIDIA_VERSION=""
+unset OFA_DIR NVIDIA_SRC FIND_DEPS_QUIET
+# mkkdir DIR: a complete fake Rust-enabled build tree for 9.9.9-test.
+mkkdir() {
+    rm -rf "$1"; mkdir -p "$1/rust/pin-init" "$1/scripts" "$1/include/config" "$1/arch/x86"
+    echo 'all:' > "$1/Makefile"
+    echo 'KBUILD_RUSTFLAGS += --target=$(objtree)/scripts/target.json' > "$1/arch/x86/Makefile"
+    printf 'CONFIG_X86_64=y\nCONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT="rustc 9.9.9 (fake)"\n' > "$1/.config"
+    echo 9.9.9-test > "$1/include/config/kernel.release"
+    touch "$1"/rust/{libcore.rmeta,libkernel.rmeta,libmacros.so,libpin_init.rmeta,libpin_init_internal.so} "$1/scripts/target.json"
+}
+mofed_symvers() { mkdir -p "$1"; printf '0x12345678\tib_register_peer_memory_client\tvmlinux\tEXPORT_SYMBOL\t\n' > "$1/Module.symvers"; }
+nv_symvers() { mkdir -p "$1"; printf '0x0\tnvidia_p2p_get_pages\tnvidia\tEXPORT_SYMBOL_GPL\t\n' > "$1/Module.symvers"; }
+
+# refuses DESC PATTERN [ENV=VAL...] -- KDIR: exit 1, exactly one stderr line, matching PATTERN.
+refuses() {
+    local desc=$1 pat=$2; shift 2
+    local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    env "${envs[@]}" "$fd" "$@" >"$t/out" 2>"$t/err"; local rc=$?
+    local n; n=$(wc -l < "$t/err")
+    if [ $rc = 1 ] && [ "$n" = 1 ] && grep -qE "^find-deps: .*$pat" "$t/err" && [ ! -s "$t/out" ]; then
+        ok "$desc: $(cat "$t/err")"
+    else bad "$desc (rc $rc, $n lines):"; sed 's/^/      /' "$t/err"; fi
+}
+# finds DESC EXPECTED-STDOUT [ENV=VAL...] -- KDIR
+finds() {
+    local desc=$1 want=$2; shift 2
+    local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    local got; got=$(env "${envs[@]}" "$fd" "$@" 2>"$t/err"); local rc=$?
+    if [ $rc = 0 ] && [ "$got" = "$want" ]; then ok "$desc"; else bad "$desc: rc $rc, got '$got', want '$want'"; sed 's/^/      /' "$t/err"; fi
+}
+
+k=$t/kdir
+refuses "no tree" "no kernel build tree at $t/none.*linux-headers" X=1 -- "$t/none"
+mkdir -p "$t/empty"; refuses "not a build tree" "no Makefile.*KDIR=" X=1 -- "$t/empty"
+mkkdir "$k"; rm "$k/.config"; refuses "unconfigured tree" "no .config" X=1 -- "$k"
+mkkdir "$k"; rm "$k/include/config/kernel.release"; refuses "unprepared tree" "modules_prepare" X=1 -- "$k"
+mkkdir "$k"; sed -i 's/^CONFIG_RUST=y/# CONFIG_RUST is not set/' "$k/.config"; refuses "no CONFIG_RUST" "no CONFIG_RUST=y.*Rust support" X=1 -- "$k"
+mkkdir "$k"; echo CONFIG_MODVERSIONS=y >> "$k/.config"; refuses "MODVERSIONS without GENDWARFKSYMS" "CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y" X=1 -- "$k"
+for f in rust/libkernel.rmeta rust/libmacros.so rust/libcore.rmeta rust/libpin_init.rmeta scripts/target.json; do
+    mkkdir "$k"; rm "$k/$f"; refuses "missing $f" "lacks the Rust artefacts $f: .*rust/\*.rmeta" X=1 -- "$k"
+done
+mkkdir "$k"
+printf '#!/bin/sh\necho "rustc 1.0.0 (old)"\n' > "$t/bin/old"; chmod +x "$t/bin/old"
+refuses "wrong rustc" "rustc on PATH is 'rustc 1.0.0 \(old\)' but .*rustup toolchain install 9.9.9" RUSTC="$t/bin/old" -- "$k"
+refuses "no rustc" "no rustc on PATH.*rustup toolchain install 9.9.9" RUSTC="$t/bin/none" -- "$k"
+
+mkkdir "$k"
+finds "nothing found: builds anyway, no extra symbols" "" X=1 -- "$k"
+grep -q "MOFED: no Module.symvers found" "$t/err" && grep -q "NVIDIA: no Module.symvers found" "$t/err" \
+    && ok "... and says so for MOFED and NVIDIA" || bad "... missing 'no Module.symvers found' lines"
+finds "--kver prints the release" "9.9.9-test" X=1 -- --kver "$k"
+
+o=$t/ofa
+for sub in x86_64/9.9.9-test 9.9.9-test default; do
+    rm -rf "$o"; mofed_symvers "$o/$sub"
+    finds "MOFED in OFA_DIR/$sub" "$o/$sub/Module.symvers" OFA_DIR="$o" -- "$k"
+done
+rm -rf "$o"; mofed_symvers "$o/9.9.9-test"; mofed_symvers "$o/default"
+finds "MOFED: the release's dir wins over default" "$o/9.9.9-test/Module.symvers" OFA_DIR="$o" -- "$k"
+grep -q "find-deps: MOFED: $o/9.9.9-test/Module.symvers" "$t/err" && ok "... and it is named" || bad "... not named"
+rm -rf "$o"; mkdir -p "$o"; refuses "OFA_DIR without Module.symvers" "OFA_DIR=$o has no Module.symvers" OFA_DIR="$o" -- "$k"
+rm -rf "$o"; mkdir -p "$o/default"; echo "0x0	ib_foo	vmlinux	EXPORT_SYMBOL	" > "$o/default/Module.symvers"
+refuses "MOFED without the peer-memory core" "does not export ib_register_peer_memory_client" OFA_DIR="$o" -- "$k"
+mofed_symvers "$t/dkms/mlnx-ofed-kernel/5.8/build"; mofed_symvers "$t/dkms/mlnx-ofed-kernel/24.10/build"
+finds "MOFED from DKMS (newest)" "$t/dkms/mlnx-ofed-kernel/24.10/build/Module.symvers" OFA_DIR= -- "$k"
+rm -rf "$t/dkms"
+
+nv_symvers "$t/src/nvidia-550.54"; nv_symvers "$t/src/nvidia-570.10"
+finds "NVIDIA: newest /usr/src/nvidia-*" "$t/src/nvidia-570.10/Module.symvers" X=1 -- "$k"
+finds "NVIDIA: the loaded driver's version first" "$t/src/nvidia-550.54/Module.symvers" NVPEER_NVIDIA_VERSION=550.54 -- "$k"
+rm -rf "$t/src"; nv_symvers "$t/dkms/nvidia/580.65/build"
+finds "NVIDIA from DKMS" "$t/dkms/nvidia/580.65/build/Module.symvers" X=1 -- "$k"
+nv_symvers "$t/nvsrc/kernel-open"
+finds "NVIDIA_SRC (open kernel modules tree)" "$t/nvsrc/kernel-open/Module.symvers" NVIDIA_SRC="$t/nvsrc" -- "$k"
+mkdir -p "$t/nvempty"; refuses "NVIDIA_SRC without Module.symvers" "NVIDIA_SRC=$t/nvempty has no Module.symvers.*make modules" NVIDIA_SRC="$t/nvempty" -- "$k"
+rm -rf "$o"; mofed_symvers "$o/default"
+finds "both found: both passed" "$o/default/Module.symvers $t/dkms/nvidia/580.65/build/Module.symvers" OFA_DIR="$o" -- "$k"
+rm -rf "$t/dkms"
+printf 'CONFIG_MODVERSIONS=y\nCONFIG_GENDWARFKSYMS=y\n' >> "$k/.config"
+finds "MODVERSIONS with GENDWARFKSYMS accepted" "" X=1 -- "$k"
+grep -q "warning: no MOFED Module.symvers.*OFA_DIR=" "$t/err" && ok "... warns that no MOFED CRCs will be recorded" || bad "... no CRC warning"
+
+echo "[test-discovery] $pass ok, $fail failed"
+[ $fail = 0 ]
