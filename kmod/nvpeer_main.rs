@@ -87,7 +87,7 @@ fn refuse_other_implementations() -> Result {
 }
 
 /// The clients to register, in order, as NVIDIA's 560+ module does (CONTRACT 3.2).
-fn plan(params: &Params, persistent: PersistentApi) -> KVec<(ClientKind, &'static str)> {
+fn plan(params: &Params, persistent: PersistentApi) -> Result<KVec<(ClientKind, &'static str)>> {
     let mut clients = KVec::new();
     let can_persist = persistent != PersistentApi::Unavailable;
     let wanted: &[(ClientKind, &'static str)] = match params.persistent_api {
@@ -105,10 +105,9 @@ fn plan(params: &Params, persistent: PersistentApi) -> KVec<(ClientKind, &'stati
         }
     };
     for &c in wanted {
-        // Two entries at most; a failed push only shortens the plan, which init reports.
-        let _ = clients.push(c, GFP_KERNEL);
+        clients.push(c, GFP_KERNEL)?;
     }
-    clients
+    Ok(clients)
 }
 
 impl kernel::Module for NvPeer {
@@ -138,7 +137,7 @@ impl kernel::Module for NvPeer {
             .map_err(|_| EINVAL)?;
 
         let mut clients = KVec::new();
-        for (kind, name) in plan(&params, api.persistent()) {
+        for (kind, name) in plan(&params, api.persistent())? {
             let client_form = if kind == ClientKind::Invalidating { form } else { Form::Plain };
             // On failure the clients registered so far are unregistered as `clients` drops.
             let reg = Registration::register(core, kind, name, version, client_form)?;
