@@ -35,11 +35,10 @@ if ! "$NVPEER_TOOLS/bin/bindgen" --version 2>/dev/null | grep -q " $BINDGEN_VERS
     cargo install --quiet --locked --root "$NVPEER_TOOLS" bindgen-cli --version "$BINDGEN_VERSION"
 fi
 
-# libclang >= 17 for bindgen (Debian bookworm has 14): the PyPI wheel carries libclang 18;
-# virtme-ng boots the test kernel with the host's root filesystem shared read-only.
-if [ ! -x "$NVPEER_TOOLS/venv/bin/vng" ] || ! "$NVPEER_TOOLS/venv/bin/python" -c 'import clang' 2>/dev/null; then
-    log "pip install libclang==$LIBCLANG_VERSION virtme-ng==$VIRTME_NG_VERSION"
+# libclang >= 17 for bindgen (Debian bookworm has 14): the PyPI wheel carries libclang 18.
+if ! "$NVPEER_TOOLS/venv/bin/python" -c 'import clang' 2>/dev/null; then
+    log "pip install libclang==$LIBCLANG_VERSION"
     python3 -m venv "$NVPEER_TOOLS/venv"
-    "$NVPEER_TOOLS/venv/bin/pip" install --quiet "libclang==$LIBCLANG_VERSION" "virtme-ng==$VIRTME_NG_VERSION"
+    "$NVPEER_TOOLS/venv/bin/pip" install --quiet "libclang==$LIBCLANG_VERSION"
 fi
 log "ok (tools in $NVPEER_TOOLS)"
