@@ -57,6 +57,7 @@ step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
 step "vm: revocation at every point (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" revocation 50
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
+step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps

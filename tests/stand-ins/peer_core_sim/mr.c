@@ -33,9 +33,20 @@ int pcs_pin_host(struct pcs_mr *mr)
 	unsigned int gup = FOLL_LONGTERM | (mr->writable ? FOLL_WRITE : 0);
 	unsigned long done = 0;
 	struct page **pages;
+	struct page *probe;
 	int ret;
 
-	pages = kvcalloc(npages, sizeof(*pages), GFP_KERNEL);
+	if (!npages || npages > UINT_MAX)
+		return -EINVAL;
+	/*
+	 * MOFED pins in bounded chunks; probe the first page so a GPU VA (or any unpinnable range)
+	 * fails here, before a page array for the whole range is allocated.
+	 */
+	ret = pin_user_pages_fast(start, 1, gup, &probe);
+	if (ret <= 0)
+		return ret ?: -EFAULT;
+	unpin_user_page(probe);
+	pages = kvcalloc(npages, sizeof(*pages), GFP_KERNEL | __GFP_NOWARN);
 	if (!pages)
 		return -ENOMEM;
 	while (done < npages) {
