@@ -493,41 +493,18 @@ mod tests {
         );
         let report = run_on(s, proc.path());
         let status = |id: &str| report.get(id).unwrap().status;
+        let detail = |id: &str| report.get(id).unwrap().detail.clone();
         assert_eq!(status("module"), Status::Ok, "{:?}", report.get("module"));
-        assert!(report
-            .get("module")
-            .unwrap()
-            .detail
-            .contains("nvpeer 0.1.0 loaded as nvidia_peermem"));
+        assert!(detail("module").contains("nvpeer 0.1.0 loaded as nvidia_peermem"));
         assert_eq!(status("parameters"), Status::Ok);
         assert_eq!(status("peer_clients"), Status::Ok);
-        assert!(report
-            .get("peer_clients")
-            .unwrap()
-            .detail
-            .contains("nv_mem 0.1.0"));
+        assert!(detail("peer_clients").contains("nv_mem 0.1.0"));
         assert_eq!(status("nvidia_driver"), Status::Ok);
-        assert!(report
-            .get("nvidia_driver")
-            .unwrap()
-            .detail
-            .contains("nv_p2p_sim (test stand-in"));
-        assert!(report
-            .get("nvidia_driver")
-            .unwrap()
-            .detail
-            .contains("nvidia_p2p_get_pages_persistent"));
+        assert!(detail("nvidia_driver").contains("nv_p2p_sim (test stand-in"));
+        assert!(detail("nvidia_driver").contains("nvidia_p2p_get_pages_persistent"));
         assert_eq!(status("ib_core"), Status::Ok);
-        assert!(report
-            .get("ib_core")
-            .unwrap()
-            .detail
-            .contains("peer_core_sim (test stand-in"));
-        assert!(report
-            .get("ib_core")
-            .unwrap()
-            .detail
-            .contains("generation 5x-unmaps"));
+        assert!(detail("ib_core").contains("peer_core_sim (test stand-in"));
+        assert!(detail("ib_core").contains("generation 5x-unmaps"));
         assert_eq!(status("rdma_devices"), Status::Ok);
         for id in [
             "nccl<=2.9.6",
