@@ -165,7 +165,8 @@ struct Inner {
     state: State,
     /// From `get_pages`: the core's handle for this umem, passed back to its invalidate.
     core_context: u64,
-    /// The entries we handed the core, freed when the mapping goes.
+    /// The entries we handed the core: freed by the core's `dma_unmap`/`put_pages` or with the
+    /// context, never by the free callback (the core may still be using them then).
     sg: Option<SgTable>,
 }
 
@@ -500,9 +501,10 @@ impl RegContext {
         stats::inc(Stat::InvalidateCalls);
         // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
         self.client.invalidate(core_context);
-        let mut inner = self.inner.lock();
-        inner.sg = None;
-        inner.state = State::Revoked;
+        // The sg_table stays: a dereg that took the core's mapping_lock before this invalidate
+        // may still restore its first/last-entry fix-ups in it and call dma_unmap with it
+        // (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the context.
+        self.inner.lock().state = State::Revoked;
     }
 }
 
