@@ -9,6 +9,9 @@ cd "$repo"
 . tests/setup/env.sh
 
 passed=0 failed=0
+# Every VM run leaves a record here for the reliability table at the end (tests/summary.py).
+NVPEER_SUMMARY_DIR=$(mktemp -d /tmp/nvpeer-summary.XXXXXX)
+export NVPEER_SUMMARY_DIR
 declare -a timings failures
 # step NAME COMMAND...: runs one test step, records its result and duration.
 step() {
@@ -55,12 +58,20 @@ step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KD
 step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
-step "vm: revocation at every point (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" revocation 50
+step "vm: revocation at every point (ours, every generation)" \
+    tests/vm/run.sh --kdir "$KDIR" revocation ours "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
+step "vm: stress: threads x random sizes x random revocations (ours)" \
+    tests/vm/run.sh --kdir "$KDIR" stress "${NVPEER_STRESS_SECONDS:-20}" "${NVPEER_STRESS_THREADS:-4}"
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
+step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" \
+    tests/vm/run.sh --kdir "$KDIR" revocation reference "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
+step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known" tests/reference/expect-breaks.sh "$KDIR"
+step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps
 step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/reference/expect-4x-uaf.sh "$KDIR"
+step "reliability summary: ours 0 leaks, 0 reports" tests/summary.py "$NVPEER_SUMMARY_DIR"
 summary
 [ $failed -eq 0 ]

@@ -21,7 +21,8 @@ repo=$(cd "$here/../.." && pwd)
 kdir=$1
 mkdir -p /tmp/nvpeer-vm
 out=$(mktemp -d /tmp/nvpeer-vm/reference-4x.XXXXXX)
-msg=$(NVPEER_VM_OUT=$out "$repo/tests/vm/run.sh" --kdir "$kdir" reference-basic 4x 2>&1)
+msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="NVIDIA 550 use-after-free on a 4.x core (CONTRACT 3.1)" \
+    "$repo/tests/vm/run.sh" --kdir "$kdir" reference-basic 4x 2>&1)
 rc=$?
 echo "$msg" | grep -E '^(FAIL|\[suite)|^vm: ' | head -n 20
 if ! grep -q '^\[suite reference-basic\] [0-9]* ok, 0 failed' "$out/suite.log" 2>/dev/null; then

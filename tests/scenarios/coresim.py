@@ -76,6 +76,12 @@ IOC_MR_INFO = IOCTLS["PEER_CORE_SIM_IOC_MR_INFO"]
 KINDS = {"mr": CONSTS["PEER_CORE_SIM_UMEM_MR"], "cq": CONSTS["PEER_CORE_SIM_UMEM_CQ"]}
 ACCESS_WRITE = CONSTS["PEER_CORE_SIM_ACCESS_WRITE"]
 FAIL_AFTER_MAP = CONSTS["PEER_CORE_SIM_REG_FAIL_AFTER_MAP"]
+STALL = {"after_acquire": CONSTS["PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE"],
+         "after_get_pages": CONSTS["PEER_CORE_SIM_REG_STALL_AFTER_GET_PAGES"],
+         "after_dma_map": CONSTS["PEER_CORE_SIM_REG_STALL_AFTER_MAP"],
+         "in_dereg": CONSTS["PEER_CORE_SIM_REG_STALL_IN_DEREG"]}
+IOC_STALL_WAIT = IOCTLS["PEER_CORE_SIM_IOC_STALL_WAIT"]
+IOC_STALL_RESUME = IOCTLS["PEER_CORE_SIM_IOC_STALL_RESUME"]
 DMA_TO_MR = CONSTS["PEER_CORE_SIM_DMA_TO_MR"]
 DMA_FROM_MR = CONSTS["PEER_CORE_SIM_DMA_FROM_MR"]
 STATES = {CONSTS["PEER_CORE_SIM_MR_MAPPED"]: "mapped",
@@ -191,6 +197,13 @@ class PeerCoreSim:
 
     def reg_mr(self, addr, size, writable=True, kind="mr", inject=0):
         return self.reg(addr, size, writable, kind, inject)["id"]
+
+    def stall_wait(self):
+        """Returns once a registration made with a STALL flag waits at its step."""
+        fcntl.ioctl(self.fd, IOC_STALL_WAIT, 0)
+
+    def stall_resume(self):
+        fcntl.ioctl(self.fd, IOC_STALL_RESUME, 0)
 
     def dereg_mr(self, mr_id):
         fcntl.ioctl(self.fd, IOC_DEREG_MR, bytearray(U32.pack(mr_id)), True)

@@ -3,7 +3,11 @@
 for each core generation and parameter set; the caller sees the right errno, and once the
 buffer is freed nothing stays pinned or mapped and our live contexts are back to zero.
 
-Usage (in the VM): faults.py"""
+The same injections run against NVIDIA's reference module (faults.py reference; 5x and
+5x-unmaps, its default parameters): it must leave the stand-in clean too; what its caller saw
+is printed next to what ours returns.
+
+Usage (in the VM): faults.py [ours|reference]"""
 
 import errno
 import os
@@ -33,8 +37,18 @@ def clean(t, nv, label):
     t.check(f"{label}: nothing pinned or mapped afterwards",
             c["pins"] == 0 and c["persistent_pins"] == LEAKED_BY_DRIVER["persistent_pins"]
             and c["mappings"] == 0, c)
-    t.eq(f"{label}: live contexts 0", 0, our_stats()["live_contexts"])
+    if CLIENT[0] == "ours":
+        t.eq(f"{label}: live contexts 0", 0, our_stats()["live_contexts"])
     nv.reset()
+
+
+CLIENT = ["ours"]
+
+
+def seen(label, what, rc, reg):
+    """The reference's outcome, for the record (the differential part of the report)."""
+    got = errno.errorcode.get(rc, rc) if rc else f"registered by {reg['client']}"
+    print(f"note  {label}: {what}: the caller sees {got}", flush=True)
 
 
 def register(core, va, size):
@@ -48,7 +62,9 @@ def pin_fault(t, nv, core, label, fn, err, persistent_only):
     a = nv.alloc(2 * MIB)
     nv.fault(fn, 1, err)
     rc, reg = register(core, a.va + 0x1000, MIB)
-    if persistent_only:
+    if CLIENT[0] == "reference":
+        seen(label, f"{fn} fails {name(err)}", rc, reg)
+    elif persistent_only:
         # The only client declines; the core returns its own GUP error for a GPU VA.
         t.eq(f"{label}: {fn} fails {name(err)}: registration fails EFAULT", errno.EFAULT, rc)
     else:
@@ -65,7 +81,10 @@ def map_fault(t, nv, core, label, err):
     a = nv.alloc(2 * MIB)
     nv.fault("dma_map", 1, err)
     rc, reg = register(core, a.va, 2 * MIB)
-    t.eq(f"{label}: dma_map fails {name(err)}: the caller sees {name(err)}", err, rc)
+    if CLIENT[0] == "reference":
+        seen(label, f"dma_map fails {name(err)}", rc, reg)
+    else:
+        t.eq(f"{label}: dma_map fails {name(err)}: the caller sees {name(err)}", err, rc)
     if reg:
         core.dereg_mr(reg["id"])
     a.free()
@@ -78,7 +97,7 @@ def teardown_fault(t, nv, core, label, fn, err):
     f0 = our_stats()["failures"]
     nv.fault(fn, 1, err)
     core.dereg_mr(reg["id"])  # dereg itself cannot fail: the core ignores these errors
-    if fn.startswith("put_pages"):
+    if fn.startswith("put_pages") and CLIENT[0] == "ours":
         t.eq(f"{label}: {fn} fails {name(err)}: counted as a failure", 1, our_stats()["failures"] - f0)
     a.free()
     if fn == "put_pages_persistent":
@@ -90,7 +109,35 @@ def teardown_fault(t, nv, core, label, fn, err):
     clean(t, nv, f"{label} {fn} {name(err)}")
 
 
+def reference_main():
+    """NVIDIA's module: get_pages (its probe and its pin), dma_map, dma_unmap, put_pages and the
+    persistent pair (nv_mem_nc), each failing once with every errno."""
+    t = Tally("faults-reference")
+    for gen in ("5x", "5x-unmaps"):
+        label = f"[reference {gen}]"
+        print(f"--- {label}", flush=True)
+        try:
+            LEAKED_BY_DRIVER["persistent_pins"] = 0
+            with Stack(gen, client="reference", client_params=["peerdirect_support=0"]):
+                nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+                nv.reset()
+                for err in ERRNOS:
+                    for fn in ("get_pages", "get_pages_persistent"):
+                        pin_fault(t, nv, core, label, fn, err, persistent_only=False)
+                    map_fault(t, nv, core, label, err)
+                    for fn in ("dma_unmap", "put_pages"):
+                        teardown_fault(t, nv, core, label, fn, err)
+                core.close()
+                nv.close()
+        except Exception as e:
+            t.check(f"{label}: ran to the end", False, repr(e))
+    return t.finish()
+
+
 def main():
+    CLIENT[0] = sys.argv[1] if len(sys.argv) > 1 else "ours"
+    if CLIENT[0] == "reference":
+        return reference_main()
     t = Tally("faults")
     for gen in ("4x", "5x", "5x-unmaps"):
         pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"

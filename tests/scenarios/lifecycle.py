@@ -66,6 +66,14 @@ def bad_input(t):
                          (1 << 64) - 0x10000, 0x20000)
             a.free()
             expect_errno(t, core, nv, f"{label} a freed range", errno.EFAULT, a.va, MIB)
+            # One of the two allocations the range spans is gone now.
+            expect_errno(t, core, nv, f"{label} a range partly freed", errno.EFAULT, lo.va + 3 * MIB,
+                         (hi.va - lo.va) + MIB - 3 * MIB)
+            mr = core.reg_mr(b.va, 4 * MIB)
+            core.dma_write(mr, 0x100, b"still usable")
+            t.eq(f"{label} the live allocation beside the freed one still registers and takes DMA",
+                 b"still usable", bytes(b.mm[0x100:0x100 + 12]))
+            core.dereg_mr(mr)
             t.eq(f"{label} live contexts 0", 0, our_stats()["live_contexts"])
             b.free()
             core.close()

@@ -19,6 +19,10 @@ import fcntl
 import mmap
 import os
 import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import totals  # noqa: E402
 
 # ------------------------------------------------------------------ <asm-generic/ioctl.h>
 _IOC_NONE, _IOC_WRITE, _IOC_READ = 0, 1, 2
@@ -148,6 +152,8 @@ class NvP2pSim:
         """The nth call of fn from now fails with -err (nth 0 cancels)."""
         fn = FN[fn] if isinstance(fn, str) else fn
         _ioctl(self.fd, IOC_FAULT, _FAULT.pack(fn, nth, err, 0))
+        if nth:
+            totals.add("faults")
 
     def revoke_at(self, va, point):
         point = REVOKE_POINTS[point] if isinstance(point, str) else point
@@ -166,6 +172,7 @@ class NvP2pSim:
         return out
 
     def reset(self):
+        totals.add("revocations", self.counters()["free_callbacks"])
         _ioctl(self.fd, IOC_RESET)
 
 

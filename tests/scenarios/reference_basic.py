@@ -24,6 +24,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coresim  # noqa: E402
+import totals  # noqa: E402
+from stack import Tally, harvest_revocations  # noqa: E402
 import nvsim  # noqa: E402
 
 REPO = os.environ.get("NVPEER_REPO") or os.path.dirname(os.path.dirname(os.path.dirname(
@@ -40,23 +42,6 @@ GPU_PAGE = 64 << 10
 ALLOC = 4 * MIB
 OFFSET = 0x1234
 SIZE = 4 * MIB - 0x2000
-
-
-class Tally:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, desc, cond, detail=""):
-        if cond:
-            self.passed += 1
-            print("ok    " + desc, flush=True)
-        else:
-            self.failed += 1
-            print("FAIL  " + desc + (": " + str(detail) if detail != "" else ""), flush=True)
-        return cond
-
-    def eq(self, desc, expected, actual):
-        return self.check(desc, expected == actual, "expected %r, got %r" % (expected, actual))
 
 
 def pattern(n, seed):
@@ -184,6 +169,7 @@ def run_generation(t, gen, nv_version):
     except Exception as e:  # a failed ioctl or a missing file: one failure, then unload
         t.check("[%s] scenario ran to the end" % gen, False, "%s: %s" % (type(e).__name__, e))
     finally:
+        harvest_revocations()
         for name in reversed(loaded):
             r = subprocess.run(["rmmod", name], capture_output=True, text=True)
             t.check("[%s] rmmod %s" % (gen, name), r.returncode == 0, r.stderr.strip())
@@ -193,7 +179,8 @@ def run_generation(t, gen, nv_version):
 
 
 def main(argv):
-    t = Tally()
+    t = Tally("reference-basic")
+    totals.set_client("reference")
     gens = [g for g in argv[1:] if g] or GENERATIONS  # the runner may pass an empty argument
     if not t.check("reference module %s exists (tests/reference/build.sh)" % REFERENCE,
                    os.path.isfile(REFERENCE)):
@@ -206,8 +193,7 @@ def main(argv):
     for g in gens:
         run_generation(t, g, nv_version)
         time.sleep(0.1)
-    print("[suite reference-basic] %d ok, %d failed" % (t.passed, t.failed), flush=True)
-    return 0 if t.failed == 0 else 1
+    return t.finish()
 
 
 if __name__ == "__main__":

@@ -1,169 +1,411 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Revocation at every point of a registration's life (issue 4, item 3), for each core generation:
-the free callback fires inside acquire's pin, inside dma_map, after dma_map, inside put_pages,
-concurrently with dereg from another thread, from another process, and for two registrations
-of one buffer. Each case must leave nothing pinned or mapped, no stale page-table use, and the
-VM's detectors (lockdep, KFENCE, kmemleak, hung tasks) silent.
+"""Revocation at every point of a registration's life (issues 4 and 6), for each core generation:
+the free callback fires inside acquire's pin, right after acquire, right after get_pages, inside
+dma_map, right after dma_map (the core still holding the umem's mapping_lock), while registered,
+inside put_pages, concurrently with dereg from several threads, from another process, twice, and
+for two registrations of one buffer. Each case must leave nothing pinned or mapped, no stale
+page-table use, and the VM's detectors (lockdep, KFENCE, kmemleak, hung tasks) silent.
 
-Usage (in the VM): revocation.py [iterations]"""
+The same matrix runs against NVIDIA's reference module (client "reference", on 5x and
+5x-unmaps; on 4x it writes into freed memory: tests/reference/expect-4x-uaf.sh). A case that
+breaks it is listed in REFERENCE_BREAKS and runs against it only when named with --only
+(tests/reference/expect-breaks.sh, one VM each: a deadlocked kernel cannot go on).
 
+Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only CASE] [--gen G]"""
+
+import argparse
 import errno
 import os
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import Stack, Tally, our_stats  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
+import totals  # noqa: E402
 
 MIB = 1 << 20
+# How long a case may block before it counts as a deadlock (the hung-task detector, armed at
+# 30 s by the runner, reports it too).
+HANG_S = 20
+
+# Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how (CONTRACT 1.10):
+# its free callback calls the core's invalidate, which waits for the mapping_lock that the
+# registering thread holds until activation; that thread's dma_map then waits for the RM lock
+# the freeing thread holds.
+REFERENCE_BREAKS = {
+    # Seen here: dereg's put_pages fires the free callback (the buffer freed meanwhile) in the
+    # deregistering thread; the callback runs the core's invalidate, which takes the umem's
+    # mapping_lock that this thread holds (a 5.x core that ignores PEER_MEM_INVALIDATE_UNMAPS
+    # unmaps under it): lockdep "possible recursive locking", then a hung task.
+    ("in_put_pages", "5x"): "self-deadlock on the umem's mapping_lock: its free callback runs "
+                            "the core's invalidate inside its own put_pages during dereg",
+    # CONTRACT 1.10 (ref 2696789): dereg holds mapping_lock and calls dma_unmap, which waits for
+    # the RM lock; the cudaFree holds the RM lock and its callback waits for mapping_lock.
+    ("free_in_dereg", "5x"): "ABBA deadlock between dereg (mapping_lock, then the RM lock in "
+                             "dma_unmap) and cudaFree (RM lock, then mapping_lock in invalidate)",
+    # The same deadlock, reached by timing: seen here within 5 races x 2 threads. Not run
+    # against the reference on 5x (free_in_dereg reproduces it deterministically).
+    ("dereg_race", "5x"): "the free_in_dereg ABBA deadlock, reached by timing",
+}
 
 
-def settled(t, nv, label, stale=0):
-    """Checks the case left nothing behind, then zeroes the stand-in's event counters."""
-    c = nv.counters()
-    t.check(f"{label}: nothing pinned or mapped afterwards",
-            c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
-    t.eq(f"{label}: stale page-table uses", stale, c["stale_table_uses"])
-    t.eq(f"{label}: no P2P call from inside a callback", 0, c["calls_in_callback"])
-    nv.reset()
-    t.eq(f"{label}: our live contexts back to 0", 0, our_stats()["live_contexts"])
-    t.eq(f"{label}: our pinned pages back to 0", 0, our_stats()["pinned_pages"])
+class Case:
+    def __init__(self, t, nv, core, st, label):
+        self.t, self.nv, self.core, self.st, self.label = t, nv, core, st, label
+
+    @property
+    def ours(self):
+        return self.st.client == "ours"
+
+    def settled(self, case, stale=0):
+        """Checks the case left nothing behind, then zeroes the stand-in's event counters."""
+        t, label = self.t, f"{self.label} {case}"
+        c = self.nv.counters()
+        t.check(f"{label}: nothing pinned or mapped afterwards",
+                c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
+        t.eq(f"{label}: stale page-table uses", stale, c["stale_table_uses"])
+        t.eq(f"{label}: no P2P call from inside a callback", 0, c["calls_in_callback"])
+        self.nv.reset()
+        if self.ours:
+            t.eq(f"{label}: our live contexts back to 0", 0, our_stats()["live_contexts"])
+            t.eq(f"{label}: our pinned pages back to 0", 0, our_stats()["pinned_pages"])
 
 
-def reg_error(core, va, size):
+def reg_error(core, va, size, inject=0):
     try:
-        mr = core.reg_mr(va, size)
+        return 0, core.reg(va, size, inject=inject)
     except OSError as e:
         return e.errno, None
-    return 0, mr
 
 
-def in_acquire(t, nv, core, label):
-    a = nv.alloc(2 * MIB)
-    nv.revoke_at(a.va, "in_get_pages")
-    s0 = our_stats()
-    reg = core.reg(a.va, 2 * MIB)
-    t.eq(f"{label}: revoked while nv_mem's acquire pins: nv_mem declines, the callback counted",
-         1, our_stats()["revocations"] - s0["revocations"])
-    # REVOKE_AT revokes the pins but keeps the buffer (no real cudaFree), so the next client in
-    # registration order, the persistent nv_mem_nc, takes it.
-    t.eq(f"{label}: ... and the persistent client takes the still-allocated buffer", "nv_mem_nc", reg["client"])
-    core.dereg_mr(reg["id"])
+def dma_fails(core, mr):
+    try:
+        core.dma_read(mr, 0, 8)
+        return False
+    except OSError:
+        return True
+
+
+def in_acquire(c):
+    """The free callback fires inside the pin that acquire makes."""
+    a = c.nv.alloc(2 * MIB)
+    c.nv.revoke_at(a.va, "in_get_pages")
+    rc, reg = reg_error(c.core, a.va, 2 * MIB)
+    # REVOKE_AT revokes the pins but keeps the buffer (no real cudaFree), so the next client
+    # in registration order, the persistent nv_mem_nc, takes it.
+    if c.ours:
+        c.t.check(f"{c.label} in_acquire: nv_mem declines, the persistent client takes the buffer",
+                  rc == 0 and reg["client"] == "nv_mem_nc", (rc, reg))
+    else:
+        # The reference only probes in acquire (pin, unpin): the revoked probe is released and
+        # its real pin in get_pages, not revoked, succeeds.
+        c.t.check(f"{c.label} in_acquire: the revoked probe pin does not matter; nv_mem takes it",
+                  rc == 0 and reg["client"] == "nv_mem", (rc, reg))
+    if reg:
+        c.t.eq(f"{c.label} in_acquire: NIC DMA lands", b"x" * 8,
+               (c.core.dma_write(reg["id"], 0, b"x" * 8), bytes(a.mm[:8]))[1])
+    if reg:
+        c.core.dereg_mr(reg["id"])
     a.free()
-    settled(t, nv, label)
+    c.settled("in_acquire")
 
 
-def in_dma_map(t, nv, core, label):
-    a = nv.alloc(2 * MIB)
-    nv.revoke_at(a.va, "in_dma_map")
-    err, mr = reg_error(core, a.va + 0x1000, MIB)
-    t.eq(f"{label}: freed inside dma_map: registration fails cleanly (EFAULT)", errno.EFAULT, err)
-    if mr:
-        core.dereg_mr(mr)
+def stalled(c, point):
+    """The registration stops right after POINT (the core's stall hook); the buffer is freed
+    from another thread of this process; the registration goes on."""
+    case = f"free {point}"
+    a = c.nv.alloc(2 * MIB)
+    res, freed = {}, {}
+
+    def register():
+        res["rc"], res["reg"] = reg_error(c.core, a.va + 0x1000, MIB, coresim.STALL[point])
+
+    def free():
+        try:
+            c.nv.free_va(a.va)
+            freed["rc"] = 0
+        except OSError as e:
+            freed["rc"] = e.errno
+
+    reg_th = threading.Thread(target=register)
+    reg_th.start()
+    c.core.stall_wait()
+    free_th = threading.Thread(target=free)
+    free_th.start()
+    free_th.join(0.5)  # the free runs (or blocks on the core's lock) while the core waits
+    c.core.stall_resume()
+    reg_th.join(HANG_S)
+    free_th.join(HANG_S)
+    if not c.t.check(f"{c.label} {case}: registration and free both return (no deadlock)",
+                     not reg_th.is_alive() and not free_th.is_alive()):
+        raise RuntimeError("deadlocked: the VM cannot go on")
+    totals.add("iterations")
+    c.t.eq(f"{c.label} {case}: the cudaFree succeeded", 0, freed["rc"])
+    rc, reg = res["rc"], res["reg"]
+    if c.ours:
+        # Ours: a context revoked before it is mapped fails the pending step with EFAULT; once
+        # mapped, a 4.x core refuses to activate the invalidated umem (EINVAL), a 5.x core keeps
+        # the MR, invalidated.
+        want = ("mr" if c.st.generation != "4x" else errno.EINVAL) if point == "after_dma_map" \
+            else errno.EFAULT
+        c.t.eq(f"{c.label} {case}: outcome", want, "mr" if reg else rc)
+    if reg:
+        # Mapped before the free: the MR exists but the NIC can no longer use it.
+        c.t.check(f"{c.label} {case}: the MR the free invalidated refuses NIC DMA",
+                  dma_fails(c.core, reg["id"]))
+        c.core.dereg_mr(reg["id"])
+    else:
+        c.t.check(f"{c.label} {case}: the registration fails with EFAULT or EINVAL, not "
+                  f"anything else ({errno.errorcode.get(rc, rc)})", rc in (errno.EFAULT, errno.EINVAL))
+    a.unmap()
+    c.settled(case)
+
+
+def after_acquire(c):
+    stalled(c, "after_acquire")
+
+
+def after_get_pages(c):
+    stalled(c, "after_get_pages")
+
+
+def after_dma_map(c):
+    stalled(c, "after_dma_map")
+
+
+def free_in_dereg(c):
+    """Dereg stops once the core holds the umem's mapping_lock, before dma_unmap; the buffer is
+    freed from another thread; dereg goes on."""
+    a = c.nv.alloc(2 * MIB)
+    reg = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["in_dereg"])
+    freed = {}
+
+    def free():
+        try:
+            c.nv.free_va(a.va)
+            freed["rc"] = 0
+        except OSError as e:
+            freed["rc"] = e.errno
+
+    dereg_th = threading.Thread(target=c.core.dereg_mr, args=(reg["id"],))
+    dereg_th.start()
+    c.core.stall_wait()
+    free_th = threading.Thread(target=free)
+    free_th.start()
+    free_th.join(0.5)  # the callback runs (or waits for mapping_lock) while dereg waits
+    c.core.stall_resume()
+    dereg_th.join(HANG_S)
+    free_th.join(HANG_S)
+    if not c.t.check(f"{c.label} free_in_dereg: dereg and free both return (no deadlock)",
+                     not dereg_th.is_alive() and not free_th.is_alive()):
+        raise RuntimeError("deadlocked: the VM cannot go on")
+    totals.add("iterations")
+    c.t.eq(f"{c.label} free_in_dereg: the cudaFree succeeded", 0, freed.get("rc"))
+    a.unmap()
+    c.settled("free_in_dereg")
+
+
+def in_dma_map(c):
+    a = c.nv.alloc(2 * MIB)
+    c.nv.revoke_at(a.va, "in_dma_map")
+    rc, reg = reg_error(c.core, a.va + 0x1000, MIB)
+    if c.ours:
+        c.t.eq(f"{c.label} in_dma_map: freed inside dma_map: registration fails cleanly (EFAULT)",
+               errno.EFAULT, rc)
+    else:
+        c.t.check(f"{c.label} in_dma_map: freed inside dma_map: registration fails", rc != 0, rc)
+    if reg:
+        c.core.dereg_mr(reg["id"])
     a.free()
     # The stand-in's own dma_map_pages finds the table freed by the racing callback (its one
-    # "stale use" is NVIDIA's side of the race, not ours).
-    settled(t, nv, label, stale=1)
+    # "stale use" is NVIDIA's side of the race, not the client's).
+    c.settled("in_dma_map", stale=1)
 
 
-def in_put_pages(t, nv, core, label):
-    a = nv.alloc(2 * MIB)
-    mr = core.reg_mr(a.va, 2 * MIB)
-    nv.revoke_at(a.va, "in_put_pages")
-    s0 = our_stats()
-    core.dereg_mr(mr)
-    t.eq(f"{label}: freed inside put_pages: the callback ran once",
-         1, our_stats()["revocations"] - s0["revocations"])
+def in_put_pages(c):
+    a = c.nv.alloc(2 * MIB)
+    mr = c.core.reg_mr(a.va, 2 * MIB)
+    c.nv.revoke_at(a.va, "in_put_pages")
+    c.core.dereg_mr(mr)
+    c.t.eq(f"{c.label} in_put_pages: freed inside put_pages: the callback ran once",
+           1, c.nv.counters()["free_callbacks"])
     a.free()
-    settled(t, nv, label)
+    c.settled("in_put_pages")
 
 
-def two_registrations(t, nv, core, label):
-    a = nv.alloc(4 * MIB)
-    m1 = core.reg_mr(a.va, 2 * MIB)
-    m2 = core.reg_mr(a.va + 0x3000, 3 * MIB)
-    s0 = our_stats()
+def two_registrations(c):
+    a = c.nv.alloc(4 * MIB)
+    m1 = c.core.reg_mr(a.va, 2 * MIB)
+    m2 = c.core.reg_mr(a.va + 0x3000, 3 * MIB)
     a.free()
-    t.eq(f"{label}: one cudaFree revokes both registrations", 2, our_stats()["revocations"] - s0["revocations"])
+    c.t.eq(f"{c.label} two_registrations: one cudaFree revokes both",
+           2, c.nv.counters()["free_callbacks"])
     for m in (m1, m2):
-        try:
-            core.dma_read(m, 0, 8)
-            t.check(f"{label}: NIC DMA on registration {m} fails after the free", False)
-        except OSError:
-            t.check(f"{label}: NIC DMA on registration {m} fails after the free", True)
-    core.dereg_mr(m1)
-    core.dereg_mr(m2)
-    settled(t, nv, label)
+        c.t.check(f"{c.label} two_registrations: NIC DMA on MR {m} fails after the free",
+                  dma_fails(c.core, m))
+    c.core.dereg_mr(m1)
+    c.core.dereg_mr(m2)
+    c.settled("two_registrations")
 
 
-def other_process(t, nv, core, label):
-    a = nv.alloc(2 * MIB)
-    mr = core.reg_mr(a.va, 2 * MIB)
+def freed_twice(c):
+    a = c.nv.alloc(2 * MIB)
+    mr = c.core.reg_mr(a.va, 2 * MIB)
+    c.nv.free_va(a.va)
+    try:
+        c.nv.free_va(a.va)
+        second = 0
+    except OSError as e:
+        second = e.errno
+    c.t.eq(f"{c.label} freed_twice: the second cudaFree is refused (EINVAL)", errno.EINVAL, second)
+    c.t.eq(f"{c.label} freed_twice: the callback ran once", 1, c.nv.counters()["free_callbacks"])
+    c.t.check(f"{c.label} freed_twice: NIC DMA fails", dma_fails(c.core, mr))
+    c.core.dereg_mr(mr)
+    a.unmap()
+    c.settled("freed_twice")
+
+
+def other_process(c):
+    a = c.nv.alloc(2 * MIB)
+    mr = c.core.reg_mr(a.va, 2 * MIB)
     pid = os.fork()
     if pid == 0:  # the child shares the device file and frees the parent's buffer
         try:
-            nv.free_va(a.va)
+            c.nv.free_va(a.va)
             os._exit(0)
         except OSError:
             os._exit(1)
     _, status = os.waitpid(pid, 0)
-    t.eq(f"{label}: another process's cudaFree succeeded", 0, os.waitstatus_to_exitcode(status))
-    try:
-        core.dma_read(mr, 0, 8)
-        dma_failed = False
-    except OSError:
-        dma_failed = True
-    t.check(f"{label}: NIC DMA fails after the other process freed the buffer", dma_failed)
-    core.dereg_mr(mr)
+    c.t.eq(f"{c.label} other_process: another process's cudaFree succeeded", 0,
+           os.waitstatus_to_exitcode(status))
+    c.t.check(f"{c.label} other_process: NIC DMA fails after the free", dma_fails(c.core, mr))
+    c.core.dereg_mr(mr)
     a.unmap()
-    settled(t, nv, label)
+    c.settled("other_process")
 
 
-def dereg_race(t, nv, core, label, iterations):
-    """Dereg in one thread while another frees the buffer; every interleaving must be clean."""
-    errors = []
-    for i in range(iterations):
-        a = nv.alloc(MIB)
-        mr = core.reg_mr(a.va + (i % 16) * 0x1000, MIB // 2)
-        go = threading.Barrier(2)
+def dereg_race(c, iterations, threads):
+    """THREADS pairs at once, each racing a dereg against the cudaFree of its buffer,
+    ITERATIONS times; every interleaving must be clean."""
+    errors, lock = [], threading.Lock()
 
-        def dereg():
+    def pair(k):
+        for i in range(iterations):
+            a = c.nv.alloc(MIB)
+            mr = c.core.reg_mr(a.va + ((i + k) % 16) * 0x1000, MIB // 2)
+            go = threading.Barrier(2)
+
+            def dereg():
+                go.wait()
+                try:
+                    c.core.dereg_mr(mr)
+                except OSError as e:
+                    with lock:
+                        errors.append(("dereg", e.errno))
+
+            th = threading.Thread(target=dereg)
+            th.start()
             go.wait()
             try:
-                core.dereg_mr(mr)
+                a.free()
             except OSError as e:
-                errors.append(("dereg", e.errno))
+                with lock:
+                    errors.append(("free", e.errno))
+            th.join()
 
-        th = threading.Thread(target=dereg)
-        th.start()
-        go.wait()
-        try:
-            a.free()
-        except OSError as e:
-            errors.append(("free", e.errno))
-        th.join()
-    t.eq(f"{label}: {iterations} dereg/cudaFree races without an error", [], errors)
-    settled(t, nv, label)
+    workers = [threading.Thread(target=pair, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    totals.add("iterations", iterations * threads)
+    c.t.eq(f"{c.label} dereg_race: {threads} threads x {iterations} dereg/cudaFree races "
+           "without an error", [], errors)
+    c.settled("dereg_race")
+
+
+CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, after_dma_map, in_put_pages,
+         free_in_dereg, two_registrations, freed_twice, other_process)
+
+
+def combinations(client, gens):
+    for gen in gens:
+        if client == "reference":
+            # NVIDIA 550: nv_mem + nv_mem_nc (535 stand-in, persistent API), _ex on 5.x cores.
+            yield gen, ["peerdirect_support=0"]
+        else:
+            pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
+            yield gen, [pd, "persistent_api_support=0"]
+
+
+def breaking_case(name, gen, iterations, threads):
+    """Runs a case that breaks the reference in a child process whose output goes to a file, and
+    returns once it finished or hung: a thread stuck in the kernel cannot be waited for, and the
+    VM runner then judges the kernel's reports. Exit 0 when it hung (the known break)."""
+    logf = "/tmp/revocation-breaking.log"
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv = [sys.argv[0], "reference", str(iterations), str(threads), "--only", name,
+                    "--in-child", "--gen", gen]
+        os._exit(main())
+    deadline = time.monotonic() + 75  # past a hung-task check (every 30 s) after 30 s blocked
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
+            print(f"FAIL  reference {name}: finished (exit {os.waitstatus_to_exitcode(status)}); "
+                  f"it was expected to break: {REFERENCE_BREAKS[(name, gen)]}", flush=True)
+            return 1
+        time.sleep(1)
+    print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
+    print(f"ok    reference {name}: hung, as known ({REFERENCE_BREAKS[(name, gen)]})", flush=True)
+    return 0
 
 
 def main():
-    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 50
-    t = Tally("revocation")
-    for gen in ("4x", "5x", "5x-unmaps"):
-        pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
-        label = f"[ours {gen}]"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("client", nargs="?", default="ours", choices=("ours", "reference"))
+    ap.add_argument("iterations", nargs="?", type=int, default=50)
+    ap.add_argument("threads", nargs="?", type=int, default=2)
+    ap.add_argument("--only", help="run this case only (also one that breaks the reference)")
+    ap.add_argument("--gen", action="append", help="core generation(s); default: all it runs on")
+    ap.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.client == "reference" and not args.in_child and args.gen and len(args.gen) == 1 \
+            and (args.only, args.gen[0]) in REFERENCE_BREAKS:
+        return breaking_case(args.only, args.gen[0], args.iterations, args.threads)
+    default_gens = ("5x", "5x-unmaps") if args.client == "reference" else ("4x", "5x", "5x-unmaps")
+    t = Tally(f"revocation-{args.client}")
+    for gen, params in combinations(args.client, args.gen or default_gens):
+        label = f"[{args.client} {gen}]"
         print(f"--- {label}", flush=True)
         try:
-            with Stack(gen, client="ours", pt_version=0x00020000,
-                       client_params=[pd, "persistent_api_support=0"]):
+            with Stack(gen, client=args.client, pt_version=0x00020000, client_params=params) as st:
                 nv = nvsim.NvP2pSim()
                 core = coresim.PeerCoreSim()
                 nv.reset()
-                for case in (in_acquire, in_dma_map, in_put_pages, two_registrations, other_process):
-                    case(t, nv, core, f"{label} {case.__name__}")
-                dereg_race(t, nv, core, f"{label} dereg_race", iterations)
+                c = Case(t, nv, core, st, label)
+                for case in CASES:
+                    name = case.__name__
+                    if args.only and name != args.only:
+                        continue
+                    why = REFERENCE_BREAKS.get((name, gen))
+                    if args.client == "reference" and why and not args.only:
+                        print(f"skip  {label} {name}: breaks the reference ({why}); "
+                              "tests/reference/expect-breaks.sh runs it", flush=True)
+                        continue
+                    case(c)
+                why = REFERENCE_BREAKS.get(("dereg_race", gen))
+                if args.client == "reference" and why and args.only != "dereg_race":
+                    print(f"skip  {label} dereg_race: breaks the reference ({why})", flush=True)
+                elif not args.only or args.only == "dereg_race":
+                    dereg_race(c, args.iterations, args.threads)
                 core.close()
                 nv.close()
         except Exception as e:

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import totals  # noqa: E402
+
 REPO = os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CACHE = os.environ.get("NVPEER_CACHE", "/var/cache/nvpeer")
 STANDINS = os.path.join(REPO, "tests", "stand-ins")
@@ -22,6 +25,7 @@ class Tally:
         self.failed = 0
 
     def check(self, desc, cond, detail=""):
+        totals.add("checks")
         if cond:
             self.passed += 1
             print(f"ok    {desc}", flush=True)
@@ -34,6 +38,7 @@ class Tally:
         return self.check(desc, expected == actual, f"expected {expected!r}, got {actual!r}")
 
     def finish(self):
+        totals.write(self.name)
         print(f"[suite {self.name}] {self.passed} ok, {self.failed} failed", flush=True)
         return 0 if self.failed == 0 else 1
 
@@ -68,6 +73,7 @@ class Stack:
         return "nvidia_peermem"
 
     def __enter__(self):
+        totals.set_client(self.client)
         sim = "nv_p2p_sim" if self.api == 535 else "nv_p2p_sim_530"
         self._insmod(os.path.join(STANDINS, "nv_p2p_sim", f"{sim}.ko"), sim,
                      f"pt_version={self.pt_version:#x}")
@@ -90,6 +96,7 @@ class Stack:
 
     def __exit__(self, *exc):
         errors = []
+        harvest_revocations()
         for name in reversed(self.modules):
             r = sh("rmmod", name, check=False)
             if r.returncode != 0:
@@ -98,6 +105,17 @@ class Stack:
         if errors and exc[0] is None:
             raise RuntimeError("; ".join(errors))
         return False
+
+
+def harvest_revocations():
+    """Counts the free callbacks the NVIDIA stand-in fired since its last reset."""
+    path = "/sys/kernel/debug/nv_p2p_sim/counters"
+    try:
+        with open(path) as f:
+            c = {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+    except OSError:
+        return
+    totals.add("revocations", c.get("free_callbacks", 0))
 
 
 def our_stats():

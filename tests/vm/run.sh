@@ -42,7 +42,7 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt" "$out/suite.log"
+rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt" "$out/suite.log" "$out"/tally-*.json
 
 # The initramfs: busybox and init.sh, rebuilt when either changes.
 bb=$(command -v busybox)
@@ -103,6 +103,21 @@ else
 fi
 
 [ -f "$out/suite.log" ] && cat "$out/suite.log"
+# One record per run for the end-of-suite table (tests/summary.py): what the suite counted
+# (tally-*.json, per client), and the leaks and reports this run's kernel log showed.
+if [ -n "${NVPEER_SUMMARY_DIR:-}" ]; then
+    mkdir -p "$NVPEER_SUMMARY_DIR"
+    leaks=$(cat "$out/kmemleak.txt" 2>/dev/null | grep -c 'unreferenced object' || true)
+    python3 - "$out" "$suite" "${leaks:-0}" "$reports" "${rc:-crashed}" "${NVPEER_SUMMARY_EXPECTED:-}" "$*" \
+        > "$(mktemp "$NVPEER_SUMMARY_DIR/run-$suite.XXXXXX.json")" <<'PY'
+import glob, json, os, sys
+out, suite, leaks, reports, rc, expected, args = sys.argv[1:]
+tallies = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "tally-*.json")))]
+json.dump({"suite": suite, "args": args, "rc": rc, "leaks": int(leaks),
+           "reports": [r for r in reports.split(",") if r], "expected": expected,
+           "tallies": tallies}, sys.stdout)
+PY
+fi
 if [ -n "$reports" ]; then
     echo "vm: FAIL: the guest kernel reported: $reports (suite $suite, log $console)" >&2
     grep -hE -A3 "$("$here/scan-log.sh" --pattern)" "$out/dmesg.txt" "$out/kmemleak.txt" 2>/dev/null | head -n 40 >&2 \

@@ -110,6 +110,20 @@ enum peer_core_sim_umem_kind {
 
 /* Make the registration fail after the peer mapping, as mlx5 does when mkey creation fails. */
 #define PEER_CORE_SIM_REG_FAIL_AFTER_MAP 0x1
+/*
+ * Stall the registration at one step until PEER_CORE_SIM_IOC_STALL_RESUME, so a test can free
+ * the buffer exactly there: after the client's acquire (before the core locks the umem), after
+ * get_pages, after dma_map (both with the umem's mapping_lock held, as MOFED holds it until
+ * the MR is activated). One stalled registration (or deregistration) at a time.
+ */
+#define PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE 0x2
+#define PEER_CORE_SIM_REG_STALL_AFTER_GET_PAGES 0x4
+#define PEER_CORE_SIM_REG_STALL_AFTER_MAP 0x8
+/* Stall this MR's DEREG_MR once the core holds what it holds while unmapping (5.x: the umem's
+ * mapping_lock, taken by ib_umem_stop_invalidation_notifier; 4.x: nothing, after the mkey is
+ * revoked), before it calls dma_unmap. */
+#define PEER_CORE_SIM_REG_STALL_IN_DEREG 0x10
+#define PEER_CORE_SIM_REG_INJECT_ALL 0x1f
 
 struct peer_core_sim_reg {
 	__u64 addr;       /* in: user VA of the calling process */
@@ -162,5 +176,9 @@ struct peer_core_sim_mr_info {
 	__u32 pad;
 };
 #define PEER_CORE_SIM_IOC_MR_INFO _IOWR('P', 4, struct peer_core_sim_mr_info)
+/* Waits until a registration is stalled (-ETIMEDOUT after 10 s), then returns 0. */
+#define PEER_CORE_SIM_IOC_STALL_WAIT _IO('P', 5)
+/* Lets the stalled registration go on (-ESRCH when none is stalled). */
+#define PEER_CORE_SIM_IOC_STALL_RESUME _IO('P', 6)
 
 #endif /* NVPEER_SIM_UAPI_H */

@@ -370,6 +370,7 @@ void pcs_stats_show_clients(struct seq_file *m)
  *   core generation=5x-unmaps sysfs=1 nic=0000:00:04.0 live_umems=0 live_mrs=0 violations=0
  *   calls acquire=N get_pages=N ...      every call into a client
  *   inval_calls dma_unmap=N ...          the calls made inside the invalidate function
+ *   timing last_reg_ns=N last_dereg_ns=N in-kernel time of the last REG_MR / DEREG_MR
  *   client name=... (the eight memory_peers values, also when sysfs=0)
  */
 static int pcs_stats_show(struct seq_file *m, void *unused)
@@ -389,7 +390,8 @@ static int pcs_stats_show(struct seq_file *m, void *unused)
 	for (i = 0; i < PCS_OP_COUNT; i++)
 		seq_printf(m, " %s=%lld", pcs_op_names[i],
 			   atomic64_read(&pcs_counters.inval_calls[i]));
-	seq_putc(m, '\n');
+	seq_printf(m, "\ntiming last_reg_ns=%lld last_dereg_ns=%lld\n",
+		   atomic64_read(&pcs_counters.last_reg_ns), atomic64_read(&pcs_counters.last_dereg_ns));
 	pcs_stats_show_clients(m);
 	return 0;
 }

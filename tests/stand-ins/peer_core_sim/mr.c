@@ -17,6 +17,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include "pcs.h"
 
@@ -166,7 +167,7 @@ static int pcs_check_reg(const struct peer_core_sim_reg *r)
 	if (!r->size || r->addr + r->size < r->addr ||
 	    PAGE_ALIGN(r->addr + r->size) < r->addr + r->size)
 		return -EINVAL;
-	if (r->access & ~PEER_CORE_SIM_ACCESS_WRITE || r->inject & ~PEER_CORE_SIM_REG_FAIL_AFTER_MAP)
+	if (r->access & ~PEER_CORE_SIM_ACCESS_WRITE || r->inject & ~PEER_CORE_SIM_REG_INJECT_ALL)
 		return -EINVAL;
 	if (r->kind != PEER_CORE_SIM_UMEM_MR && r->kind != PEER_CORE_SIM_UMEM_CQ)
 		return -EINVAL;
@@ -177,6 +178,7 @@ static long pcs_ioctl_reg(struct file *f, struct peer_core_sim_reg __user *arg)
 {
 	struct peer_core_sim_reg r;
 	struct pcs_mr *mr;
+	u64 t0;
 	int ret;
 
 	if (copy_from_user(&r, arg, sizeof(r)))
@@ -187,7 +189,9 @@ static long pcs_ioctl_reg(struct file *f, struct peer_core_sim_reg __user *arg)
 	mr = pcs_mr_alloc(&r, f);
 	if (!mr)
 		return -ENOMEM;
+	t0 = ktime_get_ns();
 	ret = pcs_ops->reg(mr);
+	atomic64_set(&pcs_counters.last_reg_ns, ktime_get_ns() - t0);
 	if (ret) {
 		pcs_mr_put(mr);
 		return ret;
@@ -215,6 +219,7 @@ static long pcs_ioctl_reg(struct file *f, struct peer_core_sim_reg __user *arg)
 static long pcs_ioctl_dereg(struct file *f, u32 __user *arg)
 {
 	struct pcs_mr *mr;
+	u64 t0;
 	u32 id;
 
 	if (get_user(id, arg))
@@ -222,7 +227,9 @@ static long pcs_ioctl_dereg(struct file *f, u32 __user *arg)
 	mr = pcs_mr_take(f, id);
 	if (!mr)
 		return -ENOENT;
+	t0 = ktime_get_ns();
 	pcs_mr_destroy(mr);
+	atomic64_set(&pcs_counters.last_dereg_ns, ktime_get_ns() - t0);
 	return 0;
 }
 
@@ -445,6 +452,44 @@ out:
 	return ret;
 }
 
+/*
+ * Test stalls (PEER_CORE_SIM_REG_STALL_*). The stalled thread waits interruptibly, with a
+ * bound, so a test that never resumes it cannot hang the VM.
+ */
+static DECLARE_WAIT_QUEUE_HEAD(pcs_stall_wq);
+static atomic_t pcs_stalled = ATOMIC_INIT(0);
+static atomic_t pcs_resume = ATOMIC_INIT(0);
+
+void pcs_stall_point(struct pcs_mr *mr, u32 point)
+{
+	if (!(mr->inject & point))
+		return;
+	atomic_set(&pcs_stalled, 1);
+	wake_up_all(&pcs_stall_wq);
+	if (wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_resume), 60 * HZ) <= 0)
+		pr_warn("peer_core_sim: stalled registration not resumed within 60 s, going on\n");
+	atomic_set(&pcs_resume, 0);
+	atomic_set(&pcs_stalled, 0);
+}
+
+static long pcs_ioctl_stall_wait(void)
+{
+	long r = wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_stalled), 10 * HZ);
+
+	if (r < 0)
+		return r;
+	return r ? 0 : -ETIMEDOUT;
+}
+
+static long pcs_ioctl_stall_resume(void)
+{
+	if (!atomic_read(&pcs_stalled))
+		return -ESRCH;
+	atomic_set(&pcs_resume, 1);
+	wake_up_all(&pcs_stall_wq);
+	return 0;
+}
+
 static long pcs_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
@@ -458,6 +503,10 @@ static long pcs_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		return pcs_ioctl_dma(f, uarg);
 	case PEER_CORE_SIM_IOC_MR_INFO:
 		return pcs_ioctl_mr_info(f, uarg);
+	case PEER_CORE_SIM_IOC_STALL_WAIT:
+		return pcs_ioctl_stall_wait();
+	case PEER_CORE_SIM_IOC_STALL_RESUME:
+		return pcs_ioctl_stall_resume();
 	}
 	return -ENOTTY;
 }

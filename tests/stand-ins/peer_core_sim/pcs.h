@@ -158,6 +158,9 @@ struct pcs_counters {
 	atomic64_t violations;
 	atomic_t live_umems;			/* acquired, not yet released */
 	atomic_t live_mrs;
+	/* In-kernel duration of the last REG_MR / DEREG_MR (core + client), for benchmarks. */
+	atomic64_t last_reg_ns;
+	atomic64_t last_dereg_ns;
 };
 extern struct pcs_counters pcs_counters;
 
@@ -192,6 +195,7 @@ extern const struct kobj_type pcs_client_ktype;
 /* mr.c: MRs, host pinning, the "NIC DMA", /dev/peer_core_sim */
 int pcs_pin_host(struct pcs_mr *mr);
 void pcs_mr_revoke(struct pcs_mr *mr);
+void pcs_stall_point(struct pcs_mr *mr, u32 point);
 int pcs_dev_init(void);
 void pcs_dev_exit(void);
 

@@ -80,10 +80,12 @@ static int pcs4_map(struct pcs_umem *u)
 /* peer_umem_get */
 static int pcs4_umem_get(struct pcs_mr *mr, struct pcs_client *c, void *ctx)
 {
-	struct pcs_umem *u = pcs_umem_alloc(mr, c, ctx);
 	struct pcs_stats *st = &c->stats;
+	struct pcs_umem *u;
 	int ret;
 
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE);
+	u = pcs_umem_alloc(mr, c, ctx);
 	if (!u) {
 		pcs_put_peer_client(c, ctx, false);
 		return -ENOMEM;
@@ -95,9 +97,11 @@ static int pcs4_umem_get(struct pcs_mr *mr, struct pcs_client *c, void *ctx)
 	ret = pcs_call_get_pages(u, &u->sgt);
 	if (ret)
 		goto err_ticket;
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_GET_PAGES);
 	ret = pcs4_map(u);
 	if (ret)
 		goto err_pages;
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_MAP);
 	u->state = PCS_MAPPED;
 	atomic64_add(u->nmap, &st->num_reg_pages);
 	atomic64_add((u64)u->nmap * u->page_size, &st->num_reg_bytes);
@@ -237,6 +241,7 @@ static void pcs4_dereg(struct pcs_mr *mr)
 		return;
 	}
 	pcs_mr_revoke(mr);
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_IN_DEREG);
 	pcs4_release(mr->umem, false);
 }
 

@@ -186,6 +186,7 @@ static int pcs5_umem_get(struct pcs_mr *mr, int gup_err)
 	c = pcs_get_peer_client(mr->addr, mr->size, pcs5_kind_flags(mr->kind), &ctx);
 	if (!c)
 		return gup_err;
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE);
 	u = pcs_umem_alloc(mr, c, ctx);
 	if (!u) {
 		pcs_put_peer_client(c, ctx, false);
@@ -205,6 +206,7 @@ static int pcs5_umem_get(struct pcs_mr *mr, int gup_err)
 	ret = pcs_call_get_pages(u, NULL);
 	if (ret)
 		goto err_xa;
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_GET_PAGES);
 	if (pcs_gen == PCS_GEN_5X) {
 		ret = pcs5_page_shift(u);
 		if (ret)
@@ -213,6 +215,7 @@ static int pcs5_umem_get(struct pcs_mr *mr, int gup_err)
 	ret = pcs5_map(u);
 	if (ret)
 		goto err_pages;
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_MAP);
 
 	u->state = PCS_MAPPED;
 	atomic64_add(u->nmap, &c->stats.num_reg_pages);
@@ -253,7 +256,7 @@ static void pcs5_activate(struct pcs_umem *u)
  * still holds when an invalidating client's registration failed before activation
  * (self-deadlock) and unlocked an unheld one on every persistent dereg. Not reproduced.
  */
-static void pcs5_stop_notifier(struct pcs_umem *u)
+static void pcs5_stop_notifier(struct pcs_mr *mr, struct pcs_umem *u)
 {
 	bool unmaps = pcs_client_unmaps(u->client);
 	enum pcs_umem_state cur;
@@ -264,6 +267,7 @@ static void pcs5_stop_notifier(struct pcs_umem *u)
 	} else if (u->xa_id == PCS_NO_INVALIDATION_ID) {
 		mutex_lock(&u->mapping_lock);
 	} /* else: not activated yet, this thread still holds mapping_lock */
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_IN_DEREG);
 
 	if (!unmaps) {
 		/* Old-style client: dma_unmap + put_pages under mapping_lock (ref 2696789). */
@@ -338,7 +342,7 @@ static int pcs5_reg(struct pcs_mr *mr)
 		return ret;
 	if (mr->inject & PEER_CORE_SIM_REG_FAIL_AFTER_MAP) {
 		/* mlx5 mkey creation failed: stop the notifier, release the umem. */
-		pcs5_stop_notifier(mr->umem);
+		pcs5_stop_notifier(mr, mr->umem);
 		pcs5_release(mr->umem);
 		return -ENOMEM;
 	}
@@ -350,7 +354,7 @@ static int pcs5_reg(struct pcs_mr *mr)
 static void pcs5_dereg(struct pcs_mr *mr)
 {
 	pcs_mr_revoke(mr);
-	pcs5_stop_notifier(mr->umem);
+	pcs5_stop_notifier(mr, mr->umem);
 	pcs5_release(mr->umem);
 }
 

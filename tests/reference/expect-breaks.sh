@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# expect-breaks.sh KDIR: the revocation cases that break NVIDIA's nvidia-peermem
+# (REFERENCE_BREAKS in tests/scenarios/revocation.py), each in a VM of its own. Passes when each
+# run fails on the kernel report that is the known break, and ours passes the same case cleanly
+# (the plain revocation steps of tests/run.sh). If the reference stops breaking, this fails and
+# says so: then move the case back into the regular reference matrix.
+#   in_put_pages (5x): dereg's put_pages fires the free callback, which runs the core's
+#   invalidate on the mapping_lock that dereg holds: lockdep "possible recursive locking"
+#   (pcs5_invalidate from nv_get_p2p_free_callback) and a hung task.
+#   free_in_dereg (5x): dereg holds mapping_lock and waits for the RM lock in dma_unmap; the
+#   cudaFree holds the RM lock and its callback waits for mapping_lock (CONTRACT 1.10): a hung task.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+[ $# -eq 1 ] || { echo "usage: expect-breaks.sh KDIR" >&2; exit 2; }
+kdir=$1
+fail=0
+# case generation expected-report-kinds (any of) expected dmesg line
+while read -r case gen kinds want; do
+    mkdir -p /tmp/nvpeer-vm
+    out=$(mktemp -d "/tmp/nvpeer-vm/reference-$case.XXXXXX")
+    msg=$(NVPEER_VM_OUT=$out NVPEER_VM_TIMEOUT=400 \
+          NVPEER_SUMMARY_EXPECTED="NVIDIA 550 $case on $gen: $(echo "$want" | tr _ ' ')" \
+          "$repo/tests/vm/run.sh" --kdir "$kdir" revocation reference --only "$case" --gen "$gen" 2>&1)
+    rc=$?
+    echo "$msg" | grep -E "^(FAIL|ok +reference $case)|^vm: " | head -n 10
+    reported=$(sed -n 's/^vm: FAIL: the guest kernel reported: \([^ ]*\) .*/\1/p' <<<"$msg" | head -n1)
+    if ! grep -q "^ok    reference $case: hung, as known" "$out/suite.log" 2>/dev/null; then
+        echo "reference $case ($gen): did not hang as known; see $out" >&2; fail=1; continue
+    fi
+    if [ $rc -eq 0 ] || [ -z "$reported" ]; then
+        echo "reference $case ($gen): hung but the kernel reported nothing; see $out" >&2; fail=1; continue
+    fi
+    for k in ${reported//,/ }; do
+        case ",$kinds," in *",$k,"*) ;; *)
+            echo "reference $case ($gen): unexpected report kind $k (all: $reported); see $out" >&2; fail=1 ;;
+        esac
+    done
+    if ! grep -q "$(echo "$want" | tr _ ' ')" "$out/dmesg.txt" "$out/console.txt" 2>/dev/null; then
+        echo "reference $case ($gen): the report is not '$want'; see $out" >&2; fail=1; continue
+    fi
+    echo "reference $case ($gen): broke as known ($reported), log $out"
+done <<'EOF_CASES'
+in_put_pages 5x lockdep,hung-task,WARN possible_recursive_locking_detected
+free_in_dereg 5x hung-task,lockdep,WARN blocked_for_more_than
+EOF_CASES
+exit $fail

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""summary.py DIR: the reliability table at the end of the suite (issue 6, item 7), from the
+run records tests/vm/run.sh writes into DIR (one per VM run).
+
+Per client (ours, reference): VM runs, checks, faults injected, revocations, iterations, leaks
+and kernel reports found. A run without a tally loaded only our module (or nothing of
+NVIDIA's) and counts for ours. Exit status 1 when ours shows any leak or report, or when the
+reference shows one that its run did not declare as an expected known bug."""
+
+import glob
+import json
+import os
+import sys
+
+COLUMNS = ("runs", "checks", "faults", "revocations", "iterations", "leaks", "reports")
+
+
+def main(directory):
+    rows = {c: dict.fromkeys(COLUMNS, 0) for c in ("ours", "reference")}
+    expected, unexpected = [], []
+    records = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, "run-*.json")))]
+    for rec in records:
+        clients = set()
+        for tally in rec["tallies"]:
+            for client, counts in tally["clients"].items():
+                clients.add(client)
+                for k in ("checks", "faults", "revocations", "iterations"):
+                    rows[client][k] += counts.get(k, 0)
+        # Leaks and reports belong to the client the run exercised; a run that loaded both is
+        # charged to ours, so ours is never cleared by the reference's presence.
+        owner = "ours" if "ours" in clients or not clients else "reference"
+        rows[owner]["runs"] += 1
+        found = rec["leaks"] + len(rec["reports"])
+        rows[owner]["leaks"] += rec["leaks"]
+        rows[owner]["reports"] += len(rec["reports"])
+        if found:
+            what = f"{rec['suite']} {rec['args']}".strip() + f": leaks {rec['leaks']}, reports {','.join(rec['reports']) or '-'}"
+            if owner == "reference" and rec.get("expected"):
+                expected.append(f"{what} (expected: {rec['expected']})")
+            else:
+                unexpected.append(f"[{owner}] {what}")
+    print("== reliability summary (every VM run of this suite)")
+    print(f"   {'client':<10}" + "".join(f"{c:>12}" for c in COLUMNS))
+    for client, row in rows.items():
+        print(f"   {client:<10}" + "".join(f"{row[c]:>12}" for c in COLUMNS))
+    for line in expected:
+        print(f"   reference, known bug caught: {line}")
+    for line in unexpected:
+        print(f"   UNEXPECTED: {line}")
+    if not records:
+        print("   no run records (NVPEER_SUMMARY_DIR was not set for the VM runs)")
+        return 1
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: summary.py DIR", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))
