@@ -22,6 +22,14 @@ done
 "$bin" no-such-command >/dev/null 2>&1; [ $? -eq 2 ] || fail "usage error must exit 2"
 "$bin" stats --count 2 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --count without --watch must exit 2"
 "$bin" stats --watch 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --watch 0 must exit 2"
+# A mistyped root is an error (one line, exit 2), not an empty host.
+for cmd in check topo stats; do
+    "$bin" --sysfs-root "$tmp/missing" $cmd >/dev/null 2>"$tmp/root.err"; rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/root.err")" -eq 1 ] && grep -q "^nvpeer: --sysfs-root $tmp/missing: No such file" "$tmp/root.err" \
+        || fail "$cmd with a missing --sysfs-root: exit $rc, '$(cat "$tmp/root.err")'"
+done
+"$bin" --procfs-root /etc/hostname check >/dev/null 2>"$tmp/root.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "not a directory" "$tmp/root.err" || fail "--procfs-root on a file: exit $rc"
 
 # This machine has no module, GPU or RDMA device: check must fail (1) and explain each piece.
 "$bin" check >"$tmp/check.txt" 2>"$tmp/check.err"; rc=$?

@@ -79,8 +79,23 @@ impl Out {
     }
 }
 
+/// A mistyped `--sysfs-root`/`--procfs-root` must not read as "nothing installed".
+fn check_root(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{flag} {}: not a directory", path.display())),
+        Err(e) => Err(format!("{flag} {}: {e}", path.display())),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    for (flag, path) in [("--sysfs-root", &cli.sysfs_root), ("--procfs-root", &cli.procfs_root)] {
+        if let Err(e) = check_root(flag, path) {
+            eprintln!("nvpeer: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let host = Host::new(&cli.sysfs_root, &cli.procfs_root);
     let mut out = Out::new();
     let result = match cli.command {
