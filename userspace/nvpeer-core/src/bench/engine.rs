@@ -197,7 +197,7 @@ impl Side {
                 Some(OwnedFdGuard(fd)),
             ),
             _ => (
-                Mr::register(&ctx, buf.ptr(), buf.len).map_err(|e| {
+                Mr::register(&ctx, buf.addr, buf.len).map_err(|e| {
                     BenchError::Register(describe_reg_error("ibv_reg_mr", &e, &buf))
                 })?,
                 None,
@@ -436,6 +436,16 @@ impl Side {
     }
 }
 
+/// One (operation, size) run.
+#[derive(Clone, Copy, Debug)]
+pub struct RunSpec {
+    pub op: Op,
+    pub size: usize,
+    pub iters: u64,
+    pub latency: bool,
+    pub validate: bool,
+}
+
 /// What the client measured for one (op, size).
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
@@ -453,12 +463,15 @@ pub fn client_run(
     side: &Side,
     ch: &mut Channel,
     peer: &ConnInfo,
-    op: Op,
-    size: usize,
-    iters: u64,
-    latency: bool,
-    validate: bool,
+    spec: RunSpec,
 ) -> Result<Measured, BenchError> {
+    let RunSpec {
+        op,
+        size,
+        iters,
+        latency,
+        validate,
+    } = spec;
     ch.send(&Msg::Run {
         op,
         size: size as u64,
@@ -652,12 +665,15 @@ fn server_run(
     side: &Side,
     ch: &mut Channel,
     peer: &ConnInfo,
-    op: Op,
-    size: usize,
-    iters: u64,
-    latency: bool,
-    validate: bool,
+    spec: RunSpec,
 ) -> Result<(), BenchError> {
+    let RunSpec {
+        op,
+        size,
+        iters,
+        latency,
+        validate,
+    } = spec;
     if size == 0 || size > side.half {
         ch.send(&Msg::Result {
             ok: false,
@@ -688,7 +704,7 @@ fn server_run(
     }
     ch.send(&Msg::Ready)?;
     let mut verified = 0u64;
-    if latency && op != Op::Read && !(op == Op::Write && !peer_polls(peer)) {
+    if latency && op != Op::Read && (op != Op::Write || peer_polls(peer)) {
         for seed in 0..iters {
             match op {
                 Op::Send | Op::WriteImm => {
@@ -838,11 +854,13 @@ pub fn serve_client(side: &Side, stream: TcpStream) -> Result<ConnInfo, BenchErr
                 side,
                 &mut ch,
                 &peer,
-                op,
-                size as usize,
-                iters,
-                latency,
-                validate,
+                RunSpec {
+                    op,
+                    size: size as usize,
+                    iters,
+                    latency,
+                    validate,
+                },
             )?,
             Msg::Bye => return Ok(peer),
             other => return Err(BenchError::Peer(format!("unexpected message {other:?}"))),

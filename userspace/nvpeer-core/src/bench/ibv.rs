@@ -496,10 +496,10 @@ impl Mr {
     }
 
     /// `ibv_reg_mr`; the error keeps the errno (EFAULT diagnosis).
-    pub fn register(ctx: &Context, addr: *mut c_void, len: usize) -> Result<Self, std::io::Error> {
+    pub fn register(ctx: &Context, addr: u64, len: usize) -> Result<Self, std::io::Error> {
         let access = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
         // SAFETY: the caller keeps [addr, addr+len) mapped for the life of the MR.
-        let mr = unsafe { (ctx.ibv.reg_mr)(ctx.pd, addr, len, access as c_int) };
+        let mr = unsafe { (ctx.ibv.reg_mr)(ctx.pd, addr as *mut c_void, len, access as c_int) };
         if mr.is_null() {
             return Err(errno());
         }

@@ -458,11 +458,13 @@ fn measure_all(
             &client.side,
             &mut client.ch,
             &client.peer,
-            opts.op,
-            size,
-            opts.iters,
-            opts.latency,
-            opts.validate,
+            engine::RunSpec {
+                op: opts.op,
+                size,
+                iters: opts.iters,
+                latency: opts.latency,
+                validate: opts.validate,
+            },
         )?;
         rows.push(Row {
             size: size as u64,
@@ -621,11 +623,13 @@ pub fn selftest_transfer<T>(
             &client.side,
             &mut client.ch,
             &client.peer,
-            op,
-            half,
-            opts.iters,
-            false,
-            true,
+            engine::RunSpec {
+                op,
+                size: half,
+                iters: opts.iters,
+                latency: false,
+                validate: true,
+            },
         );
         match r {
             Ok(m) => bytes += m.verified_bytes,
