@@ -5,6 +5,7 @@
 #   make run          the main job: set up, build, boot the test kernel, load the module, nvpeer check
 #   make test         the whole test suite (what CI runs)
 #   make bench        registration benchmark, ours vs NVIDIA's nvidia-peermem (BENCHMARKS.md)
+#   make bench-rdma   nvpeer bench vs perftest on Soft-RoCE, ratios (BENCHMARKS.md)
 #   make kmod KDIR=…  the module only, against a given kernel build tree
 #   make MODULE_NAME=nv_peer_mem   the module under the legacy name
 #   make install [DESTDIR=…] [PREFIX=/usr/local] [KDIR=…] [NVPEER_OPTIONS="peerdirect_support=1"]
@@ -71,9 +72,12 @@ test:
 bench:
 	tests/run-bench.sh
 
+bench-rdma:
+	tests/run-bench-rdma.sh
+
 clean:
 	$(MAKE) -C kmod clean
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run test bench clean install uninstall dkms-install dkms-uninstall
+.PHONY: all kmod cli run test bench bench-rdma clean install uninstall dkms-install dkms-uninstall

@@ -495,7 +495,7 @@ pub fn client_run(
     };
     // Reads fetch the server's source half, which holds pattern(size) for the whole run.
     let read_seed = size as u64;
-    let poll_write = op == Op::Write && latency && side.buf.cpu_visible();
+    let poll_write = op == Op::Write && latency && side.buf.cpu_visible() && peer_polls(peer);
     let start = Instant::now();
     if latency {
         // Ping-pong (write with memory polling, send/write-imm with receive completions) or,
@@ -539,6 +539,9 @@ pub fn client_run(
                     }
                 }
                 Op::Write | Op::Read => {
+                    if validate && op == Op::Read {
+                        side.buf.write(side.half, &pattern(read_seed + 1, size))?;
+                    }
                     side.post(op, size, peer, seed, false)?;
                     Side::wait(&side.send_cq, 1, "send")?;
                     m.samples.push(t0.elapsed().as_nanos() as f64);
@@ -569,7 +572,11 @@ pub fn client_run(
         while done < iters {
             while posted < iters && posted - done < depth {
                 if validate {
-                    side.buf.write(0, &pattern(posted, size))?;
+                    if op == Op::Read {
+                        side.buf.write(side.half, &pattern(read_seed + 1, size))?;
+                    } else {
+                        side.buf.write(0, &pattern(posted, size))?;
+                    }
                 }
                 side.post(op, size, peer, posted, false)?;
                 posted += 1;
@@ -704,7 +711,10 @@ fn server_run(
     }
     ch.send(&Msg::Ready)?;
     let mut verified = 0u64;
-    if latency && op != Op::Read && (op != Op::Write || peer_polls(peer)) {
+    if latency
+        && op != Op::Read
+        && (op != Op::Write || (peer_polls(peer) && side.buf.cpu_visible()))
+    {
         for seed in 0..iters {
             match op {
                 Op::Send | Op::WriteImm => {
@@ -727,9 +737,19 @@ fn server_run(
                     if validate {
                         verified += side.verify_sink(seed, size, "written")?;
                     }
+                    // Echo from the source half (never from the sink, which the next
+                    // request may overwrite), after re-arming the sink's tag byte.
+                    if validate {
+                        side.buf.write(0, &pattern(seed, size))?;
+                    } else {
+                        if seed == 0 {
+                            side.buf.write(0, &pattern(0, size))?;
+                        }
+                        side.buf.poke(last, want);
+                    }
                     let next = pattern(seed + 1, size)[last];
                     side.buf.poke(side.half + last, !next);
-                    side.post(op, size, peer, seed, true)?;
+                    side.post(op, size, peer, seed, false)?;
                     Side::wait(&side.send_cq, 1, "echo")?;
                 }
                 Op::Read => {}

@@ -395,11 +395,13 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
     if opts.iters == 0 {
         return Err(BenchError::Usage("--iters must be at least 1".to_owned()));
     }
+    if opts.compare_staged && !matches!(opts.mode, Mode::Loopback) {
+        return Err(BenchError::Usage(
+            "--compare-staged runs in loopback only (it needs a second connection)".to_owned(),
+        ));
+    }
     let cuda = open_cuda(opts.mem, opts.gpu)?;
-    let half = match opts.mode {
-        Mode::Loopback => opts.sizes.iter().copied().max().unwrap_or(1),
-        _ => opts.sizes.iter().copied().max().unwrap_or(1),
-    };
+    let half = opts.sizes.iter().copied().max().unwrap_or(1);
     let mut client = Client::connect(opts, cuda.as_ref(), opts.mem, opts.reg, half)?;
     let rows = match measure_all(&mut client, opts, progress) {
         Ok(r) => r,
