@@ -705,7 +705,7 @@ fn server_run(
     for _ in 0..prepost {
         side.post_recv(size)?;
     }
-    if op == Op::Write && latency {
+    if op == Op::Write && latency && side.buf.cpu_visible() {
         side.buf
             .poke(side.half + size - 1, !pattern(0, size)[size - 1]);
     }
