@@ -16,7 +16,7 @@ no_panic() { ! grep -q 'panicked' "$1" || fail "$2 panicked: $(cat "$1")"; }
 
 "$bin" --version | grep -qE '^nvpeer [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
 help=$("$bin" --help)
-for cmd in check topo stats; do
+for cmd in check topo stats bench selftest; do
     grep -q "^  $cmd" <<<"$help" || fail "--help does not list $cmd"
 done
 "$bin" no-such-command >/dev/null 2>&1; [ $? -eq 2 ] || fail "usage error must exit 2"
