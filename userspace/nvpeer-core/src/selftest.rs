@@ -599,6 +599,7 @@ fn verbs_register(
         gpu: opts.gpu,
         side,
         compare_staged: false,
+        duration: None,
         max_size: size / 2,
     };
     match bench::selftest_transfer(&bo, cuda, |_| stats::read(host).ok()) {

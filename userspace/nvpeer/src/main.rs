@@ -149,6 +149,9 @@ struct BenchArgs {
     /// Iterations per size (default 5000, 1000 with --lat).
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
     iters: Option<u64>,
+    /// Run each size for at least this many seconds (batches of --iters).
+    #[arg(short = 'D', long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    duration: Option<u64>,
     /// Outstanding work requests (bandwidth).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=8192))]
     tx_depth: u32,
@@ -410,6 +413,7 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
             mtu: a.mtu,
         },
         compare_staged: a.compare_staged,
+        duration: a.duration.map(std::time::Duration::from_secs),
         max_size: a.max_size,
     }
 }

@@ -137,6 +137,8 @@ pub struct BenchOpts {
     pub gpu: i32,
     pub side: SideOpts,
     pub compare_staged: bool,
+    /// Repeat batches of `iters` per size until this much time has passed.
+    pub duration: Option<std::time::Duration>,
     /// Server: the largest message it accepts (its buffer is twice this).
     pub max_size: usize,
 }
@@ -456,18 +458,33 @@ fn measure_all(
         if let Some(p) = progress {
             p(i, opts.sizes.len(), size);
         }
-        let m = engine::client_run(
-            &client.side,
-            &mut client.ch,
-            &client.peer,
-            engine::RunSpec {
-                op: opts.op,
-                size,
-                iters: opts.iters,
-                latency: opts.latency,
-                validate: opts.validate,
-            },
-        )?;
+        // With --duration, batches of --iters are repeated until the time is up.
+        let started = Instant::now();
+        let mut m = engine::Measured::default();
+        loop {
+            let b = engine::client_run(
+                &client.side,
+                &mut client.ch,
+                &client.peer,
+                engine::RunSpec {
+                    op: opts.op,
+                    size,
+                    iters: opts.iters,
+                    latency: opts.latency,
+                    validate: opts.validate,
+                },
+            )?;
+            let offset = m.elapsed;
+            m.iters += b.iters;
+            m.elapsed += b.elapsed;
+            m.samples.extend(b.samples);
+            m.completions
+                .extend(b.completions.into_iter().map(|c| c + offset));
+            m.verified_bytes += b.verified_bytes;
+            if opts.duration.is_none_or(|d| started.elapsed() >= d) {
+                break;
+            }
+        }
         rows.push(Row {
             size: size as u64,
             iterations: m.iters,
