@@ -46,6 +46,13 @@ cat "$work/lat-send-8.err"
 expect_eq "[json] schema" nvpeer.bench/1 "$(j bw-write-8 "r['schema']")"
 expect_eq "[json] memory and registration labelled on both sides" "host|ibv_reg_mr (pinned host pages)|host|ibv_reg_mr (pinned host pages)" "$(j bw-write-8 "'|'.join([r['mem'], r['reg'], r['peer_mem'], r['peer_reg']])")"
 
+# The --all sweep: 23 sizes, 2 B .. 8 MiB, each message verified.
+run sweep bench -d rxe0 --op write -a -n 1 --validate --json
+expect_eq "[--all] exit 0" 0 "$(rc sweep)"
+expect_eq "[--all] 23 sizes from 2 B to 8 MiB" "23 2 8388608" "$(j sweep "len(r['rows']), r['rows'][0]['size'], r['rows'][-1]['size']" | tr -d "(),")"
+expect_eq "[--all] every byte verified" $(( (16 << 20) - 2 )) "$(j sweep "sum(x['verified_bytes'] for x in r['rows'])")"
+expect "[--all] no progress output through a pipe" test ! -s "$work/sweep.err"
+
 # Unvalidated bandwidth with a deep queue, several sizes, perftest's layout and our table.
 run bw-sweep bench -d rxe0 --op write -s 65536 -n 200 -t 64 --format perftest
 expect_eq "[perftest format] exit 0" 0 "$(rc bw-sweep)"
