@@ -913,7 +913,7 @@ fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
         match TcpStream::connect(addr) {
             Ok(s) => return Ok(s),
             Err(e)
-                if t.elapsed() < Duration::from_secs(5)
+                if t.elapsed() < Duration::from_secs(15)
                     && e.kind() == std::io::ErrorKind::ConnectionRefused =>
             {
                 std::thread::sleep(Duration::from_millis(100));
