@@ -18,6 +18,11 @@ use super::ibv::{self, Context, Cq, Mr, Qp, QpAttr, Sge, Wc};
 use super::mem::{first_mismatch, pattern, Buffer, RegPath};
 use super::{describe_reg_error, BenchError, Op};
 
+/// Requests per signalled completion in bandwidth runs (perftest's default --cq-mod).
+const CQ_MOD: u64 = 100;
+/// Messages up to this size are posted inline (the QP is created with this much inline room).
+pub const MAX_INLINE: u32 = 64;
+
 /// How long a side waits for a completion, a byte or a message before it calls the peer gone.
 pub const PROGRESS_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -334,6 +339,19 @@ impl Side {
         seed: u64,
         from_sink: bool,
     ) -> Result<(), BenchError> {
+        self.post_flags(op, size, peer, seed, from_sink, true)
+    }
+
+    /// `post` with the completion optional (bandwidth runs signal every `CQ_MOD`-th request).
+    fn post_flags(
+        &self,
+        op: Op,
+        size: usize,
+        peer: &ConnInfo,
+        seed: u64,
+        from_sink: bool,
+        signaled: bool,
+    ) -> Result<(), BenchError> {
         let mut sge = if from_sink {
             self.sink_sge(size)
         } else {
@@ -349,14 +367,11 @@ impl Side {
                 (ibv::WR_RDMA_READ, peer.addr)
             }
         };
-        let mut wr = ibv::send_wr(
-            opcode,
-            &mut sge,
-            raddr,
-            peer.rkey,
-            seed as u32,
-            ibv::SEND_SIGNALED,
-        );
+        let mut flags = if signaled { ibv::SEND_SIGNALED } else { 0 };
+        if op != Op::Read && size <= MAX_INLINE as usize {
+            flags |= ibv::SEND_INLINE;
+        }
+        let mut wr = ibv::send_wr(opcode, &mut sge, raddr, peer.rkey, seed as u32, flags);
         wr.wr_id = seed;
         self.qp.post_send(&mut wr)
     }
@@ -562,6 +577,8 @@ pub fn client_run(
         } else {
             side.depth.max(1) as u64
         };
+        // Like perftest's --cq-mod: one completion per CQ_MOD requests (at most the depth).
+        let cq_mod = CQ_MOD.min(depth);
         let mut posted = 0u64;
         let mut done = 0u64;
         if !validate {
@@ -578,7 +595,8 @@ pub fn client_run(
                         side.buf.write(0, &pattern(posted, size))?;
                     }
                 }
-                side.post(op, size, peer, posted, false)?;
+                let signaled = validate || posted % cq_mod == cq_mod - 1 || posted + 1 == iters;
+                side.post_flags(op, size, peer, posted, false, signaled)?;
                 posted += 1;
             }
             let k = side.send_cq.poll(&mut wc)?;
@@ -605,7 +623,13 @@ pub fn client_run(
                         }
                     )));
                 }
-                m.completions.push(start.elapsed());
+                // A signalled completion also completes the unsignalled requests before it.
+                let now = start.elapsed();
+                let upto = w.wr_id + 1;
+                for _ in done..upto {
+                    m.completions.push(now);
+                }
+                done = upto;
                 if validate {
                     if op == Op::Read {
                         m.verified_bytes += side.verify_sink(read_seed, size, "read")?;
@@ -615,7 +639,6 @@ pub fn client_run(
                     }
                 }
             }
-            done += k as u64;
         }
     }
     m.elapsed = start.elapsed();

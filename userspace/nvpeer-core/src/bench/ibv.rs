@@ -631,7 +631,7 @@ impl Qp {
                 max_recv_wr: depth,
                 max_send_sge: 1,
                 max_recv_sge: 1,
-                max_inline_data: 64,
+                max_inline_data: super::engine::MAX_INLINE,
             },
             qp_type: QPT_RC,
             sq_sig_all: 0,
