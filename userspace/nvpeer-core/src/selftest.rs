@@ -162,10 +162,10 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
                 r.ok(
                     "cuda",
                     format!(
-                        "GPU {}: {}, driver {}, GPUDirect RDMA {}, dma-buf {}",
+                        "GPU {}: {}, CUDA driver API {}, GPUDirect RDMA {}, dma-buf {}",
                         c.info.ordinal,
                         c.info.name,
-                        c.info.driver_version,
+                        bench::cuda::version_str(c.info.driver_version),
                         if c.info.gpudirect_rdma_supported {
                             "supported"
                         } else {

@@ -38,6 +38,11 @@ pub struct GpuInfo {
     pub dmabuf_supported: bool,
 }
 
+/// cuDriverGetVersion's 13000 as "13.0".
+pub fn version_str(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
 pub struct Cuda {
     pub info: GpuInfo,
 }
@@ -187,5 +192,14 @@ impl Cuda {
             )
         })?;
         Ok(fd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn driver_version() {
+        assert_eq!(super::version_str(13000), "13.0");
+        assert_eq!(super::version_str(12040), "12.4");
     }
 }

@@ -35,10 +35,10 @@ pub fn human(r: &BenchReport) -> String {
     if let Some(g) = &r.gpu {
         let _ = writeln!(
             s,
-            "  GPU {}: {} (driver {}), GPUDirect RDMA {}, dma-buf {}",
+            "  GPU {}: {} (CUDA driver API {}), GPUDirect RDMA {}, dma-buf {}",
             g.ordinal,
             g.name,
-            g.driver_version,
+            super::cuda::version_str(g.driver_version),
             if g.gpudirect_rdma_supported {
                 "supported"
             } else {
