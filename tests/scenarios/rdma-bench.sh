@@ -57,7 +57,7 @@ expect "[--all] no progress output through a pipe" test ! -s "$work/sweep.err"
 run bw-sweep bench -d rxe0 --op write -s 65536 -n 200 -t 64 --format perftest
 expect_eq "[perftest format] exit 0" 0 "$(rc bw-sweep)"
 expect "[perftest format] perftest's bandwidth header" grep -q '#bytes     #iterations    BW peak\[MB/sec\]    BW average\[MB/sec\]   MsgRate\[Mpps\]' "$work/bw-sweep.out"
-expect "[perftest format] a 65536-byte row of 200 iterations" grep -qE '^ 65536 +200 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$work/bw-sweep.out"
+expect "[perftest format] a 65536-byte row of 200 iterations" grep -qE '^ 65536[[:space:]]+200[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+$' "$work/bw-sweep.out"
 cat "$work/bw-sweep.out"
 run lat-table bench -d rxe0 --op send --lat -n 20
 expect_eq "[human latency table] exit 0" 0 "$(rc lat-table)"
@@ -71,7 +71,7 @@ cat "$work/staged.out"
 # ---------------------------------------------------------------- failures
 run bad-dev bench -d nosuchdev -n 2
 expect_eq "[wrong device] exit 2" 2 "$(rc bad-dev)"
-expect "[wrong device] one line naming the devices there are" test "$(wc -l <"$work/bad-dev.err")" = 1 -a -n "$(grep 'no RDMA device "nosuchdev"; libibverbs lists: .*rxe0' "$work/bad-dev.err")"
+expect "[wrong device] one line naming the devices there are" test "$(wc -l <"$work/bad-dev.err")" = 1 -a -n "$(grep '^nvpeer bench: no RDMA device: "nosuchdev" not found; libibverbs lists: .*rxe0' "$work/bad-dev.err")"
 run bad-size bench -d rxe0 -s 12Q
 expect_eq "[malformed size] exit 2 (usage)" 2 "$(rc bad-size)"
 runx no-verbs env NVPEER_LIBIBVERBS=libibverbs-absent.so.1 "$nvpeer" bench -d rxe0 -n 2
@@ -118,6 +118,7 @@ expect "[server killed] one line naming the peer" test "$(wc -l <"$work/kill.err
 expect "[server killed] no panic" bash -c "! grep -q panicked '$work/kill.err'"
 cat "$work/kill.err"
 
+ip netns exec nva rdma link delete rxea; ip netns exec nvb rdma link delete rxeb
 ip netns del nva; ip netns del nvb
 rdma link delete rxe0; ip link del nvpeer0
 rm -rf "$work"

@@ -397,7 +397,7 @@ impl Context {
             // SAFETY: freed once.
             unsafe { (ibv.free_device_list)(list) };
             return Err(BenchError::NoDevice(format!(
-                "no RDMA device {:?}; libibverbs lists: {}",
+                "{:?} not found; libibverbs lists: {}",
                 name.unwrap_or(""),
                 all.join(", ")
             )));
