@@ -10,6 +10,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,9 @@ use super::{describe_reg_error, BenchError, Op};
 const CQ_MOD: u64 = 100;
 /// Messages up to this size are posted inline (the QP is created with this much inline room).
 pub const MAX_INLINE: u32 = 64;
+
+/// How often a waiting side checks that the peer's TCP connection is still open.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How long a side waits for a completion, a byte or a message before it calls the peer gone.
 pub const PROGRESS_TIMEOUT: Duration = Duration::from_secs(20);
@@ -128,6 +133,7 @@ pub struct Side {
     pub reg: RegPath,
     pub depth: u32,
     psn: u32,
+    peer_fd: AtomicI32,
 }
 
 pub struct OwnedFdGuard(pub i32);
@@ -228,6 +234,7 @@ impl Side {
             reg,
             depth: opts.depth,
             psn,
+            peer_fd: AtomicI32::new(-1),
         })
     }
 
@@ -382,14 +389,19 @@ impl Side {
     }
 
     /// Waits for `n` completions on a CQ; fails on an error status or no progress.
-    fn wait(cq: &Cq, n: usize, what: &str) -> Result<Vec<Wc>, BenchError> {
+    fn wait(&self, cq: &Cq, n: usize, what: &str) -> Result<Vec<Wc>, BenchError> {
         let mut got = Vec::with_capacity(n);
         let mut wc = [Wc::default(); 16];
         let mut last = Instant::now();
+        let mut probe = Instant::now();
         while got.len() < n {
             let want = (n - got.len()).min(16);
             let k = cq.poll(&mut wc[..want])?;
             if k == 0 {
+                if probe.elapsed() > PROBE_INTERVAL {
+                    probe = Instant::now();
+                    self.check_peer(what)?;
+                }
                 if last.elapsed() > PROGRESS_TIMEOUT {
                     return Err(BenchError::Peer(format!(
                         "no {what} completion for {} s: the peer stopped responding",
@@ -420,12 +432,52 @@ impl Side {
         Ok(got)
     }
 
+    /// Remembers the TCP connection to the peer, whose end tells that the peer is gone.
+    pub fn set_peer(&self, stream: &TcpStream) {
+        self.peer_fd.store(stream.as_raw_fd(), Ordering::Relaxed);
+    }
+
+    /// Fails when the peer's TCP connection has ended (process killed or exited).
+    fn check_peer(&self, what: &str) -> Result<(), BenchError> {
+        let fd = self.peer_fd.load(Ordering::Relaxed);
+        if fd < 0 {
+            return Ok(());
+        }
+        let mut b = 0u8;
+        // SAFETY: peeks at most one byte into a local; the fd is our open socket.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&mut b as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        let gone = n == 0
+            || (n < 0
+                && matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::ECONNRESET) | Some(libc::ENOTCONN) | Some(libc::EPIPE)
+                ));
+        if gone {
+            return Err(BenchError::Peer(format!(
+                "the peer closed the connection (killed or exited) while a {what} completion was awaited"
+            )));
+        }
+        Ok(())
+    }
+
     /// Polls our sink's byte `off` until it equals `want` (write ping-pong).
     fn wait_byte(&self, off: usize, want: u8) -> Result<(), BenchError> {
         let t = Instant::now();
+        let mut probe = Instant::now();
         let mut spins: u32 = 0;
         while self.buf.peek(off) != want {
             spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 && probe.elapsed() > PROBE_INTERVAL {
+                probe = Instant::now();
+                self.check_peer("RDMA write")?;
+            }
             if spins % 4096 == 0 && t.elapsed() > PROGRESS_TIMEOUT {
                 return Err(BenchError::Peer(format!(
                     "no RDMA write arrived for {} s: the peer stopped responding",
@@ -524,8 +576,8 @@ pub fn client_run(
                 Op::Send | Op::WriteImm => {
                     side.post_recv(size)?;
                     side.post(op, size, peer, seed, false)?;
-                    Side::wait(&side.send_cq, 1, "send")?;
-                    let wc = Side::wait(&side.recv_cq, 1, "receive")?;
+                    side.wait(&side.send_cq, 1, "send")?;
+                    let wc = side.wait(&side.recv_cq, 1, "receive")?;
                     m.samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
                     if op == Op::WriteImm && u32::from_be(wc[0].imm_data) != seed as u32 {
                         return Err(BenchError::Validation(format!(
@@ -546,7 +598,7 @@ pub fn client_run(
                         side.buf.poke(last, want);
                     }
                     side.post(op, size, peer, seed, false)?;
-                    Side::wait(&side.send_cq, 1, "write")?;
+                    side.wait(&side.send_cq, 1, "write")?;
                     side.wait_byte(side.half + last, want)?;
                     m.samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
                     if validate {
@@ -558,7 +610,7 @@ pub fn client_run(
                         side.buf.write(side.half, &pattern(read_seed + 1, size))?;
                     }
                     side.post(op, size, peer, seed, false)?;
-                    Side::wait(&side.send_cq, 1, "send")?;
+                    side.wait(&side.send_cq, 1, "send")?;
                     m.samples.push(t0.elapsed().as_nanos() as f64);
                     if validate {
                         if op == Op::Read {
@@ -586,6 +638,7 @@ pub fn client_run(
         }
         let mut wc = [Wc::default(); 16];
         let mut last = Instant::now();
+        let mut probe = Instant::now();
         while done < iters {
             while posted < iters && posted - done < depth {
                 if validate {
@@ -601,6 +654,10 @@ pub fn client_run(
             }
             let k = side.send_cq.poll(&mut wc)?;
             if k == 0 {
+                if probe.elapsed() > PROBE_INTERVAL {
+                    probe = Instant::now();
+                    side.check_peer(op.name())?;
+                }
                 if last.elapsed() > PROGRESS_TIMEOUT {
                     return Err(BenchError::Peer(
                         "no completion: the peer stopped responding".to_owned(),
@@ -741,7 +798,7 @@ fn server_run(
         for seed in 0..iters {
             match op {
                 Op::Send | Op::WriteImm => {
-                    let wc = Side::wait(&side.recv_cq, 1, "receive")?;
+                    let wc = side.wait(&side.recv_cq, 1, "receive")?;
                     check_recv(op, &wc[0], seed, size)?;
                     if validate {
                         verified += side.verify_sink(seed, size, "received")?;
@@ -751,7 +808,7 @@ fn server_run(
                     }
                     // Echo what arrived, from the sink half.
                     side.post(op, size, peer, seed, true)?;
-                    Side::wait(&side.send_cq, 1, "echo")?;
+                    side.wait(&side.send_cq, 1, "echo")?;
                 }
                 Op::Write => {
                     let last = size - 1;
@@ -773,7 +830,7 @@ fn server_run(
                     let next = pattern(seed + 1, size)[last];
                     side.buf.poke(side.half + last, !next);
                     side.post(op, size, peer, seed, false)?;
-                    Side::wait(&side.send_cq, 1, "echo")?;
+                    side.wait(&side.send_cq, 1, "echo")?;
                 }
                 Op::Read => {}
             }
@@ -793,7 +850,7 @@ fn server_run(
             } else {
                 got
             };
-            let wc = Side::wait(&side.recv_cq, 1, "receive")?;
+            let wc = side.wait(&side.recv_cq, 1, "receive")?;
             let r = check_recv(op, &wc[0], seed, size).and_then(|()| {
                 if validate {
                     side.verify_sink(seed, size, "received")
@@ -876,6 +933,7 @@ fn check_recv(op: Op, wc: &Wc, seed: u64, size: usize) -> Result<(), BenchError>
 
 /// Serves one client on `stream` until it says bye (or disappears).
 pub fn serve_client(side: &Side, stream: TcpStream) -> Result<ConnInfo, BenchError> {
+    side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;
     let Msg::Hello { info: peer, mtu } = ch.recv()? else {
         return Err(BenchError::Peer("the client did not say hello".to_owned()));
@@ -918,6 +976,7 @@ pub fn client_connect(
     mtu: Option<u32>,
 ) -> Result<(Channel, ConnInfo), BenchError> {
     let stream = connect_retry(addr)?;
+    side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;
     ch.send(&Msg::Hello {
         info: side.info()?,
