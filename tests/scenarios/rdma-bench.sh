@@ -68,6 +68,21 @@ expect_eq "[compare-staged] exit 0" 0 "$(rc staged)"
 expect "[compare-staged] one-line recommendation" grep -qE '^recommendation: (use the direct path for messages of|direct path wins|staged path wins)' "$work/staged.out"
 cat "$work/staged.out"
 
+# Several QPs: messages spread round-robin, each receive matched to its message.
+run qps-send bench -d rxe0 --op send -q 4 -s 4096 -n 16 --validate --json
+expect_eq "[4 QPs send] exit 0" 0 "$(rc qps-send)"
+expect_eq "[4 QPs send] 4 QPs, 16 x 4 KiB verified" "4 65536" "$(j qps-send "r['qps'], r['rows'][0]['verified_bytes']" | tr -d "(),")"
+run qps-imm bench -d rxe0 --op write-imm -q 3 -s 1024 -n 90 -t 12 --json
+expect_eq "[3 QPs write-imm, 12 in flight, immediates checked] exit 0" 0 "$(rc qps-imm)"
+cat "$work/qps-imm.err"
+run qps-lat bench -d rxe0 --op send -q 2 --lat -n 2
+expect_eq "[--qps with --lat] exit 2" 2 "$(rc qps-lat)"
+expect "[--qps with --lat] says why" grep -q 'for bandwidth runs' "$work/qps-lat.err"
+# --duration: batches of -n until the time is up.
+run dur bench -d rxe0 --op write -s 4096 -n 10 -D 2 --json
+expect_eq "[-D 2] exit 0" 0 "$(rc dur)"
+expect "[-D 2] a whole number of batches, at least one" test "$(j dur "(lambda n: n >= 10 and n % 10 == 0)(r['rows'][0]['iterations'])")" = True
+
 # ---------------------------------------------------------------- failures
 run bad-dev bench -d nosuchdev -n 2
 expect_eq "[wrong device] exit 2" 2 "$(rc bad-dev)"

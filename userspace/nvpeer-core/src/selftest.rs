@@ -586,6 +586,7 @@ fn verbs_register(
         gid_index: opts.gid_index,
         depth: 1,
         mtu: None,
+        qps: 1,
     };
     let bo = BenchOpts {
         mode: Mode::Loopback,

@@ -155,6 +155,9 @@ struct BenchArgs {
     /// Outstanding work requests (bandwidth).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=8192))]
     tx_depth: u32,
+    /// Queue pairs, messages spread round-robin (bandwidth runs; -t is the total in flight).
+    #[arg(short = 'q', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    qps: u16,
     /// RDMA device (default: the first one).
     #[arg(short = 'd', long = "ib-dev")]
     device: Option<String>,
@@ -411,6 +414,7 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
             gid_index: a.gid_index,
             depth: a.tx_depth,
             mtu: a.mtu,
+            qps: usize::from(a.qps),
         },
         compare_staged: a.compare_staged,
         duration: a.duration.map(std::time::Duration::from_secs),

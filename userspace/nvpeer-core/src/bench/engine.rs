@@ -25,6 +25,9 @@ const CQ_MOD: u64 = 100;
 /// Messages up to this size are posted inline (the QP is created with this much inline room).
 pub const MAX_INLINE: u32 = 64;
 
+/// Most QPs one side creates (`--qps`).
+pub const MAX_QPS: usize = 16;
+
 /// How often a waiting side checks that the peer's TCP connection is still open.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -35,6 +38,9 @@ pub const PROGRESS_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ConnInfo {
     pub qpn: u32,
+    /// Every QP of the side (`--qps`), the first one is `qpn`.
+    #[serde(default)]
+    pub qpns: Vec<u32>,
     pub psn: u32,
     pub lid: u16,
     pub gid: [u8; 16],
@@ -118,11 +124,17 @@ impl Channel {
     }
 }
 
-/// One side: device, CQs, QP, buffer and its registration. Field order is drop order.
-pub struct Side {
-    qp: Qp,
+/// The queue pairs of a side and their two CQs; field order is drop order.
+pub struct Queues {
+    qps: Vec<Qp>,
     send_cq: Cq,
     recv_cq: Cq,
+}
+
+/// One side: device, queues (created once the QP count is known), buffer and its
+/// registration. Field order is drop order.
+pub struct Side {
+    queues: std::cell::OnceCell<Queues>,
     mr: Mr,
     pub buf: Buffer,
     _dmabuf_fd: Option<OwnedFdGuard>,
@@ -134,6 +146,7 @@ pub struct Side {
     pub depth: u32,
     psn: u32,
     peer_fd: AtomicI32,
+    want_qps: usize,
 }
 
 pub struct OwnedFdGuard(pub i32);
@@ -152,6 +165,8 @@ pub struct SideOpts {
     pub gid_index: Option<i32>,
     pub depth: u32,
     pub mtu: Option<u32>,
+    /// QPs of a client (a server takes the client's count).
+    pub qps: usize,
 }
 
 /// The GID index to use: the first IPv4-mapped GID (what perftest and NCCL pick on RoCE v2),
@@ -214,16 +229,10 @@ impl Side {
                 None,
             ),
         };
-        let cqe = i32::try_from(opts.depth * 2 + 8).unwrap_or(1024);
-        let send_cq = Cq::new(&ctx, cqe)?;
-        let recv_cq = Cq::new(&ctx, cqe)?;
-        let qp = Qp::new(&ctx, &send_cq, &recv_cq, opts.depth + 2)?;
         let gid_index = opts.gid_index.unwrap_or_else(|| auto_gid(&ctx, opts.port));
         let psn = std::process::id().wrapping_mul(2_654_435_761) & 0xff_ffff;
         Ok(Self {
-            qp,
-            send_cq,
-            recv_cq,
+            queues: std::cell::OnceCell::new(),
             mr,
             buf,
             _dmabuf_fd: fd_guard,
@@ -235,13 +244,56 @@ impl Side {
             depth: opts.depth,
             psn,
             peer_fd: AtomicI32::new(-1),
+            want_qps: opts.qps,
         })
+    }
+
+    /// Creates `n` RC QPs sharing two CQs (once; later calls keep the first set).
+    pub fn create_qps(&self, n: usize) -> Result<(), BenchError> {
+        if self.queues.get().is_some() {
+            return Ok(());
+        }
+        let n = n.clamp(1, MAX_QPS);
+        let per_qp = self.depth + 2;
+        let cqe = i32::try_from((per_qp as usize * 2 + 16) * n).unwrap_or(i32::MAX);
+        let send_cq = Cq::new(&self.ctx, cqe)?;
+        let recv_cq = Cq::new(&self.ctx, cqe)?;
+        let mut qps = Vec::with_capacity(n);
+        for _ in 0..n {
+            qps.push(Qp::new(&self.ctx, &send_cq, &recv_cq, per_qp)?);
+        }
+        let _ = self.queues.set(Queues {
+            qps,
+            send_cq,
+            recv_cq,
+        });
+        Ok(())
+    }
+
+    fn q(&self) -> Result<&Queues, BenchError> {
+        self.queues
+            .get()
+            .ok_or_else(|| BenchError::Peer("queue pairs used before they were created".to_owned()))
+    }
+
+    /// The QP that carries message `seed`.
+    fn qp_for(&self, seed: u64) -> Result<&Qp, BenchError> {
+        let q = self.q()?;
+        let i = (seed % q.qps.len().max(1) as u64) as usize;
+        q.qps
+            .get(i)
+            .ok_or_else(|| BenchError::Peer("no queue pair".to_owned()))
+    }
+
+    fn nqps(&self) -> usize {
+        self.queues.get().map_or(1, |q| q.qps.len().max(1))
     }
 
     pub fn info(&self) -> Result<ConnInfo, BenchError> {
         let (_, _, lid, _) = self.ctx.port(self.port)?;
         Ok(ConnInfo {
-            qpn: self.qp.qpn,
+            qpn: self.q()?.qps.first().map_or(0, |q| q.qpn),
+            qpns: self.q()?.qps.iter().map(|q| q.qpn).collect(),
             psn: self.psn,
             lid,
             gid: self.ctx.gid(self.port, self.gid_index).unwrap_or([0; 16]),
@@ -256,6 +308,32 @@ impl Side {
 
     /// INIT -> RTR -> RTS against the peer.
     pub fn connect(&self, peer: &ConnInfo, mtu: Option<u32>) -> Result<(), BenchError> {
+        let remote = if peer.qpns.is_empty() {
+            vec![peer.qpn]
+        } else {
+            peer.qpns.clone()
+        };
+        let q = self.q()?;
+        if remote.len() != q.qps.len() {
+            return Err(BenchError::Peer(format!(
+                "the peer has {} queue pairs, this side {}",
+                remote.len(),
+                q.qps.len()
+            )));
+        }
+        for (qp, rqpn) in q.qps.iter().zip(remote) {
+            self.connect_one(qp, rqpn, peer, mtu)?;
+        }
+        Ok(())
+    }
+
+    fn connect_one(
+        &self,
+        qp: &Qp,
+        rqpn: u32,
+        peer: &ConnInfo,
+        mtu: Option<u32>,
+    ) -> Result<(), BenchError> {
         let (_, active_mtu, _, link_layer) = self.ctx.port(self.port)?;
         let mut a = QpAttr::new();
         a.qp_state(ibv::QPS_INIT);
@@ -264,7 +342,7 @@ impl Side {
         a.qp_access_flags(
             ibv::ACCESS_LOCAL_WRITE | ibv::ACCESS_REMOTE_WRITE | ibv::ACCESS_REMOTE_READ,
         );
-        self.qp.modify(
+        qp.modify(
             &mut a,
             ibv::QP_STATE | ibv::QP_PKEY_INDEX | ibv::QP_PORT | ibv::QP_ACCESS_FLAGS,
             "INIT",
@@ -278,7 +356,7 @@ impl Side {
             None => active_mtu,
         };
         a.path_mtu(path_mtu.min(active_mtu.max(1)));
-        a.dest_qp_num(peer.qpn);
+        a.dest_qp_num(rqpn);
         a.rq_psn(peer.psn);
         a.max_dest_rd_atomic(16);
         a.min_rnr_timer(12);
@@ -291,7 +369,7 @@ impl Side {
             global,
             self.port,
         );
-        self.qp.modify(
+        qp.modify(
             &mut a,
             ibv::QP_STATE
                 | ibv::QP_AV
@@ -309,7 +387,7 @@ impl Side {
         a.rnr_retry(7);
         a.sq_psn(self.psn);
         a.max_rd_atomic(16);
-        self.qp.modify(
+        qp.modify(
             &mut a,
             ibv::QP_STATE
                 | ibv::QP_TIMEOUT
@@ -380,12 +458,13 @@ impl Side {
         }
         let mut wr = ibv::send_wr(opcode, &mut sge, raddr, peer.rkey, seed as u32, flags);
         wr.wr_id = seed;
-        self.qp.post_send(&mut wr)
+        self.qp_for(seed)?.post_send(&mut wr)
     }
 
-    fn post_recv(&self, size: usize) -> Result<(), BenchError> {
+    /// Posts a receive on the QP that carries message `seed`.
+    fn post_recv(&self, size: usize, seed: u64) -> Result<(), BenchError> {
         let mut sge = self.sink_sge(size.max(1));
-        self.qp.post_recv(&mut sge, 0)
+        self.qp_for(seed)?.post_recv(&mut sge, seed)
     }
 
     /// Waits for `n` completions on a CQ; fails on an error status or no progress.
@@ -574,11 +653,14 @@ pub fn client_run(
             let t0 = Instant::now();
             match op {
                 Op::Send | Op::WriteImm => {
-                    side.post_recv(size)?;
-                    side.post(op, size, peer, seed, false)?;
-                    side.wait(&side.send_cq, 1, "send")?;
-                    let wc = side.wait(&side.recv_cq, 1, "receive")?;
+                    side.post_recv(size, seed)?;
+                    let sig = lat_signal(seed, iters, side.depth);
+                    side.post_flags(op, size, peer, seed, false, sig)?;
+                    let wc = side.wait(&side.q()?.recv_cq, 1, "receive")?;
                     m.samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+                    if sig {
+                        side.wait(&side.q()?.send_cq, 1, "send")?;
+                    }
                     if op == Op::WriteImm && u32::from_be(wc[0].imm_data) != seed as u32 {
                         return Err(BenchError::Validation(format!(
                             "write-with-immediate echo {seed} carried immediate {}",
@@ -597,10 +679,13 @@ pub fn client_run(
                         // The tag byte must change each iteration for the peer to see it.
                         side.buf.poke(last, want);
                     }
-                    side.post(op, size, peer, seed, false)?;
-                    side.wait(&side.send_cq, 1, "write")?;
+                    let sig = lat_signal(seed, iters, side.depth);
+                    side.post_flags(op, size, peer, seed, false, sig)?;
                     side.wait_byte(side.half + last, want)?;
                     m.samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+                    if sig {
+                        side.wait(&side.q()?.send_cq, 1, "write")?;
+                    }
                     if validate {
                         m.verified_bytes += side.verify_sink(seed, size, "write echo")?;
                     }
@@ -610,7 +695,7 @@ pub fn client_run(
                         side.buf.write(side.half, &pattern(read_seed + 1, size))?;
                     }
                     side.post(op, size, peer, seed, false)?;
-                    side.wait(&side.send_cq, 1, "send")?;
+                    side.wait(&side.q()?.send_cq, 1, "send")?;
                     m.samples.push(t0.elapsed().as_nanos() as f64);
                     if validate {
                         if op == Op::Read {
@@ -630,7 +715,9 @@ pub fn client_run(
             side.depth.max(1) as u64
         };
         // Like perftest's --cq-mod: one completion per CQ_MOD requests (at most the depth).
-        let cq_mod = CQ_MOD.min(depth);
+        // With several QPs every request is signalled (completions of different QPs interleave).
+        let multi = side.nqps() > 1;
+        let cq_mod = if multi { 1 } else { CQ_MOD.min(depth) };
         let mut posted = 0u64;
         let mut done = 0u64;
         if !validate {
@@ -652,7 +739,7 @@ pub fn client_run(
                 side.post_flags(op, size, peer, posted, false, signaled)?;
                 posted += 1;
             }
-            let k = side.send_cq.poll(&mut wc)?;
+            let k = side.q()?.send_cq.poll(&mut wc)?;
             if k == 0 {
                 if probe.elapsed() > PROBE_INTERVAL {
                     probe = Instant::now();
@@ -682,7 +769,7 @@ pub fn client_run(
                 }
                 // A signalled completion also completes the unsignalled requests before it.
                 let now = start.elapsed();
-                let upto = w.wr_id + 1;
+                let upto = if multi { done + 1 } else { w.wr_id + 1 };
                 for _ in done..upto {
                     m.completions.push(now);
                 }
@@ -715,6 +802,13 @@ pub fn client_run(
         ))),
         other => Err(BenchError::Peer(format!("unexpected reply {other:?}"))),
     }
+}
+
+/// Ping-pong: one signalled send per 16 (at most the depth) and the last; the completion is
+/// reaped after the iteration's measured time.
+fn lat_signal(seed: u64, iters: u64, depth: u32) -> bool {
+    let m = u64::from(depth).clamp(1, 16);
+    seed % m == m - 1 || seed + 1 == iters
 }
 
 fn expect_checked(ch: &mut Channel) -> Result<u64, BenchError> {
@@ -782,8 +876,8 @@ fn server_run(
     } else {
         0
     };
-    for _ in 0..prepost {
-        side.post_recv(size)?;
+    for seed in 0..prepost {
+        side.post_recv(size, seed)?;
     }
     if op == Op::Write && latency && side.buf.cpu_visible() {
         side.buf
@@ -798,17 +892,20 @@ fn server_run(
         for seed in 0..iters {
             match op {
                 Op::Send | Op::WriteImm => {
-                    let wc = side.wait(&side.recv_cq, 1, "receive")?;
+                    let wc = side.wait(&side.q()?.recv_cq, 1, "receive")?;
                     check_recv(op, &wc[0], seed, size)?;
                     if validate {
                         verified += side.verify_sink(seed, size, "received")?;
                     }
                     if seed + 1 < iters {
-                        side.post_recv(size)?;
+                        side.post_recv(size, seed + 1)?;
                     }
                     // Echo what arrived, from the sink half.
-                    side.post(op, size, peer, seed, true)?;
-                    side.wait(&side.send_cq, 1, "echo")?;
+                    let sig = lat_signal(seed, iters, side.depth);
+                    side.post_flags(op, size, peer, seed, true, sig)?;
+                    if sig {
+                        side.wait(&side.q()?.send_cq, 1, "echo")?;
+                    }
                 }
                 Op::Write => {
                     let last = size - 1;
@@ -829,18 +926,21 @@ fn server_run(
                     }
                     let next = pattern(seed + 1, size)[last];
                     side.buf.poke(side.half + last, !next);
-                    side.post(op, size, peer, seed, false)?;
-                    side.wait(&side.send_cq, 1, "echo")?;
+                    let sig = lat_signal(seed, iters, side.depth);
+                    side.post_flags(op, size, peer, seed, false, sig)?;
+                    if sig {
+                        side.wait(&side.q()?.send_cq, 1, "echo")?;
+                    }
                 }
                 Op::Read => {}
             }
         }
     } else if receives {
         let mut posted = prepost;
-        for got in 0..iters {
-            let seed = if validate {
+        for _ in 0..iters {
+            let checked = if validate {
                 match ch.recv()? {
-                    Msg::Check { seed } => seed,
+                    Msg::Check { seed } => Some(seed),
                     other => {
                         return Err(BenchError::Peer(format!(
                             "expected a check request, got {other:?}"
@@ -848,10 +948,20 @@ fn server_run(
                     }
                 }
             } else {
-                got
+                None
             };
-            let wc = side.wait(&side.recv_cq, 1, "receive")?;
-            let r = check_recv(op, &wc[0], seed, size).and_then(|()| {
+            let wc = side.wait(&side.q()?.recv_cq, 1, "receive")?;
+            // Each receive was posted for one message (its wr_id), on the QP that carries it;
+            // a QP delivers in order, so the completion says which message arrived.
+            let seed = wc[0].wr_id;
+            let r = match checked {
+                Some(c) if c != seed => Err(BenchError::Validation(format!(
+                    "message {c} was sent, message {seed} was received"
+                ))),
+                _ => Ok(()),
+            }
+            .and_then(|()| check_recv(op, &wc[0], seed, size))
+            .and_then(|()| {
                 if validate {
                     side.verify_sink(seed, size, "received")
                 } else {
@@ -859,7 +969,7 @@ fn server_run(
                 }
             });
             if posted < iters {
-                side.post_recv(size)?;
+                side.post_recv(size, posted)?;
                 posted += 1;
             }
             if validate {
@@ -938,6 +1048,7 @@ pub fn serve_client(side: &Side, stream: TcpStream) -> Result<ConnInfo, BenchErr
     let Msg::Hello { info: peer, mtu } = ch.recv()? else {
         return Err(BenchError::Peer("the client did not say hello".to_owned()));
     };
+    side.create_qps(peer.qpns.len().max(1))?;
     ch.send(&Msg::Hello {
         info: side.info()?,
         mtu,
@@ -975,6 +1086,7 @@ pub fn client_connect(
     addr: &str,
     mtu: Option<u32>,
 ) -> Result<(Channel, ConnInfo), BenchError> {
+    side.create_qps(side.want_qps)?;
     let stream = connect_retry(addr)?;
     side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;

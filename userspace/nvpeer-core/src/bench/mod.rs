@@ -182,6 +182,8 @@ pub struct BenchReport {
     pub reg: String,
     pub peer_mem: String,
     pub peer_reg: String,
+    /// Queue pairs the messages were spread over.
+    pub qps: usize,
     pub gpu: Option<cuda::GpuInfo>,
     pub validated: bool,
     /// How latency is taken for this operation.
@@ -397,6 +399,11 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
     if opts.iters == 0 {
         return Err(BenchError::Usage("--iters must be at least 1".to_owned()));
     }
+    if opts.side.qps > 1 && opts.latency {
+        return Err(BenchError::Usage(
+            "--qps above 1 is for bandwidth runs (latency uses one QP)".to_owned(),
+        ));
+    }
     if opts.compare_staged && !matches!(opts.mode, Mode::Loopback) {
         return Err(BenchError::Usage(
             "--compare-staged runs in loopback only (it needs a second connection)".to_owned(),
@@ -433,6 +440,7 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
         reg: info.reg,
         peer_mem: peer.mem,
         peer_reg: peer.reg,
+        qps: info.qpns.len().max(1),
         gpu: cuda.as_ref().map(|c| c.info.clone()),
         validated: opts.validate,
         latency_method: opts.latency.then_some(match opts.op {

@@ -20,9 +20,10 @@ pub fn human(r: &BenchReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "nvpeer bench: RDMA {} {}, RC, {} -> {}",
+        "nvpeer bench: RDMA {} {}, RC x {}, {} -> {}",
         r.op.name(),
         r.test,
+        r.qps,
         r.device,
         r.peer_device
     );
