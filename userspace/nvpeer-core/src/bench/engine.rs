@@ -1,4 +1,4 @@
-//! The transfer engine: one RC queue pair per side, QP information exchanged over TCP, and the
+//! The transfer engine: RC queue pairs (one, or `--qps` for bandwidth runs), QP information exchanged over TCP, and the
 //! per-size runs of the client (who posts) and the server (who receives, echoes and verifies).
 //!
 //! Each side's buffer has two halves of `half` bytes: the source half `[0, half)` that it sends,
