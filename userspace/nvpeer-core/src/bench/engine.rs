@@ -1,5 +1,6 @@
-//! The transfer engine: RC queue pairs (one, or `--qps` for bandwidth runs), QP information exchanged over TCP, and the
-//! per-size runs of the client (who posts) and the server (who receives, echoes and verifies).
+//! The transfer engine: RC queue pairs (one, or `--qps` for bandwidth runs), QP information
+//! exchanged over TCP, and the per-size runs of the client (who posts) and the server (who
+//! receives, echoes and verifies).
 //!
 //! Each side's buffer has two halves of `half` bytes: the source half `[0, half)` that it sends,
 //! writes or serves reads from, and the sink half `[half, 2*half)` that the peer writes or
