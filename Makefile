@@ -5,6 +5,7 @@
 #   make run          the main job: set up, build, boot the test kernel, load the module, nvpeer check
 #   make test         the whole test suite (what CI runs)
 #   make bench        registration benchmark, ours vs NVIDIA's nvidia-peermem (BENCHMARKS.md)
+#   make bench-rdma   nvpeer bench vs perftest on Soft-RoCE, ratios (BENCHMARKS.md)
 #   make soak         the reliability suites for long (SOAK_MINUTES, SOAK_RACES, SOAK_THREADS)
 #   make kmod KDIR=…  the module only, against a given kernel build tree
 #   make MODULE_NAME=nv_peer_mem   the module under the legacy name
@@ -72,6 +73,9 @@ test:
 bench:
 	tests/run-bench.sh
 
+bench-rdma:
+	tests/run-bench-rdma.sh
+
 soak:
 	tests/run-soak.sh
 
@@ -80,4 +84,4 @@ clean:
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run test bench soak clean install uninstall dkms-install dkms-uninstall
+.PHONY: all kmod cli run test bench bench-rdma soak clean install uninstall dkms-install dkms-uninstall

@@ -16,14 +16,14 @@ no_panic() { ! grep -q 'panicked' "$1" || fail "$2 panicked: $(cat "$1")"; }
 
 "$bin" --version | grep -qE '^nvpeer [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
 help=$("$bin" --help)
-for cmd in check topo stats; do
+for cmd in check topo stats bench selftest; do
     grep -q "^  $cmd" <<<"$help" || fail "--help does not list $cmd"
 done
 "$bin" no-such-command >/dev/null 2>&1; [ $? -eq 2 ] || fail "usage error must exit 2"
 "$bin" stats --count 2 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --count without --watch must exit 2"
 "$bin" stats --watch 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "stats --watch 0 must exit 2"
 # A mistyped root is an error (one line, exit 2), not an empty host.
-for cmd in check topo stats; do
+for cmd in check topo stats bench selftest; do
     "$bin" --sysfs-root "$tmp/missing" $cmd >/dev/null 2>"$tmp/root.err"; rc=$?
     [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/root.err")" -eq 1 ] && grep -q "^nvpeer: --sysfs-root $tmp/missing: No such file" "$tmp/root.err" \
         || fail "$cmd with a missing --sysfs-root: exit $rc, '$(cat "$tmp/root.err")'"

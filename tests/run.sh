@@ -54,6 +54,9 @@ step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR"
 step "vm: DKMS add/build/install, modprobe, remove" tests/vm/run.sh --kdir "$KDIR" dkms
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
 step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
+step "vm: nvpeer bench over Soft-RoCE (every op x 8 B/4 KiB/1 MiB verified, two namespaces, failures)" \
+    tests/vm/run.sh --kdir "$KDIR" rdma-bench
+step "vm: nvpeer selftest against the stand-ins (and without the module)" tests/vm/run.sh --kdir "$KDIR" selftest
 step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
 step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \

@@ -3,6 +3,7 @@
 //! reads the host through [`host::Host`], whose sysfs and procfs roots are parameters, so tests
 //! run against fixture trees; the binary only parses arguments and prints.
 
+pub mod bench;
 pub mod check;
 pub mod error;
 pub mod host;
@@ -14,6 +15,7 @@ pub mod peermem;
 pub mod providers;
 pub mod rdma;
 pub mod render;
+pub mod selftest;
 pub mod stats;
 pub mod topo;
 pub mod verbs;

@@ -9,9 +9,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use nvpeer_core::bench::engine::SideOpts;
+use nvpeer_core::bench::mem::{MemKind, RegPath};
+use nvpeer_core::bench::{self, BenchError, BenchOpts, Mode, Op};
 use nvpeer_core::check::{self, Inputs};
 use nvpeer_core::host::Host;
-use nvpeer_core::{render, stats, topo};
+use nvpeer_core::{render, selftest, stats, topo};
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +60,162 @@ enum Command {
         #[arg(long, value_name = "COUNT", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
+    /// Measure RDMA transfers (write, read, send, write-with-immediate) per message size, from
+    /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
+    Bench(Box<BenchArgs>),
+    /// Prove that a GPU registration goes through the module: allocate, register, move a
+    /// verified pattern, deregister, free, and compare the module's counters.
+    Selftest {
+        /// Memory to test (default: CUDA when a driver is present, else the nv_p2p_sim stand-in).
+        #[arg(long, value_enum)]
+        mem: Option<MemArg>,
+        /// Bytes to allocate and register (rounded up to 64 KiB GPU pages).
+        #[arg(long, default_value_t = 2 << 20, value_parser = parse_size)]
+        size: usize,
+        /// RDMA device (default: the first one).
+        #[arg(short = 'd', long)]
+        device: Option<String>,
+        /// CUDA device ordinal.
+        #[arg(long, default_value_t = 0)]
+        gpu: i32,
+        /// Print the report as JSON (schema nvpeer.selftest/1).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum MemArg {
+    Host,
+    Cuda,
+    /// nv_p2p_sim's "GPU memory" (test VM)
+    Sim,
+}
+
+impl From<MemArg> for MemKind {
+    fn from(m: MemArg) -> Self {
+        match m {
+            MemArg::Host => MemKind::Host,
+            MemArg::Cuda => MemKind::Cuda,
+            MemArg::Sim => MemKind::Sim,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OpArg {
+    Write,
+    Read,
+    Send,
+    WriteImm,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RegArg {
+    /// ibv_reg_mr on the pointer (GPU memory: the peer-memory path, our module)
+    Mr,
+    /// cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr
+    Dmabuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FormatArg {
+    Human,
+    Perftest,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Server to connect to (run `nvpeer bench --server` there); loopback when absent.
+    host: Option<String>,
+    /// Wait for one client, serve it, exit.
+    #[arg(long, conflicts_with = "host")]
+    server: bool,
+    /// TCP port of the QP information exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Operation.
+    #[arg(long, value_enum, default_value = "write")]
+    op: OpArg,
+    /// Measure latency instead of bandwidth.
+    #[arg(long)]
+    lat: bool,
+    /// Message size in bytes (K/M suffixes; default 65536, 2 with --lat).
+    #[arg(short = 's', long, value_parser = parse_size, conflicts_with = "all")]
+    size: Option<usize>,
+    /// Every size from 2 B to 8 MiB.
+    #[arg(short = 'a', long)]
+    all: bool,
+    /// Iterations per size (default 5000, 1000 with --lat).
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
+    iters: Option<u64>,
+    /// Run each size for at least this many seconds (batches of --iters).
+    #[arg(short = 'D', long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    duration: Option<u64>,
+    /// Outstanding work requests (bandwidth).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=8192))]
+    tx_depth: u32,
+    /// Queue pairs, messages spread round-robin (bandwidth runs; -t is the total in flight).
+    #[arg(short = 'q', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    qps: u16,
+    /// RDMA device (default: the first one).
+    #[arg(short = 'd', long = "ib-dev")]
+    device: Option<String>,
+    /// Port of the RDMA device.
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    ib_port: u8,
+    /// GID index (default: the first IPv4-mapped GID, as perftest on RoCE v2).
+    #[arg(short = 'x', long = "gid-index")]
+    gid_index: Option<i32>,
+    /// Path MTU in bytes (256..4096; default: the port's active MTU).
+    #[arg(short = 'm', long)]
+    mtu: Option<u32>,
+    /// Memory of the buffers.
+    #[arg(long, value_enum, default_value = "host")]
+    mem: MemArg,
+    /// How the buffer is registered.
+    #[arg(long, value_enum, default_value = "mr")]
+    reg: RegArg,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    gpu: i32,
+    /// Verify every received byte (one message in flight; numbers are then not peak numbers).
+    #[arg(long)]
+    validate: bool,
+    /// Also run each size through a host bounce buffer (copy time included) and recommend a
+    /// size threshold for the direct path.
+    #[arg(long)]
+    compare_staged: bool,
+    /// Server: the largest message accepted.
+    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    max_size: usize,
+    /// Print JSON (schema nvpeer.bench/1).
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    /// Text layout: our table or perftest's columns.
+    #[arg(long, value_enum, default_value = "human")]
+    format: FormatArg,
+}
+
+/// "4096", "4K", "1M", "8MiB".
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.trim_end_matches("iB").trim_end_matches('B') {
+        x if x.ends_with(['k', 'K']) => (&x[..x.len() - 1], 1usize << 10),
+        x if x.ends_with(['m', 'M']) => (&x[..x.len() - 1], 1 << 20),
+        x if x.ends_with(['g', 'G']) => (&x[..x.len() - 1], 1 << 30),
+        x => (x, 1),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or with K/M/G)"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    if v == 0 || v > 1 << 30 {
+        return Err(format!("{s:?}: sizes are 1 byte .. 1 GiB"));
+    }
+    Ok(v)
 }
 
 /// Where output goes; a closed pipe (`nvpeer stats --watch 1 | head`) ends the command quietly.
@@ -90,7 +249,10 @@ fn check_root(flag: &str, path: &std::path::Path) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    for (flag, path) in [("--sysfs-root", &cli.sysfs_root), ("--procfs-root", &cli.procfs_root)] {
+    for (flag, path) in [
+        ("--sysfs-root", &cli.sysfs_root),
+        ("--procfs-root", &cli.procfs_root),
+    ] {
         if let Err(e) = check_root(flag, path) {
             eprintln!("nvpeer: {e}");
             return ExitCode::from(2);
@@ -102,6 +264,14 @@ fn main() -> ExitCode {
         Command::Check { json } => run_check(&host, json, &mut out),
         Command::Topo { json } => run_topo(&host, json, &mut out),
         Command::Stats { json, watch, count } => run_stats(&host, json, watch, count, &mut out),
+        Command::Bench(args) => run_bench(&args, &mut out),
+        Command::Selftest {
+            mem,
+            size,
+            device,
+            gpu,
+            json,
+        } => run_selftest(&host, mem, size, device, gpu, json, &mut out),
     };
     match result {
         Ok(code) => code,
@@ -215,4 +385,210 @@ fn run_stats(
         let due = interval.saturating_mul(u32::try_from(refresh).unwrap_or(u32::MAX));
         std::thread::sleep(due.saturating_sub(start.elapsed()));
     }
+}
+
+fn bench_opts(a: &BenchArgs) -> BenchOpts {
+    let mode = if a.server {
+        Mode::Server {
+            bind: format!("0.0.0.0:{}", a.port),
+        }
+    } else if let Some(h) = &a.host {
+        Mode::Client {
+            addr: if h.contains(':') && !h.starts_with('[') {
+                format!("[{h}]:{}", a.port)
+            } else {
+                format!("{h}:{}", a.port)
+            },
+        }
+    } else {
+        Mode::Loopback
+    };
+    let sizes = if a.all {
+        bench::all_sizes()
+    } else {
+        vec![a.size.unwrap_or(if a.lat { 2 } else { 65536 })]
+    };
+    BenchOpts {
+        mode,
+        op: match a.op {
+            OpArg::Write => Op::Write,
+            OpArg::Read => Op::Read,
+            OpArg::Send => Op::Send,
+            OpArg::WriteImm => Op::WriteImm,
+        },
+        sizes,
+        iters: a.iters.unwrap_or(if a.lat { 1000 } else { 5000 }),
+        latency: a.lat,
+        validate: a.validate,
+        mem: a.mem.into(),
+        reg: match a.reg {
+            RegArg::Mr => RegPath::RegMr,
+            RegArg::Dmabuf => RegPath::Dmabuf,
+        },
+        gpu: a.gpu,
+        side: SideOpts {
+            device: a.device.clone(),
+            port: a.ib_port,
+            gid_index: a.gid_index,
+            depth: a.tx_depth,
+            mtu: a.mtu,
+            qps: usize::from(a.qps),
+        },
+        compare_staged: a.compare_staged,
+        duration: a.duration.map(std::time::Duration::from_secs),
+        max_size: a.max_size,
+    }
+}
+
+/// Exit code of a bench/selftest error: 1 when data did not verify, 2 otherwise.
+fn fail(cmd: &str, e: &BenchError) -> ExitCode {
+    eprintln!("nvpeer {cmd}: {e}");
+    if matches!(e, BenchError::Validation(_)) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+fn run_bench(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
+    let opts = bench_opts(a);
+    if let Some(m) = a.mtu {
+        if bench::engine::mtu_enum(m).is_none() {
+            eprintln!("nvpeer bench: --mtu {m}: use 256, 512, 1024, 2048 or 4096");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    if opts.sizes.iter().any(|&s| s > opts.max_size) && !matches!(opts.mode, Mode::Client { .. }) {
+        eprintln!(
+            "nvpeer bench: message size above --max-size {}",
+            opts.max_size
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if let Mode::Server { .. } = opts.mode {
+        return Ok(match bench::serve(&opts, &|line| eprintln!("{line}")) {
+            Ok(peer) => {
+                eprintln!(
+                    "nvpeer bench server: client {} ({} memory, {}) done",
+                    peer.device, peer.mem, peer.reg
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail("bench", &e),
+        });
+    }
+    let progress_on = std::io::stderr().is_terminal() && opts.sizes.len() > 1;
+    let progress = |i: usize, n: usize, size: usize| {
+        eprint!("\r[{}/{}] {} bytes...   ", i + 1, n, size);
+        if i + 1 == n {
+            eprintln!();
+        }
+    };
+    let result = bench::run(
+        &opts,
+        progress_on.then_some(&progress as bench::Progress<'_>),
+    );
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if matches!(e, BenchError::NoDevice(_) | BenchError::NoVerbs(_)) && opts.compare_staged
+            {
+                staged_only(&opts);
+            }
+            return Ok(fail("bench", &e));
+        }
+    };
+    if a.json {
+        out.print(&to_json(&report, true)?)?;
+    } else if a.format == FormatArg::Perftest {
+        out.print(&bench::report::perftest(&report))?;
+    } else {
+        out.print(&bench::report::human(&report))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Without an RDMA device, --compare-staged still measures the staging copies.
+fn staged_only(opts: &BenchOpts) {
+    let cuda = match bench::open_cuda(opts.mem, opts.gpu) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("nvpeer bench: {e}");
+            return;
+        }
+    };
+    match bench::staged_copy_times(opts.mem, cuda.as_ref(), &opts.sizes) {
+        Ok(rows) => {
+            let mut s = format!(
+                "staging copies ({} memory -> host bounce buffer, verified), per message:\n{:>10} {:>11} {:>11}\n",
+                opts.mem.label(),
+                "size",
+                "copy us",
+                "GB/s"
+            );
+            for (size, us) in rows {
+                s.push_str(&format!(
+                    "{:>10} {:>11.2} {:>11.3}\n",
+                    bench::report::size_str(size as u64),
+                    us,
+                    size as f64 / us / 1e3
+                ));
+            }
+            eprint!("{s}");
+        }
+        Err(e) => eprintln!("nvpeer bench: staging copies: {e}"),
+    }
+}
+
+fn run_selftest(
+    host: &Host,
+    mem: Option<MemArg>,
+    size: usize,
+    device: Option<String>,
+    gpu: i32,
+    json: bool,
+    out: &mut Out,
+) -> std::io::Result<ExitCode> {
+    let opts = selftest::SelftestOpts {
+        mem: mem.map(Into::into),
+        size,
+        device,
+        gpu,
+        port: 1,
+        gid_index: None,
+    };
+    let r = selftest::run(host, &opts);
+    if json {
+        out.print(&to_json(&r, true)?)?;
+    } else {
+        let mut s = format!(
+            "nvpeer selftest: {} bytes of {} memory, registered through {}\n",
+            r.size,
+            if r.memory.is_empty() { "no" } else { &r.memory },
+            if r.registration.is_empty() {
+                "-"
+            } else {
+                &r.registration
+            }
+        );
+        for st in &r.steps {
+            let tag = match st.status {
+                selftest::Status::Ok => "ok  ",
+                selftest::Status::Fail => "FAIL",
+                selftest::Status::Skip => "skip",
+            };
+            s.push_str(&format!("  [{tag}] {:<18} {}\n", st.name, st.detail));
+        }
+        s.push_str(if r.passed {
+            "selftest passed\n"
+        } else {
+            "selftest FAILED\n"
+        });
+        out.print(&s)?;
+    }
+    Ok(if r.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

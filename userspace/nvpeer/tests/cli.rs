@@ -74,3 +74,88 @@ fn broken_files_exit_2_naming_the_file() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+fn nvpeer_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvpeer"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args).output().unwrap()
+}
+
+/// One line on stderr, no panic.
+fn one_line(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn bench_without_libibverbs_says_so() {
+    let out = nvpeer_env(
+        &[("NVPEER_LIBIBVERBS", "libibverbs-absent.so.1")],
+        &["bench", "-n", "2"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = one_line(&out);
+    assert!(
+        err.starts_with("nvpeer bench: libibverbs unavailable: cannot load libibverbs-absent.so.1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_malformed_arguments_are_usage_errors() {
+    for args in [
+        &["bench", "-s", "0"][..],
+        &["bench", "-s", "12Q"],
+        &["bench", "-s", "2G"],
+        &["bench", "--op", "atomic"],
+        &["bench", "-n", "0"],
+        &["bench", "-t", "0"],
+        &["bench", "--server", "somehost"],
+        &["bench", "--all", "-s", "4096"],
+        &["selftest", "--size", "0"],
+    ] {
+        let out = nvpeer_env(&[], args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+    let out = nvpeer_env(&[], &["bench", "--mtu", "1000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_line(&out).contains("--mtu 1000: use 256, 512, 1024, 2048 or 4096"));
+}
+
+#[test]
+fn bench_cuda_without_a_driver_says_so() {
+    // This machine has no NVIDIA driver: the check happens before any cudarc call (which
+    // would panic).
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    let out = nvpeer_env(&[], &["bench", "--mem", "cuda", "-n", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_line(&out).contains("CUDA: cannot load libcuda.so"));
+}
+
+#[test]
+fn selftest_on_a_bare_host_fails_precisely() {
+    if std::path::Path::new("/dev/nv_p2p_sim").exists()
+        || std::path::Path::new("/dev/nvidiactl").exists()
+    {
+        return;
+    }
+    let out = nvpeer_on("pix", &["selftest", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r = json(&out);
+    assert_eq!(r["schema"], "nvpeer.selftest/1");
+    assert_eq!(r["passed"], false);
+    let steps = r["steps"].as_array().unwrap();
+    let gpu = steps.iter().find(|s| s["name"] == "gpu_memory").unwrap();
+    assert_eq!(gpu["status"], "fail");
+    assert!(gpu["detail"]
+        .as_str()
+        .unwrap()
+        .contains("no GPU memory to test"));
+}

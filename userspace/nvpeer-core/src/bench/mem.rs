@@ -1,0 +1,315 @@
+//! Buffers the engine transfers from and into: host memory, CUDA device memory, and the
+//! nv_p2p_sim stand-in's "GPU memory" (tests). Each knows how the CPU reads and writes it.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::cuda::Cuda;
+use super::BenchError;
+
+/// Where the buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemKind {
+    Host,
+    Cuda,
+    /// nv_p2p_sim's "GPU memory" (VM_PFNMAP host pages): the test stand-in of cudaMalloc.
+    Sim,
+}
+
+/// How the buffer is registered with the NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegPath {
+    /// `ibv_reg_mr` on the VA: pinned host pages, or for GPU memory the peer-memory path
+    /// (MOFED's core asks the peer clients: our module).
+    RegMr,
+    /// `cuMemGetHandleForAddressRange` + `ibv_reg_dmabuf_mr` (upstream dma-buf path).
+    Dmabuf,
+}
+
+impl RegPath {
+    pub fn label(self, kind: MemKind) -> &'static str {
+        match (self, kind) {
+            (RegPath::RegMr, MemKind::Host) => "ibv_reg_mr (pinned host pages)",
+            (RegPath::RegMr, _) => "ibv_reg_mr (peer memory: nvidia_peermem)",
+            (RegPath::Dmabuf, _) => "ibv_reg_dmabuf_mr (dma-buf)",
+        }
+    }
+}
+
+impl MemKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            MemKind::Host => "host",
+            MemKind::Cuda => "cuda",
+            MemKind::Sim => "sim (nv_p2p_sim GPU stand-in)",
+        }
+    }
+}
+
+const NV_P2P_SIM: &str = "/dev/nv_p2p_sim";
+const fn ioc(dir: u64, ty: u8, nr: u64, size: u64) -> u64 {
+    (dir << 30) | (size << 16) | ((ty as u64) << 8) | nr
+}
+const NV_P2P_SIM_IOC_ALLOC: u64 = ioc(3, b'N', 1, 24);
+const NV_P2P_SIM_IOC_FREE: u64 = ioc(1, b'N', 2, 8);
+
+/// A buffer of one of the kinds.
+pub struct Buffer {
+    pub kind: MemKind,
+    pub addr: u64,
+    pub len: usize,
+    cuda: Option<Arc<Cuda>>,
+    sim_fd: c_int,
+}
+
+// SAFETY: the buffer is owned memory; concurrent access is the engine's business.
+unsafe impl Send for Buffer {}
+
+fn mmap_anon(len: usize) -> Result<u64, BenchError> {
+    // SAFETY: a fresh private anonymous mapping.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(BenchError::Memory(format!(
+            "mmap of {len} bytes: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(p as u64)
+}
+
+impl Buffer {
+    pub fn host(len: usize) -> Result<Self, BenchError> {
+        let len = len.max(4096);
+        Ok(Self {
+            kind: MemKind::Host,
+            addr: mmap_anon(len)?,
+            len,
+            cuda: None,
+            sim_fd: -1,
+        })
+    }
+
+    pub fn cuda(cuda: Arc<Cuda>, len: usize) -> Result<Self, BenchError> {
+        let len = len.max(4096);
+        let addr = cuda.alloc(len)?;
+        Ok(Self {
+            kind: MemKind::Cuda,
+            addr,
+            len,
+            cuda: Some(cuda),
+            sim_fd: -1,
+        })
+    }
+
+    /// nv_p2p_sim "GPU memory" (size rounded up to 64 KiB).
+    pub fn sim(len: usize) -> Result<Self, BenchError> {
+        let len = len.max(1).div_ceil(64 << 10) * (64 << 10);
+        let path =
+            std::ffi::CString::new(NV_P2P_SIM).map_err(|e| BenchError::Memory(e.to_string()))?;
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(BenchError::Memory(format!(
+                "cannot open {NV_P2P_SIM} (nv_p2p_sim stand-in not loaded?): {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let mut req = [0u64; 3];
+        req[0] = len as u64;
+        // SAFETY: struct nv_p2p_sim_alloc is 24 bytes: size, flags+id, mmap_offset.
+        let rc = unsafe { libc::ioctl(fd, NV_P2P_SIM_IOC_ALLOC as _, req.as_mut_ptr()) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: opened above.
+            unsafe { libc::close(fd) };
+            return Err(BenchError::Memory(format!(
+                "nv_p2p_sim ALLOC of {len} bytes: {e}"
+            )));
+        }
+        // SAFETY: the stand-in's mapping of the allocation at the returned offset.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                req[2] as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: opened above (closing frees the allocation).
+            unsafe { libc::close(fd) };
+            return Err(BenchError::Memory(format!(
+                "mmap of nv_p2p_sim memory: {e}"
+            )));
+        }
+        Ok(Self {
+            kind: MemKind::Sim,
+            addr: p as u64,
+            len,
+            cuda: None,
+            sim_fd: fd,
+        })
+    }
+
+    pub fn ptr(&self) -> *mut c_void {
+        self.addr as *mut c_void
+    }
+
+    /// Whether the CPU can read it in place (memory polling for write latency).
+    pub fn cpu_visible(&self) -> bool {
+        self.kind != MemKind::Cuda
+    }
+
+    fn check(&self, off: usize, n: usize) -> Result<(), BenchError> {
+        if off.checked_add(n).is_none_or(|e| e > self.len) {
+            return Err(BenchError::Memory(format!(
+                "access {off}+{n} beyond the {}-byte buffer",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn write(&self, off: usize, data: &[u8]) -> Result<(), BenchError> {
+        self.check(off, data.len())?;
+        match &self.cuda {
+            Some(c) => c.htod(self.addr + off as u64, data),
+            None => {
+                // SAFETY: in bounds of our mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        (self.addr as *mut u8).add(off),
+                        data.len(),
+                    )
+                };
+                Ok(())
+            }
+        }
+    }
+
+    pub fn read(&self, off: usize, out: &mut [u8]) -> Result<(), BenchError> {
+        self.check(off, out.len())?;
+        match &self.cuda {
+            Some(c) => c.dtoh(out, self.addr + off as u64),
+            None => {
+                // SAFETY: in bounds of our mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (self.addr as *const u8).add(off),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
+                Ok(())
+            }
+        }
+    }
+
+    /// One byte, read volatile (CPU-visible memory only).
+    pub fn peek(&self, off: usize) -> u8 {
+        debug_assert!(self.cpu_visible() && off < self.len);
+        // SAFETY: in bounds; the NIC writes it concurrently, hence volatile.
+        unsafe { std::ptr::read_volatile((self.addr as *const u8).add(off)) }
+    }
+
+    pub fn poke(&self, off: usize, v: u8) {
+        debug_assert!(self.cpu_visible() && off < self.len);
+        // SAFETY: as peek.
+        unsafe { std::ptr::write_volatile((self.addr as *mut u8).add(off), v) }
+    }
+
+    /// Frees an nv_p2p_sim allocation through its FREE ioctl ("cudaFree").
+    fn free_sim(&mut self) {
+        let va = self.addr;
+        // SAFETY: FREE takes the start VA of a live allocation of this fd.
+        unsafe { libc::ioctl(self.sim_fd, NV_P2P_SIM_IOC_FREE as _, &va) };
+        // SAFETY: the mapping made in sim(); FREE may have removed it already.
+        unsafe { libc::munmap(self.addr as *mut c_void, self.len) };
+        // SAFETY: opened in sim().
+        unsafe { libc::close(self.sim_fd) };
+        self.sim_fd = -1;
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        match self.kind {
+            MemKind::Host => {
+                // SAFETY: the mapping made in host().
+                unsafe { libc::munmap(self.addr as *mut c_void, self.len) };
+            }
+            MemKind::Cuda => {
+                if let Some(c) = &self.cuda {
+                    c.free(self.addr);
+                }
+            }
+            MemKind::Sim => self.free_sim(),
+        }
+    }
+}
+
+/// The test pattern of message `seed` (every byte depends on seed and position; the last
+/// byte of consecutive seeds differs, which memory polling relies on).
+pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let k = (seed as u8).wrapping_mul(0xB1).wrapping_add(0x5A);
+    (0..n)
+        .map(|j| (j as u8).wrapping_mul(31) ^ ((j >> 8) as u8) ^ k)
+        .collect()
+}
+
+/// The byte at which `got` differs from `want`, if any.
+pub fn first_mismatch(got: &[u8], want: &[u8]) -> Option<usize> {
+    got.iter().zip(want).position(|(a, b)| a != b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_patterns_differ_in_the_last_byte() {
+        for n in [1usize, 2, 8, 4096, 65537] {
+            for s in 0..600u64 {
+                let a = pattern(s, n);
+                let b = pattern(s + 1, n);
+                assert_ne!(a[n - 1], b[n - 1], "n {n} seed {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn mismatch_is_found() {
+        let a = pattern(3, 100);
+        let mut b = a.clone();
+        assert_eq!(first_mismatch(&a, &b), None);
+        b[42] ^= 1;
+        assert_eq!(first_mismatch(&a, &b), Some(42));
+    }
+
+    #[test]
+    fn host_buffer_round_trip() {
+        let b = Buffer::host(8192).expect("mmap");
+        b.write(100, b"abc").expect("write");
+        let mut out = [0u8; 3];
+        b.read(100, &mut out).expect("read");
+        assert_eq!(&out, b"abc");
+        assert!(b.write(8190, b"abc").is_err());
+    }
+}
