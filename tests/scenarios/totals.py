@@ -30,6 +30,11 @@ def add(key, n=1, who=None):
         _counts[who or _client[0]][key] += n
 
 
+def forget():
+    """Drops what was counted (a forked child that writes its own record)."""
+    _counts.clear()
+
+
 def write(suite):
     """Writes $NVPEER_OUT/tally-SUITE-PID.json (nothing outside the VM runner)."""
     out = os.environ.get("NVPEER_OUT")

@@ -305,52 +305,27 @@ fn compare_counters(
     size: u64,
 ) {
     let pages = size / GPU_PAGE;
+    let size_i = i128::from(size);
+    // (counter, expected change while registered, expected change after the release)
+    let expected: [(&str, i128, i128); 5] = [
+        ("registrations", 1, 1),
+        ("deregistrations", 0, 1),
+        ("live_contexts", 1, 0),
+        ("pinned_bytes", size_i, 0),
+        ("pinned_pages", i128::from(pages), 0),
+    ];
     let mut bad = Vec::new();
-    let mut want = |what: String, got: i128, exp: i128| {
-        if got != exp {
-            bad.push(format!("{what}: {got}, expected {exp}"));
+    for (key, while_registered, after_release) in expected {
+        for (when, snapshot, exp) in [
+            ("during", during, while_registered),
+            ("after", after, after_release),
+        ] {
+            let got = delta(snapshot, before, key);
+            if got != exp {
+                bad.push(format!("{key} {when}: {got}, expected {exp}"));
+            }
         }
-    };
-    want(
-        "registrations during".into(),
-        delta(during, before, "registrations"),
-        1,
-    );
-    want(
-        "live_contexts during".into(),
-        delta(during, before, "live_contexts"),
-        1,
-    );
-    want(
-        "pinned_bytes during".into(),
-        delta(during, before, "pinned_bytes"),
-        i128::from(size),
-    );
-    want(
-        "pinned_pages during".into(),
-        delta(during, before, "pinned_pages"),
-        i128::from(pages),
-    );
-    want(
-        "registrations after".into(),
-        delta(after, before, "registrations"),
-        1,
-    );
-    want(
-        "deregistrations after".into(),
-        delta(after, before, "deregistrations"),
-        1,
-    );
-    want(
-        "live_contexts after".into(),
-        delta(after, before, "live_contexts"),
-        0,
-    );
-    want(
-        "pinned_bytes after".into(),
-        delta(after, before, "pinned_bytes"),
-        0,
-    );
+    }
     if bad.is_empty() {
         r.ok(
             "module_counters",
