@@ -215,14 +215,18 @@ vm)
         mdeb=$("$fetch" "linux-modules-$release" "$hver" 2>/dev/null) || die "linux-modules-$release $hver is not in the archive"
         rm -rf "$vdir"; mkdir -p "$vdir/x" "$vdir/initrd-modules"
         dpkg-deb -x "$bdeb" "$vdir/x"; dpkg-deb -x "$mdeb" "$vdir/x"
-        cp "$vdir"/x/boot/vmlinuz-"$release" "$vdir/vmlinuz"
-        m=$(ls -d "$vdir"/x/lib/modules/"$release" "$vdir"/x/usr/lib/modules/"$release" 2>/dev/null | head -n1)
+        m=$(ls -d "$vdir"/x/lib/modules/"$release" "$vdir"/x/usr/lib/modules/"$release" 2>/dev/null | head -n1 || true)
         [ -n "$m" ] || die "no modules directory for $release in linux-modules-$release"
-        mv "$m" "$vdir/modules"; rm -rf "$vdir/x"
+        mkdir -p "$vdir/modroot/lib/modules"; mv "$m" "$vdir/modroot/lib/modules/"; rm -rf "$vdir/x"
+        ln -s "modroot/lib/modules/$release" "$vdir/modules"
+        k=$(ls "$vdir/modules/vmlinuz" "$vdir/modules/../../../boot/vmlinuz-$release" 2>/dev/null | head -n1 || true)
+        [ -n "$k" ] || die "no vmlinuz in linux-binary-$release"
+        cp "$k" "$vdir/vmlinuz"
+        depmod -b "$vdir/modroot" "$release" || die "depmod for $release failed"
         # Dependency order from modules.dep (a module's dependencies first).
         declare -A seen=()
         order=()
-        add() { local path=$1 d; [ -n "${seen[$path]:-}" ] && return; seen[$path]=1
+        add() { local path=$1 d; if [ -n "${seen[$path]:-}" ]; then return 0; fi; seen[$path]=1
             for d in $(awk -F': ' -v m="$path" '$1 == m {print $2}' "$vdir/modules/modules.dep"); do add "$d"; done
             order+=("$path"); }
         for name in 9pnet_virtio 9p overlay; do
