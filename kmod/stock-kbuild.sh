@@ -5,8 +5,10 @@
 #
 #   stock-kbuild.sh [--config FILE] check   RELEASE      derive + check the toolchain only (fast)
 #   stock-kbuild.sh [--config FILE] prepare RELEASE      prepare the build tree (cached); prints it
+#   stock-kbuild.sh dir RELEASE                          prints its cache directory
 #   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] our module (and the test stand-ins) into
-#                                                        OUTDIR (default build/stock/RELEASE)
+#                                                        OUTDIR (default build/stock/RELEASE);
+#                                                        MODULE_NAME=nv_peer_mem for the legacy name
 #   stock-kbuild.sh sign  RELEASE KEY CERT KO...         sign modules with that tree's sign-file
 #   stock-kbuild.sh vm    RELEASE                        Debian's own vmlinuz + modules for QEMU;
 #                                                        prints the directory holding them
@@ -101,10 +103,6 @@ if [ "$cmd" = check ]; then echo "ok"; exit 0; fi
 srcdeb=$("$fetch" "linux-source-$series" "$hver" 2>/dev/null) \
     || die "cannot match $release: linux-source-$series $hver (the source of that kernel) is gone from the archive"
 
-key=$( { echo "$release $hver $suite $rustc_deb $bindgen_deb $gcc_pkg $gcc_deb $pahole_deb"
-         sha256sum "$0" "$config" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
-dir=$NVPEER_CACHE/stock/$key
-root=$dir/root
 tree=/usr/src/linux-source-$series
 # Debian trixie's bindgen and kernel build use libclang 19.
 llvm=19
@@ -162,7 +160,17 @@ prepare() {
     log "prepared $root$tree ($((SECONDS - t0)) s)"
 }
 
+# The cache key: the release, every package version, the config and the preparation recipe itself
+# (the code of prepare and in_root, not the whole script: editing the build or VM parts keeps the
+# prepared tree).
+key=$( { echo "$release $hver $suite $rustc_deb $bindgen_deb $gcc_pkg $gcc_deb $pahole_deb $llvm ${MK[*]}"
+         sha256sum "$config" | cut -d' ' -f1; declare -f prepare in_root; } | sha256sum | cut -c1-16)
+dir=$NVPEER_CACHE/stock/$key
+root=$dir/root
+
 case "$cmd" in
+dir)
+    echo "$dir" ;;
 prepare)
     prepare; echo "$root$tree" ;;
 build)
@@ -176,8 +184,9 @@ build)
     (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod) | tar -x -C "$root/nvpeer"
     [ $standins = 0 ] || cp -r "$repo/tests/stand-ins" "$root/nvpeer/tests/"
     args=(CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" LIBCLANG_PATH=/usr/lib/llvm-$llvm/lib)
-    in_root make -s -C /nvpeer/kmod KDIR="$tree" "${args[@]}" \
-        || die "building nvidia_peermem.ko for $release failed"
+    name=${MODULE_NAME:-nvidia_peermem}
+    in_root make -s -C /nvpeer/kmod KDIR="$tree" MODULE_NAME="$name" "${args[@]}" \
+        || die "building $name.ko for $release failed"
     if [ $standins = 1 ]; then
         for s in nv_p2p_sim peer_core_sim; do
             in_root make -s -C "$tree" M=/nvpeer/tests/stand-ins/$s "${args[@]}" modules \
@@ -185,10 +194,10 @@ build)
         done
     fi
     mkdir -p "$out"; rm -f "$out"/*.ko
-    cp "$root/nvpeer/kmod/nvidia_peermem.ko" "$out/"
+    cp "$root/nvpeer/kmod/$name.ko" "$out/"
     [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" "$out/"
-    vm=$(modinfo -F vermagic "$out/nvidia_peermem.ko")
+    vm=$(modinfo -F vermagic "$out/$name.ko")
     log "built $(cd "$out" && ls *.ko | tr '\n' ' ')for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;
 sign)
@@ -243,5 +252,5 @@ vm)
         log "Debian's $release kernel for the VM: $vdir (initramfs modules: $(tr '\n' ' ' < "$vdir/initrd-modules/order"))"
     fi
     echo "$vdir" ;;
-*) die "unknown command $cmd (check, prepare, build, sign, vm)" ;;
+*) die "unknown command $cmd (check, dir, prepare, build, sign, vm)" ;;
 esac
