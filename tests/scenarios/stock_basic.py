@@ -63,7 +63,8 @@ def main(argv):
             with StockStack(ko_dir, gen, params) as st:
                 t.check(f"{label}: nvidia_peermem loaded into {uname}", loaded("nvidia_peermem"))
                 taint = read("/sys/module/nvidia_peermem/taint")
-                t.check(f"{label}: tainted out-of-tree (O), as every module built outside Debian", "O" in taint, taint)
+                t.check(f"{label}: tainted out-of-tree and unsigned (OE), as any module built outside Debian",
+                        "O" in taint and "E" in taint, taint)
                 nv = nvsim.NvP2pSim()
                 core = coresim.PeerCoreSim()
                 conformance.host_memory_not_acquired(t, st, core, label)
