@@ -6,7 +6,8 @@
 #   stock-kbuild.sh [--config FILE] check   RELEASE      derive + check the toolchain only (fast)
 #   stock-kbuild.sh [--config FILE] prepare RELEASE      prepare the build tree (cached); prints it
 #   stock-kbuild.sh dir RELEASE                          prints its cache directory
-#   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] our module (and the test stand-ins) into
+#   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] our module (and the test modules:
+#                                                        stand-ins, the detector plant) into
 #                                                        OUTDIR (default build/stock/RELEASE);
 #                                                        MODULE_NAME=nv_peer_mem for the legacy name
 #   stock-kbuild.sh sign  RELEASE KEY CERT KO...         sign modules with that tree's sign-file
@@ -182,21 +183,26 @@ build)
     rm -rf "$root/nvpeer"; mkdir -p "$root/nvpeer/tests"
     cp -r "$repo/include" "$root/nvpeer/"
     (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod) | tar -x -C "$root/nvpeer"
-    [ $standins = 0 ] || cp -r "$repo/tests/stand-ins" "$root/nvpeer/tests/"
+    if [ $standins = 1 ]; then
+        cp -r "$repo/tests/stand-ins" "$root/nvpeer/tests/"
+        mkdir -p "$root/nvpeer/tests/vm/plant"
+        cp "$repo/tests/vm/plant/Kbuild" "$repo/tests/vm/plant/nvpeer_plant.c" "$root/nvpeer/tests/vm/plant/"
+    fi
     args=(CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" LIBCLANG_PATH=/usr/lib/llvm-$llvm/lib)
     name=${MODULE_NAME:-nvidia_peermem}
     in_root make -s -C /nvpeer/kmod KDIR="$tree" MODULE_NAME="$name" "${args[@]}" \
         || die "building $name.ko for $release failed"
     if [ $standins = 1 ]; then
-        for s in nv_p2p_sim peer_core_sim; do
-            in_root make -s -C "$tree" M=/nvpeer/tests/stand-ins/$s "${args[@]}" modules \
-                || die "building the stand-in $s for $release failed"
+        for s in stand-ins/nv_p2p_sim stand-ins/peer_core_sim vm/plant; do
+            in_root make -s -C "$tree" M=/nvpeer/tests/$s "${args[@]}" modules \
+                || die "building the test module $s for $release failed"
         done
     fi
     mkdir -p "$out"; rm -f "$out"/*.ko
     cp "$root/nvpeer/kmod/$name.ko" "$out/"
     [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
-        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" "$out/"
+        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
+        "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
     vm=$(modinfo -F vermagic "$out/$name.ko")
     log "built $(cd "$out" && ls *.ko | tr '\n' ' ')for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;

@@ -67,6 +67,7 @@ STOCK_RELEASE=$(tests/stock/release.sh) || STOCK_RELEASE=${NVPEER_STOCK_RELEASE:
 step "stock: unmatched toolchains refused early, one line" tests/stock/test-refusal.sh "$STOCK_RELEASE"
 step "stock: build for Debian's $STOCK_RELEASE (kmod/stock-kbuild.sh)" kmod/stock-kbuild.sh build "$STOCK_RELEASE" --stand-ins
 step "stock: make sign (throwaway key, the tree's sign-file)" tests/stock/test-sign.sh "$STOCK_RELEASE"
+step "vm: Debian's kernel: planted WARN fails the run" tests/vm/test-detector.sh "stock:$STOCK_RELEASE" warn WARN
 step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload" \
     tests/vm/run.sh --stock "$STOCK_RELEASE" stock-basic "$STOCK_RELEASE" "$repo/build/stock/$STOCK_RELEASE"
 summary
