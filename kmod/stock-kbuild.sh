@@ -198,13 +198,14 @@ build)
                 || die "building the test module $s for $release failed"
         done
     fi
-    mkdir -p "$out"; rm -f "$out"/*.ko
+    mkdir -p "$out"
     cp "$root/nvpeer/kmod/$name.ko" "$out/"
     [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
         "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
     vm=$(modinfo -F vermagic "$out/$name.ko")
-    log "built $(cd "$out" && ls *.ko | tr '\n' ' ')for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
+    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko nvpeer_plant.ko"
+    log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;
 sign)
     [ $# -ge 3 ] || die "usage: stock-kbuild.sh sign RELEASE KEY CERT KO..."
