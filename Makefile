@@ -92,6 +92,7 @@ bench:
 
 clean:
 	$(MAKE) -C kmod clean
+	rm -rf build/stock
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
