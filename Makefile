@@ -14,6 +14,11 @@
 #                     the CLI into $(PREFIX)/bin, nvpeer.service; builds only what is not built yet
 #   make uninstall    removes exactly what `make install` listed in /var/lib/nvpeer/manifest
 #   make dkms-install the module source (kmod/ + include/) into /usr/src/nvpeer-<version> for DKMS
+#   make KDIR=stock:7.2.12+deb13-amd64   the module for a stock Debian kernel whose headers ship no
+#                     Rust artefacts (kmod/stock-kbuild.sh: a matching toolchain and tree, cached),
+#                     into build/stock/<release>/
+#   make sign KEY=<key.pem> CERT=<cert> [KO=<module>] [KDIR=<tree>|KDIR=stock:<release>]
+#                     sign the module with the kernel's scripts/sign-file (Secure Boot, sig_enforce)
 #
 # Without KDIR, the running kernel's build tree is used when it supports Rust modules, else the
 # project's test kernel (built once and cached under /var/cache/nvpeer).
@@ -23,7 +28,13 @@ KDIR ?= $(shell tests/setup/kdir.sh)
 CARGO ?= cargo
 PREFIX ?= /usr/local
 DESTDIR ?=
+# KDIR=stock:<release>: a stock distribution kernel, built by kmod/stock-kbuild.sh in its chroot.
+STOCK := $(patsubst stock:%,%,$(filter stock:%,$(KDIR)))
+ifeq ($(STOCK),)
 KO := kmod/$(MODULE_NAME).ko
+else
+KO := build/stock/$(STOCK)/$(MODULE_NAME).ko
+endif
 CLI_BIN := userspace/target/release/nvpeer
 NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION ?= //p' kmod/Kbuild)
 DKMS_SRC = $(DESTDIR)/usr/src/nvpeer-$(NVPEER_VERSION)
@@ -31,7 +42,15 @@ DKMS_SRC = $(DESTDIR)/usr/src/nvpeer-$(NVPEER_VERSION)
 all: kmod cli
 
 kmod:
+ifeq ($(STOCK),)
 	$(MAKE) -C kmod KDIR=$(KDIR) MODULE_NAME=$(MODULE_NAME)
+else
+	MODULE_NAME=$(MODULE_NAME) kmod/stock-kbuild.sh build $(STOCK)
+endif
+
+# Sign with the target kernel's sign-file (kmod/sign.sh); KO= names the module(s), default the built one.
+sign:
+	kmod/sign.sh "$(KEY)" "$(CERT)" "$(KDIR)" $(KO)
 
 cli:
 	cd userspace && $(CARGO) build --release --locked
@@ -81,7 +100,8 @@ soak:
 
 clean:
 	$(MAKE) -C kmod clean
+	rm -rf build/stock
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run test bench bench-rdma soak clean install uninstall dkms-install dkms-uninstall
+.PHONY: all kmod cli run test bench bench-rdma soak sign clean install uninstall dkms-install dkms-uninstall

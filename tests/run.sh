@@ -75,6 +75,14 @@ step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known"
 step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps
 step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/reference/expect-4x-uaf.sh "$KDIR"
+# Stock distribution kernels (issue 9): Debian's own 7.2 kernel, whose headers ship no Rust artefacts.
+STOCK_RELEASE=$(tests/stock/release.sh) || STOCK_RELEASE=${NVPEER_STOCK_RELEASE:-7.2.12+deb13-amd64}
+step "stock: unmatched toolchains refused early, one line" tests/stock/test-refusal.sh "$STOCK_RELEASE"
+step "stock: build for Debian's $STOCK_RELEASE (kmod/stock-kbuild.sh)" kmod/stock-kbuild.sh build "$STOCK_RELEASE" --stand-ins
+step "stock: make sign (throwaway key, the tree's sign-file)" tests/stock/test-sign.sh "$STOCK_RELEASE"
+step "vm: Debian's kernel: planted WARN fails the run" tests/vm/test-detector.sh "stock:$STOCK_RELEASE" warn WARN
+step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload" \
+    tests/vm/run.sh --stock "$STOCK_RELEASE" stock-basic "$STOCK_RELEASE" "$repo/build/stock/$STOCK_RELEASE"
 step "reliability summary: ours 0 leaks, 0 reports" tests/summary.py "$NVPEER_SUMMARY_DIR"
 summary
 [ $failed -eq 0 ]

@@ -19,6 +19,10 @@ for a; do
 done
 bb=/bin/busybox
 fail() { echo "nvpeer-init: $*"; $bb poweroff -f; }
+# A distribution kernel (run.sh --stock) has 9p and overlay as modules: they are in /modules.
+if [ -f /modules/order ]; then
+    for m in $($bb cat /modules/order); do $bb insmod "/modules/$m" || fail "cannot load $m"; done
+fi
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower || fail "cannot mount the host root"
 $bb mount -t tmpfs -o mode=0755 tmpfs /rw
 $bb mkdir -p /rw/upper /rw/work

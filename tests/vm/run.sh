@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] [--bench] SUITE [ARGS...]
+# run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] [--stock RELEASE] [--bench]
+#        SUITE [ARGS...]
 #
 # Boots the test kernel under QEMU (TCG; KVM does not boot guests on these machines) with a
 # busybox initramfs (tests/vm/init.sh): the host's root filesystem read-only over 9p with a tmpfs
@@ -10,19 +11,23 @@
 # kmemleak, KFENCE, SLUB or hung-task report; the message says which.
 # The guest has QEMU's `edu` PCI device (1234:11e8): peer_core_sim binds it as the "RDMA NIC"
 # whose struct device is handed to peer-memory clients as dma_device.
+# --stock RELEASE boots Debian's own, unmodified kernel of that release instead (its vmlinuz and
+# modules from linux-binary-/linux-modules-RELEASE, kmod/stock-kbuild.sh vm): the modules it needs
+# to mount the host root (9p, 9pnet_virtio, overlay) go into the initramfs and init.sh loads them.
 # Logs stay in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 
-cpus=2 memory=2G append="" kdir="" bench=0
+cpus=2 memory=2G append="" kdir="" bench=0 stock=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpus) cpus=$2; shift 2 ;;
     --memory) memory=$2; shift 2 ;;
     --append) append="$append $2"; shift 2 ;;
     --kdir) kdir=$2; shift 2 ;;
+    --stock) stock=$2; shift 2 ;;
     --bench) bench=1; shift ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -31,9 +36,16 @@ done
 [ $# -ge 1 ] || { echo "usage: run.sh [options] SUITE [ARGS...]" >&2; exit 2; }
 suite=$1; shift
 [ -f "$repo/tests/scenarios/$suite.sh" ] || { echo "run.sh: no suite tests/scenarios/$suite.sh" >&2; exit 2; }
-[ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
-modroot=$(ls -d "$kdir"/../modroot/lib/modules/* 2>/dev/null | head -n1)
-modroot=$(cd "$modroot" && pwd)
+initrd_mods=""
+if [ -n "$stock" ]; then
+    vdir=$("$repo/kmod/stock-kbuild.sh" vm "$stock")
+    kernel=$vdir/vmlinuz modroot=$(cd "$vdir/modules" && pwd -P) initrd_mods=$vdir/initrd-modules
+else
+    [ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
+    kernel=$kdir/arch/x86/boot/bzImage
+    modroot=$(ls -d "$kdir"/../modroot/lib/modules/* 2>/dev/null | head -n1)
+    modroot=$(cd "$modroot" && pwd)
+fi
 
 out=${NVPEER_VM_OUT:-}
 if [ -z "$out" ]; then
@@ -44,9 +56,10 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt" "$out/suite.log" "$out"/tally-*.json
 
-# The initramfs: busybox and init.sh, rebuilt when either changes.
+# The initramfs: busybox and init.sh (and, for --stock, the kernel's 9p/overlay modules in
+# /modules, loaded in the order of /modules/order), rebuilt when any of them changes.
 bb=$(command -v busybox)
-ikey=$(cat "$bb" "$here/init.sh" | sha256sum | cut -c1-12)
+ikey=$(cat "$bb" "$here/init.sh" ${initrd_mods:+"$initrd_mods"/*} | sha256sum | cut -c1-12)
 initrd=$NVPEER_CACHE/vm/initramfs-$ikey.cpio.gz
 if [ ! -f "$initrd" ]; then
     mkdir -p "$NVPEER_CACHE/vm"
@@ -54,6 +67,7 @@ if [ ! -f "$initrd" ]; then
     mkdir -p "$tmp/bin"
     cp "$bb" "$tmp/bin/busybox"
     cp "$here/init.sh" "$tmp/init"
+    [ -z "$initrd_mods" ] || cp -r "$initrd_mods" "$tmp/modules"
     (cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1 > "$initrd.tmp")
     mv "$initrd.tmp" "$initrd"
     rm -rf "$tmp"
@@ -82,7 +96,7 @@ set +e
 timeout --foreground "${NVPEER_VM_TIMEOUT:-1500}" \
     qemu-system-x86_64 -machine q35 -cpu max -smp "$cpus" -m "$memory" \
         -accel tcg,thread=multi -nographic -no-reboot -nodefaults \
-        -kernel "$kdir/arch/x86/boot/bzImage" -initrd "$initrd" -append "$cmdline" \
+        -kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
         -serial "file:$console" -monitor none \
         -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap" \
         -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \

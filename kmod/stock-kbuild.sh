@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# stock-kbuild.sh: builds nvpeer for a stock Debian kernel whose headers package ships no Rust
+# build artefacts (rust/*.rmeta, libmacros.so, ...), e.g. 7.2.12+deb13-amd64 (trixie-backports).
+#
+#   stock-kbuild.sh [--config FILE] check   RELEASE      derive + check the toolchain only (fast)
+#   stock-kbuild.sh [--config FILE] prepare RELEASE      prepare the build tree (cached); prints it
+#   stock-kbuild.sh dir RELEASE                          prints its cache directory
+#   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] our module (and the test modules:
+#                                                        stand-ins, the detector plant) into
+#                                                        OUTDIR (default build/stock/RELEASE);
+#                                                        MODULE_NAME=nv_peer_mem for the legacy name
+#   stock-kbuild.sh sign  RELEASE KEY CERT KO...         sign modules with that tree's sign-file
+#   stock-kbuild.sh vm    RELEASE                        Debian's own vmlinuz + modules for QEMU;
+#                                                        prints the directory holding them
+#
+# How: Rust symbol names carry a crate hash that depends on rustc's full version string, so a
+# module links only when built by the very rustc the kernel was built with: for Debian kernels
+# Debian's own rustc ("... (built from a source tarball)"). The toolchain is read from the
+# headers package's .config (CONFIG_RUSTC_VERSION_TEXT, CONFIG_BINDGEN_VERSION_TEXT,
+# CONFIG_CC_VERSION_TEXT, CONFIG_PAHOLE_VERSION) and must be found, exactly, in the Debian
+# archive of the kernel's release (deb13: trixie); anything else is refused with one line
+# ("stock-kbuild: cannot match ..."). Then, once: a debootstrap chroot with that toolchain, the
+# matching linux-source extracted in it, the headers' .config applied (olddefconfig must leave it
+# byte-identical), `make modules_prepare` (builds every Rust library a module needs), the
+# headers' Module.symvers and vmlinux (BTF) copied in. Cached under
+# $NVPEER_CACHE/stock/<key>, key = release + package versions + this script.
+# Packages come from the Debian mirror URI already configured in /etc/apt (tests/setup/
+# debian-fetch.sh); no host name is written anywhere. Never uses KBUILD_MODPOST_WARN.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$repo/tests/setup/env.sh"
+fetch=$repo/tests/setup/debian-fetch.sh
+die() { echo "stock-kbuild: $*" >&2; exit 1; }
+log() { echo "stock-kbuild: $*" >&2; }
+
+config_override=""
+if [ "${1:-}" = --config ]; then config_override=$(realpath "$2"); shift 2; fi
+[ $# -ge 2 ] || die "usage: stock-kbuild.sh [--config FILE] check|prepare|build|sign|vm RELEASE [...]"
+cmd=$1 release=$2; shift 2
+
+# --- the release: <upstream>+deb<N>-<flavour> ---------------------------------------------------
+[[ $release =~ ^([0-9]+\.[0-9]+)\.[0-9]+\+deb([0-9]+)-([a-z0-9-]+)$ ]] \
+    || die "cannot match $release: expected a Debian kernel release like 7.2.12+deb13-amd64 (see README, 'Stock distribution kernels')"
+series=${BASH_REMATCH[1]} debrel=${BASH_REMATCH[2]}
+case "$debrel" in
+13) suite=trixie ;;
+*) die "cannot match $release: only Debian 13 (trixie, +deb13-) kernels are supported, not +deb$debrel" ;;
+esac
+
+state=$NVPEER_CACHE/apt
+APTQ=(-o "Dir::Etc::sourcelist=$state/sources.list" -o "Dir::Etc::sourceparts=$state/empty"
+      -o "Dir::State::lists=$state/lists" -o "Dir::Cache=$state/cache")
+# versions SUITE PKG: the versions of PKG in exactly that suite of the private apt state.
+versions() { apt-cache "${APTQ[@]}" madison "$2" 2>/dev/null \
+    | awk -F'|' -v s=" $1/" '$3 ~ s {gsub(/ /,"",$2); print $2}'; }
+# mirror: the Debian mirror URI of the private apt state (read from /etc/apt by debian-fetch.sh).
+mirror() { awk '$1=="deb" {for(i=2;i<=NF;i++) if ($i ~ /:\/\//) {print $i; exit}}' "$state/sources.list"; }
+
+hdeb=$("$fetch" "linux-headers-$release" 2>/dev/null) \
+    || die "cannot match $release: no linux-headers-$release in the Debian archive (trixie, trixie-backports, sid)"
+hver=$(dpkg-deb -f "$hdeb" Version)
+hdir=/usr/src/linux-headers-$release
+work=$NVPEER_CACHE/stock/headers-$release-$hver
+if [ ! -f "$work/.config" ]; then
+    rm -rf "$work.tmp"; mkdir -p "$work.tmp"
+    dpkg-deb --fsys-tarfile "$hdeb" | tar -x -C "$work.tmp" --strip-components=4 \
+        ".$hdir/.config" ".$hdir/Module.symvers" ".$hdir/vmlinux"
+    rm -rf "$work"; mv "$work.tmp" "$work"
+fi
+config=${config_override:-$work/.config}
+cfg() { sed -n "s/^$1=//p" "$config" | head -n1 | tr -d '"'; }
+
+# --- the toolchain the kernel was built with, and its exact Debian packages --------------------
+rustc_text=$(cfg CONFIG_RUSTC_VERSION_TEXT)
+bindgen_text=$(cfg CONFIG_BINDGEN_VERSION_TEXT)
+cc_text=$(cfg CONFIG_CC_VERSION_TEXT)
+pahole=$(cfg CONFIG_PAHOLE_VERSION)
+[ "$(cfg CONFIG_RUST)" = y ] && [ -n "$rustc_text" ] || die "cannot match $release: its config has no CONFIG_RUST=y (no Rust support; nvpeer is a Rust module)"
+case "$rustc_text" in
+"rustc "*" (built from a source tarball)") ;;
+*) die "cannot match $release: built with '$rustc_text', not a Debian rustc build ('... (built from a source tarball)'); only the distribution's own rustc reproduces its symbol names" ;;
+esac
+rustc_up=$(echo "$rustc_text" | cut -d' ' -f2)
+rustc_deb=$(versions "$suite" rustc | grep -E "^([0-9]+:)?${rustc_up//./\\.}\+" | head -n1 || true)
+[ -n "$rustc_deb" ] || die "cannot match $release: it was built with '$rustc_text' but Debian $suite has rustc $(versions "$suite" rustc | tr '\n' ' ')(that exact Debian rustc build must still be in the archive; faking the version string is not done)"
+rustsrc_deb=$(versions "$suite" rust-src | grep -Fx "$rustc_deb" || true)
+[ -n "$rustsrc_deb" ] || die "cannot match $release: rust-src $rustc_deb is not in Debian $suite"
+bindgen_up=${bindgen_text#bindgen }
+bindgen_deb=$(versions "$suite" bindgen | grep -E "^([0-9]+:)?${bindgen_up//./\\.}-" | head -n1 || true)
+[ -n "$bindgen_deb" ] || die "cannot match $release: it was built with '$bindgen_text' but Debian $suite has bindgen $(versions "$suite" bindgen | tr '\n' ' ')"
+[[ $cc_text =~ ^x86_64-linux-gnu-gcc-([0-9]+)\ \(Debian\ ([^\)]+)\) ]] \
+    || die "cannot match $release: compiler '$cc_text' is not a Debian x86_64-linux-gnu-gcc-N"
+gcc_pkg=gcc-${BASH_REMATCH[1]} gcc_deb=${BASH_REMATCH[2]}
+versions "$suite" "$gcc_pkg" | grep -qFx "$gcc_deb" \
+    || die "cannot match $release: it was built with $gcc_pkg $gcc_deb but Debian $suite has $gcc_pkg $(versions "$suite" "$gcc_pkg" | tr '\n' ' ')"
+pahole_deb=$(versions "$suite" dwarves | grep -E "^$((pahole / 100))\.$((pahole % 100))-" | head -n1 || true)
+[ -n "$pahole_deb" ] || die "cannot match $release: it was built with pahole $pahole but Debian $suite has dwarves $(versions "$suite" dwarves | tr '\n' ' ')"
+log "$release (headers $hver): rustc $rustc_deb, bindgen $bindgen_deb, $gcc_pkg $gcc_deb, dwarves $pahole_deb from Debian $suite"
+if [ "$cmd" = check ]; then echo "ok"; exit 0; fi
+[ -z "$config_override" ] || die "--config is for 'check' only"
+
+srcdeb=$("$fetch" "linux-source-$series" "$hver" 2>/dev/null) \
+    || die "cannot match $release: linux-source-$series $hver (the source of that kernel) is gone from the archive"
+
+tree=/usr/src/linux-source-$series
+# Debian trixie's bindgen and kernel build use libclang 19.
+llvm=19
+
+# in_root CMD...: runs CMD in the chroot, with /proc and /dev in a private mount namespace (gone
+# when it exits) and a clean environment.
+in_root() {
+    unshare -m -- bash -c 'set -e; r=$1; shift
+        mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
+        exec chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+            LIBCLANG_PATH=/usr/lib/llvm-'"$llvm"'/lib "$@"' _ "$root" "$@"
+}
+MK=(make -C "$tree" CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" KERNELRELEASE="$release")
+
+prepare() {
+    if [ -f "$dir/prepared" ]; then log "cached: $dir"; return 0; fi
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (tests/setup/deps.sh installs it)"
+    local t0=$SECONDS uri
+    uri=$(mirror) || die "no Debian mirror URI in $state/sources.list"
+    rm -rf "$dir"; mkdir -p "$dir"
+    log "debootstrap $suite into $dir/root (minbase + toolchain; about 2 minutes)"
+    debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+        --include="rustc,rust-src,bindgen,libclang-$llvm-dev,clang-$llvm,$gcc_pkg,make,flex,bison,bc,libelf-dev,libssl-dev,openssl,python3,cpio,kmod,xz-utils,dwarves,libc6-dev" \
+        "$suite" "$root" "$uri" > "$dir/debootstrap.log" 2>&1 \
+        || { tail -n 20 "$dir/debootstrap.log" >&2; die "debootstrap failed (log $dir/debootstrap.log)"; }
+    log "debootstrap done ($((SECONDS - t0)) s)"
+    # The chroot must hold exactly the packages the key names.
+    local p want have
+    for p in "rustc $rustc_deb" "rust-src $rustsrc_deb" "bindgen $bindgen_deb" "$gcc_pkg $gcc_deb" "dwarves $pahole_deb"; do
+        want=${p#* }; have=$(chroot "$root" dpkg-query -W -f='${Version}' "${p%% *}")
+        [ "$have" = "$want" ] || die "cannot match $release: the chroot got ${p%% *} $have, not $want"
+    done
+    have=$(chroot "$root" rustc --version)
+    [ "$have" = "$rustc_text" ] || die "cannot match $release: Debian rustc $rustc_deb says '$have', the kernel was built with '$rustc_text'"
+
+    t0=$SECONDS
+    log "linux-source-$series $hver into $root$tree"
+    dpkg-deb --fsys-tarfile "$srcdeb" | tar -xO --wildcards '*/linux-source-*.tar.xz' | tar -xJ -C "$root/usr/src"
+    cp "$config" "$root$tree/.config"
+    in_root "${MK[@]}" -s olddefconfig
+    cmp -s "$config" "$root$tree/.config" || {
+        diff "$config" "$root$tree/.config" | head -n 20 >&2
+        die "cannot match $release: olddefconfig changed its .config with this toolchain (diff above)"; }
+    log "modules_prepare (about 3 minutes on 2 cores)"
+    in_root "${MK[@]}" -s -j"$(nproc)" modules_prepare > "$dir/prepare.log" 2>&1 \
+        || { tail -n 30 "$dir/prepare.log" >&2; die "modules_prepare failed (log $dir/prepare.log)"; }
+    cmp -s "$config" "$root$tree/.config" || die "cannot match $release: modules_prepare changed .config"
+    [ "$(cat "$root$tree/include/config/kernel.release")" = "$release" ] || die "kernel.release is not $release"
+    cp "$work/Module.symvers" "$work/vmlinux" "$root$tree/"
+    for f in rust/libkernel.rmeta rust/libmacros.so scripts/sign-file; do
+        [ -e "$root$tree/$f" ] || die "modules_prepare did not produce $f"
+    done
+    echo "$release $hver rustc $rustc_deb bindgen $bindgen_deb $gcc_pkg $gcc_deb dwarves $pahole_deb" > "$dir/toolchain"
+    touch "$dir/prepared"
+    log "prepared $root$tree ($((SECONDS - t0)) s)"
+}
+
+# The cache key: the release, every package version, the config and the preparation recipe itself
+# (the code of prepare and in_root, not the whole script: editing the build or VM parts keeps the
+# prepared tree).
+key=$( { echo "$release $hver $suite $rustc_deb $bindgen_deb $gcc_pkg $gcc_deb $pahole_deb $llvm ${MK[*]}"
+         sha256sum "$config" | cut -d' ' -f1; declare -f prepare in_root; } | sha256sum | cut -c1-16)
+dir=$NVPEER_CACHE/stock/$key
+root=$dir/root
+
+case "$cmd" in
+dir)
+    echo "$dir" ;;
+prepare)
+    prepare; echo "$root$tree" ;;
+build)
+    out=$repo/build/stock/$release standins=0
+    for a; do case "$a" in --stand-ins) standins=1 ;; *) out=$a ;; esac; done
+    prepare
+    t0=$SECONDS
+    # A fresh copy of the sources in the chroot: the checkout stays untouched (no build files).
+    rm -rf "$root/nvpeer"; mkdir -p "$root/nvpeer/tests"
+    cp -r "$repo/include" "$root/nvpeer/"
+    (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod) | tar -x -C "$root/nvpeer"
+    if [ $standins = 1 ]; then
+        cp -r "$repo/tests/stand-ins" "$root/nvpeer/tests/"
+        mkdir -p "$root/nvpeer/tests/vm/plant"
+        cp "$repo/tests/vm/plant/Kbuild" "$repo/tests/vm/plant/nvpeer_plant.c" "$root/nvpeer/tests/vm/plant/"
+    fi
+    args=(CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" LIBCLANG_PATH=/usr/lib/llvm-$llvm/lib)
+    name=${MODULE_NAME:-nvidia_peermem}
+    in_root make -s -C /nvpeer/kmod KDIR="$tree" MODULE_NAME="$name" "${args[@]}" \
+        || die "building $name.ko for $release failed"
+    if [ $standins = 1 ]; then
+        for s in stand-ins/nv_p2p_sim stand-ins/peer_core_sim vm/plant; do
+            in_root make -s -C "$tree" M=/nvpeer/tests/$s "${args[@]}" modules \
+                || die "building the test module $s for $release failed"
+        done
+    fi
+    mkdir -p "$out"
+    cp "$root/nvpeer/kmod/$name.ko" "$out/"
+    [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
+        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
+        "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
+    vm=$(modinfo -F vermagic "$out/$name.ko")
+    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko nvpeer_plant.ko"
+    log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
+    echo "$out" ;;
+sign)
+    [ $# -ge 3 ] || die "usage: stock-kbuild.sh sign RELEASE KEY CERT KO..."
+    prepare
+    key_f=$(realpath "$1") cert_f=$(realpath "$2"); shift 2
+    hash=$(cfg CONFIG_MODULE_SIG_HASH); hash=${hash:-sha256}
+    tmp=$root/nvpeer-sign; rm -rf "$tmp"; mkdir -p "$tmp"
+    cp "$key_f" "$tmp/key"; cp "$cert_f" "$tmp/cert"
+    for ko; do
+        cp "$ko" "$tmp/m.ko"
+        in_root "$tree/scripts/sign-file" "$hash" /nvpeer-sign/key /nvpeer-sign/cert /nvpeer-sign/m.ko \
+            || { rm -rf "$tmp"; die "sign-file failed for $ko"; }
+        cp "$tmp/m.ko" "$ko"; log "signed $ko ($hash)"
+    done
+    rm -rf "$tmp" ;;
+vm)
+    # Debian's own kernel image and modules (linux-image-* is a metapackage): vmlinuz, the
+    # modules tree for the guest's /lib/modules, and the modules the VM's initramfs needs before
+    # it can mount the host's root (9p, overlay), decompressed for busybox insmod.
+    vdir=$NVPEER_CACHE/stock/vm-$release-$hver
+    if [ ! -f "$vdir/ready" ]; then
+        bdeb=$("$fetch" "linux-binary-$release" "$hver" 2>/dev/null) || die "linux-binary-$release $hver is not in the archive"
+        mdeb=$("$fetch" "linux-modules-$release" "$hver" 2>/dev/null) || die "linux-modules-$release $hver is not in the archive"
+        rm -rf "$vdir"; mkdir -p "$vdir/x" "$vdir/initrd-modules"
+        dpkg-deb -x "$bdeb" "$vdir/x"; dpkg-deb -x "$mdeb" "$vdir/x"
+        m=$(ls -d "$vdir"/x/lib/modules/"$release" "$vdir"/x/usr/lib/modules/"$release" 2>/dev/null | head -n1 || true)
+        [ -n "$m" ] || die "no modules directory for $release in linux-modules-$release"
+        mkdir -p "$vdir/modroot/lib/modules"; mv "$m" "$vdir/modroot/lib/modules/"; rm -rf "$vdir/x"
+        ln -s "modroot/lib/modules/$release" "$vdir/modules"
+        k=$(ls "$vdir/modules/vmlinuz" "$vdir/modules/../../../boot/vmlinuz-$release" 2>/dev/null | head -n1 || true)
+        [ -n "$k" ] || die "no vmlinuz in linux-binary-$release"
+        cp "$k" "$vdir/vmlinuz"
+        depmod -b "$vdir/modroot" "$release" || die "depmod for $release failed"
+        # Dependency order from modules.dep (a module's dependencies first).
+        declare -A seen=()
+        order=()
+        add() { local path=$1 d; if [ -n "${seen[$path]:-}" ]; then return 0; fi; seen[$path]=1
+            for d in $(awk -F': ' -v m="$path" '$1 == m {print $2}' "$vdir/modules/modules.dep"); do add "$d"; done
+            order+=("$path"); }
+        for name in 9pnet_virtio 9p overlay; do
+            p=$(awk -F: -v n="$name" '{f=$1; sub(/.*\//,"",f); sub(/\.ko(\.[a-z]+)?$/,"",f); if (f == n) {print $1; exit}}' "$vdir/modules/modules.dep")
+            [ -n "$p" ] || die "$release has no module $name (the VM needs it to mount the host root)"
+            add "$p"
+        done
+        for p in "${order[@]}"; do
+            b=$(basename "$p"); b=${b%.xz}; b=${b%.zst}; b=${b%.gz}
+            case "$p" in *.xz) xz -dc "$vdir/modules/$p" ;; *.zst) zstd -dqc "$vdir/modules/$p" ;; *.gz) gzip -dc "$vdir/modules/$p" ;; *) cat "$vdir/modules/$p" ;; esac > "$vdir/initrd-modules/$b"
+            echo "$b" >> "$vdir/initrd-modules/order"
+        done
+        touch "$vdir/ready"
+        log "Debian's $release kernel for the VM: $vdir (initramfs modules: $(tr '\n' ' ' < "$vdir/initrd-modules/order"))"
+    fi
+    echo "$vdir" ;;
+*) die "unknown command $cmd (check, dir, prepare, build, sign, vm)" ;;
+esac

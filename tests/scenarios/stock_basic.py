@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The reduced conformance scenario on Debian's own, unmodified kernel (tests/vm/run.sh --stock):
+our module and the stand-ins as built for that kernel by kmod/stock-kbuild.sh, per case: load,
+register GPU MRs (aligned and unaligned), move data both ways by NIC DMA, memory_peers counters,
+cudaFree while registered (revocation), CQ umems on the persistent client, rmmod refused while an
+MR exists, unload. The cases are conformance.py's own functions.
+Usage (in the VM, through tests/scenarios/stock-basic.sh): stock_basic.py RELEASE KO_DIR"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import conformance  # noqa: E402
+import coresim  # noqa: E402
+import nvsim  # noqa: E402
+from stack import Stack, Tally, loaded  # noqa: E402
+
+# (generation, client parameters): the invalidating client on the current and the 4.x core, the
+# default persistent client on a 5.x core.
+CASES = [("5x-unmaps", ["peerdirect_support=0", "persistent_api_support=0"]),
+         ("4x", ["peerdirect_support=1", "persistent_api_support=0"]),
+         ("5x", ["peerdirect_support=0", "persistent_api_support=1"])]
+
+
+class StockStack(Stack):
+    """Stack with the modules built for the stock kernel (one flat directory)."""
+
+    def __init__(self, ko_dir, generation, client_params):
+        super().__init__(generation, client_params=client_params)
+        self.ko_dir = ko_dir
+
+    def __enter__(self):
+        self._insmod(os.path.join(self.ko_dir, "nv_p2p_sim.ko"), "nv_p2p_sim", f"pt_version={self.pt_version:#x}")
+        self._insmod(os.path.join(self.ko_dir, "peer_core_sim.ko"), "peer_core_sim",
+                     f"generation={self.generation}", f"sysfs={self.sysfs}")
+        self._insmod(os.path.join(self.ko_dir, "nvidia_peermem.ko"), "nvidia_peermem", *self.client_params)
+        return self
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def main(argv):
+    release, ko_dir = argv[1], argv[2]
+    t = Tally("stock-basic")
+    uname = os.uname().release
+    t.eq("the guest runs the stock kernel release", release, uname)
+    t.check("... Debian's own build (/proc/version)", "Debian" in read("/proc/version"), read("/proc/version"))
+    ko = os.path.join(ko_dir, "nvidia_peermem.ko")
+    vermagic = subprocess.run(["modinfo", "-F", "vermagic", ko], capture_output=True, text=True).stdout.strip()
+    t.check(f"module vermagic is for {release}", vermagic.startswith(release + " "), vermagic)
+    print("info  detectors on this kernel: kmemleak %s, lockdep %s (the runner still scans for WARN, BUG, "
+          "Oops, KFENCE, SLUB, hung tasks)" % (
+              "yes" if os.path.exists("/sys/kernel/debug/kmemleak") else "no",
+              "yes" if os.path.exists("/proc/lockdep") else "no"), flush=True)
+    for gen, params in CASES:
+        label = f"[stock {gen} {' '.join(params)}]"
+        print(f"--- {label}", flush=True)
+        try:
+            with StockStack(ko_dir, gen, params) as st:
+                t.check(f"{label}: nvidia_peermem loaded into {uname}", loaded("nvidia_peermem"))
+                taint = read("/sys/module/nvidia_peermem/taint")
+                t.check(f"{label}: tainted out-of-tree and unsigned (OE), as any module built outside Debian",
+                        "O" in taint and "E" in taint, taint)
+                nv = nvsim.NvP2pSim()
+                core = coresim.PeerCoreSim()
+                conformance.host_memory_not_acquired(t, st, core, label)
+                conformance.registration_cases(t, st, nv, core, label, with_1g=False)
+                conformance.sysfs_cases(t, st, nv, core, label)
+                conformance.revocation_cases(t, st, nv, core, label)
+                conformance.cq_cases(t, st, nv, core, label)
+                conformance.unload_cases(t, st, nv, core, label)
+                nv.close()
+                core.close()
+        except Exception as e:  # a crash of the case is a failure, not an abort of the suite
+            t.check(f"{label}: ran to the end", False, repr(e))
+        for name in ("nvidia_peermem", "peer_core_sim", "nv_p2p_sim"):
+            t.check(f"{label}: {name} unloaded", not loaded(name))
+    return t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
