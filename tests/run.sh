@@ -64,7 +64,7 @@ step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
 step "vm: revocation at every point (ours, every generation)" \
     tests/vm/run.sh --kdir "$KDIR" revocation ours "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
 step "vm: stress: threads x random sizes x random revocations (ours)" \
-    tests/vm/run.sh --kdir "$KDIR" stress "${NVPEER_STRESS_SECONDS:-20}" "${NVPEER_STRESS_THREADS:-4}"
+    tests/vm/run.sh --kdir "$KDIR" stress "${NVPEER_STRESS_SECONDS:-10}" "${NVPEER_STRESS_THREADS:-4}"
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \

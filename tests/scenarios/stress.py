@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
 """Stress (issue 6, item 3): THREADS threads register, use and deregister buffers of random
 sizes for SECONDS seconds, with random revocations (cudaFree while registered, cudaFree racing
-dereg from another thread), on every core generation. Afterwards nothing is pinned or mapped,
+dereg from another thread), on every core generation and with both clients: the invalidating
+one (persistent_api_support=0: a cudaFree revokes the MR, NIC DMA then fails) and the
+persistent one (the default: NVIDIA keeps the memory until the MR is deregistered, so NIC DMA
+after the cudaFree still lands). Afterwards nothing is pinned or mapped,
 the NVIDIA stand-in holds no memory, our counters are back to zero, and (checked by the VM
 runner) nothing leaked and no kernel report appeared.
 
-Usage (in the VM): stress.py [seconds per generation] [threads] [seed]"""
+Usage (in the VM): stress.py [seconds per generation and client] [threads] [seed]"""
 
 import os
 import random
@@ -23,7 +26,7 @@ KIB, MIB = 1 << 10, 1 << 20
 SIZES = (64 * KIB, 256 * KIB, MIB, 2 * MIB, 8 * MIB)
 
 
-def worker(nv, core, rng, deadline, stats, errors, lock):
+def worker(nv, core, rng, deadline, stats, errors, lock, persistent):
     while time.monotonic() < deadline:
         size = rng.choice(SIZES)
         a = nv.alloc(size, fragmented=rng.random() < 0.3)
@@ -44,10 +47,14 @@ def worker(nv, core, rng, deadline, stats, errors, lock):
             elif action == "revoke":
                 a.free()
                 try:
-                    core.dma_read(mr, 0, 8)
-                    errors.append("NIC DMA succeeded on a freed buffer")
-                except OSError:
-                    pass
+                    got = core.dma_read(mr, at, 16)
+                    if not persistent:
+                        errors.append("NIC DMA succeeded on a revoked MR")
+                    elif got != pattern:
+                        errors.append("a persistent MR lost its bytes at the cudaFree")
+                except OSError as e:
+                    if persistent:
+                        errors.append(f"NIC DMA on a persistent MR failed after the cudaFree: {e}")
                 core.dereg_mr(mr)
             else:
                 th = threading.Thread(target=core.dereg_mr, args=(mr,))
@@ -68,17 +75,17 @@ def worker(nv, core, rng, deadline, stats, errors, lock):
                 a.free()
 
 
-def run(t, gen, seconds, threads, seed):
+def run(t, gen, pas, seconds, threads, seed):
     pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
-    label = f"[ours {gen}]"
-    with Stack(gen, client="ours", client_params=[pd]):
+    label = f"[ours {gen} persistent_api_support={pas}]"
+    with Stack(gen, client="ours", client_params=[pd, f"persistent_api_support={pas}"]):
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         nv.reset()
         stats = {"dereg": 0, "revoke": 0, "race": 0}
         errors, lock = [], threading.Lock()
         deadline = time.monotonic() + seconds
         workers = [threading.Thread(target=worker, args=(nv, core, random.Random(seed + k), deadline,
-                                                          stats, errors, lock))
+                                                          stats, errors, lock, pas == 1))
                    for k in range(threads)]
         for w in workers:
             w.start()
@@ -87,8 +94,8 @@ def run(t, gen, seconds, threads, seed):
         n = sum(stats.values())
         totals.add("iterations", n)
         print(f"note  {label}: {threads} threads, {seconds} s: {n} registrations "
-              f"({stats['dereg']} deregistered, {stats['revoke']} revoked while registered, "
-              f"{stats['race']} revoked racing dereg)", flush=True)
+              f"({stats['dereg']} deregistered, {stats['revoke']} freed while registered, "
+              f"{stats['race']} freed racing dereg)", flush=True)
         t.check(f"{label}: every thread made progress", n >= threads, stats)
         t.eq(f"{label}: no error in {n} registrations", [], errors[:5])
         c = nv.counters()
@@ -111,10 +118,11 @@ def main():
     print(f"stress: seed {seed} (rerun with: stress.sh {seconds} {threads} {seed})", flush=True)
     t = Tally("stress")
     for gen in ("4x", "5x", "5x-unmaps"):
-        try:
-            run(t, gen, seconds, threads, seed)
-        except Exception as e:
-            t.check(f"[ours {gen}]: ran to the end", False, repr(e))
+        for pas in (0, 1):
+            try:
+                run(t, gen, pas, seconds, threads, seed)
+            except Exception as e:
+                t.check(f"[ours {gen} persistent_api_support={pas}]: ran to the end", False, repr(e))
     return t.finish()
 
 
