@@ -10,6 +10,8 @@
 #   (pcs5_invalidate from nv_get_p2p_free_callback) and a hung task.
 #   free_in_dereg (5x): dereg holds mapping_lock and waits for the RM lock in dma_unmap; the
 #   cudaFree holds the RM lock and its callback waits for mapping_lock (CONTRACT 1.10): a hung task.
+#   put_pages failing at dereg (faults.py, 5x): see the block at the end.
+#   put_pages failing at dereg (faults.py): see the block at the end.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -45,4 +47,33 @@ done <<'EOF_CASES'
 in_put_pages 5x lockdep,hung-task,WARN possible_recursive_locking_detected
 free_in_dereg 5x hung-task,lockdep,WARN blocked_for_more_than
 EOF_CASES
+
+# put_pages failing at dereg (faults.py reference --only put_pages): NVIDIA's module frees its
+# context although the pin and its free callback stay with NVIDIA; every cudaFree afterwards runs
+# the callback on freed memory. Its own magic check reads the poisoned context and logs "detected
+# invalid context" (asserted by the suite, 6 errnos); KFENCE reports the read when it happens to
+# sample that object, so the run is either clean or fails on exactly KFENCE (+ its BUG line).
+mkdir -p /tmp/nvpeer-vm
+out=$(mktemp -d /tmp/nvpeer-vm/reference-put_pages.XXXXXX)
+msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="NVIDIA 550 reads its freed context after a failed put_pages" \
+      "$repo/tests/vm/run.sh" --kdir "$kdir" faults reference --only put_pages 2>&1)
+rc=$?
+echo "$msg" | grep -E "^(FAIL|\[suite)|^vm: " | head -n 10
+reported=$(sed -n 's/^vm: FAIL: the guest kernel reported: \([^ ]*\) .*/\1/p' <<<"$msg" | head -n1)
+if ! grep -q '^\[suite faults-reference-put_pages\] [1-9][0-9]* ok, 0 failed' "$out/suite.log" 2>/dev/null; then
+    echo "reference put_pages failure: the suite's checks did not all pass (the known use-after-free not seen?); see $out" >&2
+    fail=1
+elif [ $rc -ne 0 ] && [ -z "$reported" ]; then
+    echo "reference put_pages failure: the run failed without a kernel report; see $out" >&2
+    fail=1
+else
+    for k in ${reported//,/ }; do
+        case "$k" in
+        KFENCE|BUG) ;;
+        *) echo "reference put_pages failure: unexpected report $k; see $out" >&2; fail=1 ;;
+        esac
+    done
+    echo "reference put_pages failure: reads its freed context after each cudaFree, as known" \
+         "(kernel reports: ${reported:-none this time}), log $out"
+fi
 exit $fail
