@@ -1136,16 +1136,12 @@ impl Reverse {
     ) -> Result<Result<Measured, BenchError>, BenchError> {
         let sent = self.tx.as_ref().map(|t| t.send(spec).is_ok());
         let f = fwd();
+        // A thread that ended early left its error in the channel.
+        let ended = || BenchError::Peer("the server's requester thread ended".to_owned());
         let r = if sent == Some(true) {
-            self.rx.recv().unwrap_or_else(|_| {
-                Err(BenchError::Peer(
-                    "the server's requester thread ended".to_owned(),
-                ))
-            })
+            self.rx.recv().unwrap_or_else(|_| Err(ended()))
         } else {
-            Err(BenchError::Peer(
-                "the server's requester thread ended".to_owned(),
-            ))
+            self.rx.try_recv().unwrap_or_else(|_| Err(ended()))
         };
         f.map(|()| r)
     }
