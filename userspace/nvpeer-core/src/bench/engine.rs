@@ -1392,3 +1392,50 @@ pub fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
 pub fn listen(addr: &str) -> Result<TcpListener, BenchError> {
     TcpListener::bind(addr).map_err(|e| BenchError::Peer(format!("cannot listen on {addr}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reverse_measurement_round_trips_through_the_control_message() {
+        let m = Measured {
+            iters: 3,
+            elapsed: Duration::from_micros(30),
+            samples: Vec::new(),
+            completions: vec![
+                Duration::from_micros(10),
+                Duration::from_micros(20),
+                Duration::from_micros(30),
+            ],
+            verified_bytes: 12288,
+        };
+        let line = serde_json::to_string(&reverse_msg(&Ok(m))).expect("serialises");
+        let back: Msg = serde_json::from_str(&line).expect("parses");
+        let Msg::Reverse {
+            iters,
+            elapsed_ns,
+            completions_ns,
+            verified_bytes,
+            error: None,
+            ..
+        } = back
+        else {
+            panic!("not a successful Reverse: {line}");
+        };
+        assert_eq!((iters, elapsed_ns, verified_bytes), (3, 30_000, 12288));
+        assert_eq!(completions_ns, [10_000, 20_000, 30_000]);
+        let bad = reverse_msg(&Err(BenchError::Validation("byte 3".to_owned())));
+        assert!(matches!(bad, Msg::Reverse { mismatch: true, .. }));
+    }
+
+    #[test]
+    fn messages_of_a_peer_without_the_new_fields_parse() {
+        let run =
+            r#"{"msg":"run","op":"write","size":8,"iters":1,"latency":false,"validate":true}"#;
+        assert!(matches!(
+            serde_json::from_str::<Msg>(run),
+            Ok(Msg::Run { bidir: false, .. })
+        ));
+    }
+}
