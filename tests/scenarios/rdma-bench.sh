@@ -4,6 +4,8 @@
 # device, in bandwidth and latency mode; the output formats; the server/client mode across two
 # network namespaces (veth pair, one rxe device in each); and the failures: a server killed
 # mid-transfer, a wrong device, a malformed argument: one clear line, non-zero exit, no panic.
+# Bidirectional runs (-b: every op at 8 B, 4 KiB, 1 MiB, both directions' bytes verified) and
+# connections through librdmacm (--rdma-cm), in loopback and across the namespaces.
 # Run: tests/vm/run.sh rdma-bench
 . "$(dirname "$0")/lib.sh"
 nvpeer=$REPO/userspace/target/release/nvpeer
@@ -83,6 +85,41 @@ run dur bench -d rxe0 --op write -s 4096 -n 10 -D 2 --json
 expect_eq "[-D 2] exit 0" 0 "$(rc dur)"
 expect "[-D 2] a whole number of batches, at least one" test "$(j dur "(lambda n: n >= 10 and n % 10 == 0)(r['rows'][0]['iterations'])")" = True
 
+# ---------------------------------------------------------------- bidirectional (-b)
+for op in write read send write-imm; do
+    for size in 8 4096 1048576; do
+        n=6; [ "$size" -eq 1048576 ] && n=2
+        run "bi-$op-$size" bench -d rxe0 -b --op "$op" -s "$size" -n "$n" --validate --json
+        expect_eq "[loopback -b $op $size B] exit 0" 0 "$(rc "bi-$op-$size")"
+        expect_eq "[loopback -b $op $size B] both directions verified: client, server, total" "$((n * size)) $((n * size)) $((2 * n * size))" "$(j "bi-$op-$size" "' '.join(str(x) for x in [d['verified_bytes'] for d in r['rows'][0]['directions']] + [r['rows'][0]['verified_bytes']])")"
+    done
+done
+cat "$work/bi-send-4096.err"
+expect_eq "[-b json] bidirectional, requesters, sum of the directions" "True client+server True" "$(j bi-write-4096 "r['bidirectional'], '+'.join(d['requester'] for d in r['rows'][0]['directions']), abs(r['rows'][0]['bandwidth']['avg_gbps'] - sum(d['bandwidth']['avg_gbps'] for d in r['rows'][0]['directions'])) < 1e-9" | tr -d "(),'")"
+run bi-table bench -d rxe0 -b --op write -s 65536 -n 100
+expect_eq "[-b human table] exit 0" 0 "$(rc bi-table)"
+expect "[-b human table] a line per direction" grep -qE 'by the server$' "$work/bi-table.out"
+cat "$work/bi-table.out"
+run bi-lat bench -d rxe0 -b --lat -n 2
+expect_eq "[-b with --lat] exit 2" 2 "$(rc bi-lat)"
+expect "[-b with --lat] one line saying why" test "$(wc -l <"$work/bi-lat.err")" = 1 -a -n "$(grep 'for bandwidth runs' "$work/bi-lat.err")"
+
+# ---------------------------------------------------------------- --rdma-cm
+# Loopback through the CM binds to the device's IPv4 address.
+ip addr add 10.78.0.1/24 dev nvpeer0
+for op in write send; do
+    run "cm-$op" bench -d rxe0 --rdma-cm --op "$op" -s 4096 -n 6 --validate --json
+    expect_eq "[loopback --rdma-cm $op] exit 0" 0 "$(rc "cm-$op")"
+    expect_eq "[loopback --rdma-cm $op] 6 x 4 KiB verified" 24576 "$(j "cm-$op" "r['rows'][0]['verified_bytes']")"
+done
+cat "$work/cm-send.err"
+runx no-cm unshare -m sh -c "mount --bind /dev/null $(realpath "$(ldconfig -p | awk '/librdmacm.so.1 /{print $NF; exit}')") && exec $nvpeer bench -d rxe0 --rdma-cm -n 2"
+expect_eq "[--rdma-cm without librdmacm] exit 2" 2 "$(rc no-cm)"
+expect "[--rdma-cm without librdmacm] one line saying so" test "$(wc -l <"$work/no-cm.err")" = 1 -a -n "$(grep '^nvpeer bench: librdmacm unavailable' "$work/no-cm.err")"
+cat "$work/no-cm.err"
+run cm-plain bench -d rxe0 -n 2 -s 64 --json
+expect_eq "[without --rdma-cm librdmacm is not needed] exit 0" 0 "$(rc cm-plain)"
+
 # ---------------------------------------------------------------- failures
 run bad-dev bench -d nosuchdev -n 2
 expect_eq "[wrong device] exit 2" 2 "$(rc bad-dev)"
@@ -116,6 +153,28 @@ for op in write read send write-imm; do
     expect_eq "[netns $op] devices" "rxea rxeb" "$(j "cli-$op" "r['device'] + ' ' + r['peer_device']")"
 done
 cat "$work/cli-send.err" "$work/srv-send.err"
+
+for op in write read send write-imm; do
+    for size in 8 4096 1048576; do
+        n=6; [ "$size" -eq 1048576 ] && n=2
+        ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/bsrv-$op-$size.out" 2>"$work/bsrv-$op-$size.err" &
+        srv=$!
+        runx "bcli-$op-$size" ip netns exec nva "$nvpeer" bench 10.77.0.2 -d rxea -b --op "$op" -s "$size" -n "$n" --validate --json
+        wait $srv; srv_rc=$?
+        expect_eq "[netns -b $op $size B] client and server exit 0" "0 0" "$(rc "bcli-$op-$size") $srv_rc"
+        expect_eq "[netns -b $op $size B] both directions verified: client, server, total" "$((n * size)) $((n * size)) $((2 * n * size))" "$(j "bcli-$op-$size" "' '.join(str(x) for x in [d['verified_bytes'] for d in r['rows'][0]['directions']] + [r['rows'][0]['verified_bytes']])")"
+    done
+done
+cat "$work/bcli-send-4096.err" "$work/bsrv-send-4096.err"
+for op in write send; do
+    ip netns exec nvb "$nvpeer" bench --server --rdma-cm -d rxeb >"$work/csrv-$op.out" 2>"$work/csrv-$op.err" &
+    srv=$!
+    runx "ccli-$op" ip netns exec nva "$nvpeer" bench 10.77.0.2 --rdma-cm -d rxea --op "$op" -s 65536 -n 6 --validate --json
+    wait $srv; srv_rc=$?
+    expect_eq "[netns --rdma-cm $op] client and server exit 0" "0 0" "$(rc "ccli-$op") $srv_rc"
+    expect_eq "[netns --rdma-cm $op] 6 x 64 KiB verified" 393216 "$(j "ccli-$op" "r['rows'][0]['verified_bytes']")"
+done
+cat "$work/ccli-send.err" "$work/csrv-send.err"
 
 # A server killed mid-transfer: the client says so in one line and exits 2.
 ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/srv-kill.out" 2>"$work/srv-kill.err" &

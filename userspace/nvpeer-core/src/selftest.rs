@@ -577,6 +577,8 @@ fn verbs_register(
         compare_staged: false,
         duration: None,
         max_size: size / 2,
+        bidirectional: false,
+        rdma_cm: false,
     };
     match bench::selftest_transfer(&bo, cuda, |_| stats::read(host).ok()) {
         Ok((bytes, during)) => {

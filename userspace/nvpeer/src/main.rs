@@ -140,6 +140,15 @@ struct BenchArgs {
     /// Measure latency instead of bandwidth.
     #[arg(long)]
     lat: bool,
+    /// Bidirectional bandwidth: both sides post at once (a second connection carries the
+    /// server's requests); per direction and the sum (perftest -b reports the sum).
+    #[arg(short = 'b', long)]
+    bidirectional: bool,
+    /// Connect the queue pair through librdmacm (loaded at run time; both sides): the server
+    /// listens on an RDMA CM id on its address and -p port, the client resolves and connects;
+    /// buffer address and rkey in the private data. Loopback binds to the device's IPv4 address.
+    #[arg(long)]
+    rdma_cm: bool,
     /// Message size in bytes (K/M suffixes; default 65536, 2 with --lat).
     #[arg(short = 's', long, value_parser = parse_size, conflicts_with = "all")]
     size: Option<usize>,
@@ -437,6 +446,8 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
         compare_staged: a.compare_staged,
         duration: a.duration.map(std::time::Duration::from_secs),
         max_size: a.max_size,
+        bidirectional: a.bidirectional,
+        rdma_cm: a.rdma_cm,
     }
 }
 
@@ -452,6 +463,10 @@ fn fail(cmd: &str, e: &BenchError) -> ExitCode {
 
 fn run_bench(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
     let opts = bench_opts(a);
+    if a.bidirectional && a.lat {
+        eprintln!("nvpeer bench: -b/--bidirectional is for bandwidth runs, not with --lat");
+        return Ok(ExitCode::from(2));
+    }
     if let Some(m) = a.mtu {
         if bench::engine::mtu_enum(m).is_none() {
             eprintln!("nvpeer bench: --mtu {m}: use 256, 512, 1024, 2048 or 4096");

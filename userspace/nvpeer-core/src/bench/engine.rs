@@ -13,12 +13,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::ibv::{self, Context, Cq, Mr, Qp, QpAttr, Sge, Wc};
 use super::mem::{first_mismatch, pattern, Buffer, RegPath};
+use super::rdmacm;
 use super::{describe_reg_error, BenchError, Op};
 
 /// Requests per signalled completion in bandwidth runs (perftest's default --cq-mod).
@@ -60,6 +62,13 @@ pub enum Msg {
     Hello {
         info: ConnInfo,
         mtu: Option<u32>,
+        /// Bidirectional runs: the client opens a second connection on which the server
+        /// posts the requests (roles reversed).
+        #[serde(default)]
+        bidir: bool,
+        /// The QP is connected through librdmacm after this exchange.
+        #[serde(default)]
+        rdma_cm: bool,
     },
     Run {
         op: Op,
@@ -67,6 +76,21 @@ pub enum Msg {
         iters: u64,
         latency: bool,
         validate: bool,
+        /// The server posts the same run on the second connection at the same time.
+        #[serde(default)]
+        bidir: bool,
+    },
+    /// Bidirectional runs: what the server measured as the requester of the second
+    /// connection (sent after the `Result` of the client's run).
+    Reverse {
+        iters: u64,
+        elapsed_ns: u64,
+        completions_ns: Vec<u64>,
+        verified_bytes: u64,
+        error: Option<String>,
+        /// The error is a data mismatch.
+        #[serde(default)]
+        mismatch: bool,
     },
     Ready,
     /// Validate mode: message `seed` has been delivered; the server checks it.
@@ -85,6 +109,8 @@ pub enum Msg {
 pub struct Channel {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// The client's CM connection of an --rdma-cm run, kept as long as the channel.
+    cm: Option<rdmacm::Cm>,
 }
 
 impl Channel {
@@ -99,6 +125,7 @@ impl Channel {
         Ok(Self {
             reader: BufReader::new(stream),
             writer,
+            cm: None,
         })
     }
 
@@ -288,6 +315,19 @@ impl Side {
 
     fn nqps(&self) -> usize {
         self.queues.get().map_or(1, |q| q.qps.len().max(1))
+    }
+
+    /// The first (with --rdma-cm the only) QP.
+    pub fn qp0(&self) -> Result<&Qp, BenchError> {
+        self.q()?
+            .qps
+            .first()
+            .ok_or_else(|| BenchError::Peer("no queue pair".to_owned()))
+    }
+
+    /// The buffer as the peer addresses it: (address, rkey, half size).
+    pub fn remote(&self) -> rdmacm::Remote {
+        (self.buf.addr, self.mr.rkey, self.half as u64)
     }
 
     pub fn info(&self) -> Result<ConnInfo, BenchError> {
@@ -591,6 +631,8 @@ pub struct RunSpec {
     pub iters: u64,
     pub latency: bool,
     pub validate: bool,
+    /// The peer posts the same run towards us at the same time (second connection).
+    pub bidir: bool,
 }
 
 /// What the client measured for one (op, size).
@@ -618,6 +660,7 @@ pub fn client_run(
         iters,
         latency,
         validate,
+        bidir,
     } = spec;
     ch.send(&Msg::Run {
         op,
@@ -625,6 +668,7 @@ pub fn client_run(
         iters,
         latency,
         validate,
+        bidir,
     })?;
     match ch.recv()? {
         Msg::Ready => {}
@@ -855,6 +899,7 @@ fn server_run(
         iters,
         latency,
         validate,
+        ..
     } = spec;
     if size == 0 || size > side.half {
         ch.send(&Msg::Result {
@@ -1042,19 +1087,183 @@ fn check_recv(op: Op, wc: &Wc, seed: u64, size: usize) -> Result<(), BenchError>
     Ok(())
 }
 
-/// Serves one client on `stream` until it says bye (or disappears).
-pub fn serve_client(side: &Side, stream: TcpStream) -> Result<ConnInfo, BenchError> {
+/// Makes the server's side and stream of a bidirectional run's second connection (the client
+/// connects to the same listener again).
+pub type SecondConn<'a> = &'a dyn Fn() -> Result<(Side, TcpStream), BenchError>;
+
+/// The server's requester of a bidirectional run: a thread that owns the second connection's
+/// side and runs what it is sent, at the same time as the server answers the client.
+struct Reverse {
+    tx: Option<mpsc::Sender<RunSpec>>,
+    rx: mpsc::Receiver<Result<Measured, BenchError>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Reverse {
+    fn start(side: Side, stream: TcpStream, mtu: Option<u32>, nqps: usize) -> Self {
+        let (tx, specs) = mpsc::channel::<RunSpec>();
+        let (results, rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let (mut ch, peer) = match handshake(&side, stream, mtu, nqps, false) {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = results.send(Err(e));
+                    return;
+                }
+            };
+            for spec in specs {
+                let r = client_run(&side, &mut ch, &peer, spec);
+                let failed = r.is_err();
+                let _ = results.send(r);
+                if failed {
+                    return;
+                }
+            }
+            let _ = ch.send(&Msg::Bye);
+        });
+        Self {
+            tx: Some(tx),
+            rx,
+            thread: Some(thread),
+        }
+    }
+
+    /// Runs `spec` as the requester while `fwd` serves the client's run.
+    fn run(
+        &mut self,
+        spec: RunSpec,
+        fwd: impl FnOnce() -> Result<(), BenchError>,
+    ) -> Result<Result<Measured, BenchError>, BenchError> {
+        let sent = self.tx.as_ref().map(|t| t.send(spec).is_ok());
+        let f = fwd();
+        // A thread that ended early left its error in the channel.
+        let ended = || BenchError::Peer("the server's requester thread ended".to_owned());
+        let r = if sent == Some(true) {
+            self.rx.recv().unwrap_or_else(|_| Err(ended()))
+        } else {
+            self.rx.try_recv().unwrap_or_else(|_| Err(ended()))
+        };
+        f.map(|()| r)
+    }
+}
+
+impl Drop for Reverse {
+    fn drop(&mut self) {
+        // The thread says bye on the second connection and ends; waited for, so that a
+        // server process does not exit before its bye has been sent.
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn reverse_msg(r: &Result<Measured, BenchError>) -> Msg {
+    match r {
+        Ok(m) => Msg::Reverse {
+            iters: m.iters,
+            elapsed_ns: m.elapsed.as_nanos() as u64,
+            completions_ns: m.completions.iter().map(|c| c.as_nanos() as u64).collect(),
+            verified_bytes: m.verified_bytes,
+            error: None,
+            mismatch: false,
+        },
+        Err(e) => Msg::Reverse {
+            iters: 0,
+            elapsed_ns: 0,
+            completions_ns: Vec::new(),
+            verified_bytes: 0,
+            error: Some(e.to_string()),
+            mismatch: matches!(e, BenchError::Validation(_)),
+        },
+    }
+}
+
+/// The client's reading of the server's `Reverse` message.
+pub fn expect_reverse(ch: &mut Channel) -> Result<Measured, BenchError> {
+    match ch.recv()? {
+        Msg::Reverse {
+            error: Some(e),
+            mismatch,
+            ..
+        } => Err(if mismatch {
+            BenchError::Validation(format!("server to client: {e}"))
+        } else {
+            BenchError::Peer(format!("the server's requests failed: {e}"))
+        }),
+        Msg::Reverse {
+            iters,
+            elapsed_ns,
+            completions_ns,
+            verified_bytes,
+            ..
+        } => Ok(Measured {
+            iters,
+            elapsed: Duration::from_nanos(elapsed_ns),
+            samples: Vec::new(),
+            completions: completions_ns
+                .into_iter()
+                .map(Duration::from_nanos)
+                .collect(),
+            verified_bytes,
+        }),
+        other => Err(BenchError::Peer(format!(
+            "expected the server's measurement, got {other:?}"
+        ))),
+    }
+}
+
+/// Serves one client on `stream` until it says bye (or disappears). `second` makes the second
+/// connection of a bidirectional run (None: such runs are refused).
+pub fn serve_client(
+    side: &Side,
+    stream: TcpStream,
+    second: Option<SecondConn<'_>>,
+    cm: Option<&mut rdmacm::Listener>,
+) -> Result<ConnInfo, BenchError> {
     side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;
-    let Msg::Hello { info: peer, mtu } = ch.recv()? else {
+    let Msg::Hello {
+        info: mut peer,
+        mtu,
+        bidir,
+        rdma_cm,
+    } = ch.recv()?
+    else {
         return Err(BenchError::Peer("the client did not say hello".to_owned()));
     };
-    side.create_qps(peer.qpns.len().max(1))?;
+    if rdma_cm != cm.is_some() {
+        return Err(BenchError::Usage(
+            "--rdma-cm must be given on both sides (client and server)".to_owned(),
+        ));
+    }
+    let nqps = peer.qpns.len().max(1);
+    side.create_qps(nqps)?;
     ch.send(&Msg::Hello {
         info: side.info()?,
         mtu,
+        bidir,
+        rdma_cm,
     })?;
-    side.connect(&peer, mtu)?;
+    match cm {
+        Some(l) => {
+            let (addr, rkey, half) = l.accept(side.qp0()?, side.remote())?;
+            (peer.addr, peer.rkey, peer.half) = (addr, rkey, half);
+        }
+        None => side.connect(&peer, mtu)?,
+    }
+    let mut reverse = match (bidir, second) {
+        (false, _) => None,
+        (true, Some(make)) => {
+            let (side2, stream2) = make()?;
+            Some(Reverse::start(side2, stream2, mtu, nqps))
+        }
+        (true, None) => {
+            return Err(BenchError::Peer(
+                "bidirectional run asked on a one-way connection".to_owned(),
+            ))
+        }
+    };
     loop {
         match ch.recv()? {
             Msg::Run {
@@ -1063,37 +1272,98 @@ pub fn serve_client(side: &Side, stream: TcpStream) -> Result<ConnInfo, BenchErr
                 iters,
                 latency,
                 validate,
-            } => server_run(
-                side,
-                &mut ch,
-                &peer,
-                RunSpec {
+                bidir,
+            } => {
+                let spec = RunSpec {
                     op,
                     size: size as usize,
                     iters,
                     latency,
                     validate,
-                },
-            )?,
+                    bidir: false,
+                };
+                match (bidir, reverse.as_mut()) {
+                    (false, _) => server_run(side, &mut ch, &peer, spec)?,
+                    (true, Some(rev)) => {
+                        let r = rev.run(spec, || server_run(side, &mut ch, &peer, spec))?;
+                        ch.send(&reverse_msg(&r))?;
+                        r?;
+                    }
+                    (true, None) => {
+                        return Err(BenchError::Peer(
+                            "bidirectional run without a second connection".to_owned(),
+                        ))
+                    }
+                }
+            }
             Msg::Bye => return Ok(peer),
             other => return Err(BenchError::Peer(format!("unexpected message {other:?}"))),
         }
     }
 }
 
-/// Connects to a server and exchanges QP information.
+/// Connects to a server and exchanges QP information; `bidir` asks for a bidirectional run
+/// (the caller then connects a second time and serves that connection).
 pub fn client_connect(
     side: &Side,
     addr: &str,
     mtu: Option<u32>,
+    bidir: bool,
+    cm: Option<std::net::SocketAddr>,
 ) -> Result<(Channel, ConnInfo), BenchError> {
-    side.create_qps(side.want_qps)?;
     let stream = connect_retry(addr)?;
+    let Some(dst) = cm else {
+        return handshake(side, stream, mtu, side.want_qps, bidir);
+    };
+    side.create_qps(1)?;
     side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;
     ch.send(&Msg::Hello {
         info: side.info()?,
         mtu,
+        bidir,
+        rdma_cm: true,
+    })?;
+    let Msg::Hello { info: mut peer, .. } = ch.recv()? else {
+        return Err(BenchError::Peer("the server did not say hello".to_owned()));
+    };
+    let (c, (a, rkey, half)) = rdmacm::connect(dst, side.qp0()?, side.remote())?;
+    (peer.addr, peer.rkey, peer.half) = (a, rkey, half);
+    ch.cm = Some(c);
+    Ok((ch, peer))
+}
+
+/// The loopback CM address: the IPv4 address of the device's netdev (its IPv4-mapped GID).
+pub fn cm_loopback_addr(opts: &SideOpts) -> Result<std::net::SocketAddr, BenchError> {
+    let ctx = Context::open(opts.device.as_deref())?;
+    let i = opts.gid_index.unwrap_or_else(|| auto_gid(&ctx, opts.port));
+    match ctx.gid(opts.port, i) {
+        Some(g) if g[..10] == [0; 10] && g[10] == 0xff && g[11] == 0xff => Ok(
+            std::net::SocketAddr::from(([g[12], g[13], g[14], g[15]], 0)),
+        ),
+        _ => Err(BenchError::Usage(format!(
+            "--rdma-cm in loopback needs an IPv4 address on {}'s network interface",
+            ctx.name
+        ))),
+    }
+}
+
+/// The requester's half of the QP information exchange on a connected stream.
+fn handshake(
+    side: &Side,
+    stream: TcpStream,
+    mtu: Option<u32>,
+    nqps: usize,
+    bidir: bool,
+) -> Result<(Channel, ConnInfo), BenchError> {
+    side.create_qps(nqps)?;
+    side.set_peer(&stream);
+    let mut ch = Channel::new(stream)?;
+    ch.send(&Msg::Hello {
+        info: side.info()?,
+        mtu,
+        bidir,
+        rdma_cm: false,
     })?;
     let Msg::Hello { info: peer, .. } = ch.recv()? else {
         return Err(BenchError::Peer("the server did not say hello".to_owned()));
@@ -1102,7 +1372,7 @@ pub fn client_connect(
     Ok((ch, peer))
 }
 
-fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
+pub fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
     let t = Instant::now();
     loop {
         match TcpStream::connect(addr) {
@@ -1121,4 +1391,51 @@ fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
 /// Binds the server's listener.
 pub fn listen(addr: &str) -> Result<TcpListener, BenchError> {
     TcpListener::bind(addr).map_err(|e| BenchError::Peer(format!("cannot listen on {addr}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reverse_measurement_round_trips_through_the_control_message() {
+        let m = Measured {
+            iters: 3,
+            elapsed: Duration::from_micros(30),
+            samples: Vec::new(),
+            completions: vec![
+                Duration::from_micros(10),
+                Duration::from_micros(20),
+                Duration::from_micros(30),
+            ],
+            verified_bytes: 12288,
+        };
+        let line = serde_json::to_string(&reverse_msg(&Ok(m))).expect("serialises");
+        let back: Msg = serde_json::from_str(&line).expect("parses");
+        let Msg::Reverse {
+            iters,
+            elapsed_ns,
+            completions_ns,
+            verified_bytes,
+            error: None,
+            ..
+        } = back
+        else {
+            panic!("not a successful Reverse: {line}");
+        };
+        assert_eq!((iters, elapsed_ns, verified_bytes), (3, 30_000, 12288));
+        assert_eq!(completions_ns, [10_000, 20_000, 30_000]);
+        let bad = reverse_msg(&Err(BenchError::Validation("byte 3".to_owned())));
+        assert!(matches!(bad, Msg::Reverse { mismatch: true, .. }));
+    }
+
+    #[test]
+    fn messages_of_a_peer_without_the_new_fields_parse() {
+        let run =
+            r#"{"msg":"run","op":"write","size":8,"iters":1,"latency":false,"validate":true}"#;
+        assert!(matches!(
+            serde_json::from_str::<Msg>(run),
+            Ok(Msg::Run { bidir: false, .. })
+        ));
+    }
 }

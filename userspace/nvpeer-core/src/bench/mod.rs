@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod engine;
 pub mod ibv;
 pub mod mem;
+pub mod rdmacm;
 pub mod report;
 pub mod stats;
 
@@ -26,6 +27,8 @@ use mem::{Buffer, MemKind, RegPath};
 pub enum BenchError {
     #[error("libibverbs unavailable: {0}")]
     NoVerbs(String),
+    #[error("librdmacm unavailable (needed by --rdma-cm): {0}")]
+    NoRdmaCm(String),
     #[error("no RDMA device: {0}")]
     NoDevice(String),
     #[error("{what} failed: {source}")]
@@ -141,6 +144,11 @@ pub struct BenchOpts {
     pub duration: Option<std::time::Duration>,
     /// Server: the largest message it accepts (its buffer is twice this).
     pub max_size: usize,
+    /// Both sides post at once (perftest's -b): the server posts the same run on a second
+    /// connection while the client posts on the first.
+    pub bidirectional: bool,
+    /// Connect the QP through librdmacm (the control messages still use TCP).
+    pub rdma_cm: bool,
 }
 
 /// One measured size.
@@ -150,7 +158,20 @@ pub struct Row {
     pub iterations: u64,
     pub bandwidth: Option<stats::Bandwidth>,
     pub latency: Option<stats::Latency>,
-    /// Bytes compared with the expected pattern (0 without --validate).
+    /// Bytes compared with the expected pattern (0 without --validate); both directions'
+    /// sum in bidirectional runs.
+    pub verified_bytes: u64,
+    /// Bidirectional runs: each direction (`bandwidth` is then their sum, as perftest -b).
+    pub directions: Option<Vec<DirectionRow>>,
+}
+
+/// One direction of a bidirectional run, named by the side that posted the requests.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirectionRow {
+    /// "client" or "server".
+    pub requester: &'static str,
+    pub iterations: u64,
+    pub bandwidth: stats::Bandwidth,
     pub verified_bytes: u64,
 }
 
@@ -186,6 +207,8 @@ pub struct BenchReport {
     pub qps: usize,
     pub gpu: Option<cuda::GpuInfo>,
     pub validated: bool,
+    /// Both sides posted at once (-b); rows carry `directions`.
+    pub bidirectional: bool,
     /// How latency is taken for this operation.
     pub latency_method: Option<&'static str>,
     pub rows: Vec<Row>,
@@ -264,9 +287,18 @@ pub fn serve(opts: &BenchOpts, ready: &dyn Fn(&str)) -> Result<engine::ConnInfo,
     let Mode::Server { bind } = &opts.mode else {
         return Err(BenchError::Usage("not a server".to_owned()));
     };
+    check_cm(opts)?;
     let cuda = open_cuda(opts.mem, opts.gpu)?;
     let side = new_side(opts, cuda.as_ref(), opts.mem, opts.reg, opts.max_size)?;
     let listener = engine::listen(bind)?;
+    let mut cm = if opts.rdma_cm {
+        let a: std::net::SocketAddr = bind
+            .parse()
+            .map_err(|e| BenchError::Usage(format!("{bind}: {e}")))?;
+        Some(rdmacm::listen(a)?)
+    } else {
+        None
+    };
     ready(&format!(
         "nvpeer bench server: {} port {}, {} memory registered by {}, listening on {bind}",
         side.ctx.name,
@@ -274,11 +306,36 @@ pub fn serve(opts: &BenchOpts, ready: &dyn Fn(&str)) -> Result<engine::ConnInfo,
         side.buf.kind.label(),
         side.reg.label(side.buf.kind)
     ));
-    let (stream, _) = listener
-        .accept()
-        .map_err(|e| BenchError::Peer(format!("accept: {e}")))?;
-    engine::serve_client(&side, stream)
+    let (stream, _) = accept(&listener)?;
+    let second = || -> Result<(engine::Side, std::net::TcpStream), BenchError> {
+        let s = new_side(opts, cuda.as_ref(), opts.mem, opts.reg, opts.max_size)?;
+        Ok((s, accept(&listener)?.0))
+    };
+    engine::serve_client(&side, stream, Some(&second), cm.as_mut())
 }
+
+/// `--rdma-cm` checks: librdmacm loads, one QP, one direction.
+fn check_cm(opts: &BenchOpts) -> Result<(), BenchError> {
+    if !opts.rdma_cm {
+        return Ok(());
+    }
+    if opts.side.qps > 1 || opts.bidirectional {
+        return Err(BenchError::Usage(
+            "--rdma-cm connects one QP: not with --qps above 1 or -b".to_owned(),
+        ));
+    }
+    rdmacm::check()
+}
+
+fn accept(
+    l: &std::net::TcpListener,
+) -> Result<(std::net::TcpStream, std::net::SocketAddr), BenchError> {
+    l.accept()
+        .map_err(|e| BenchError::Peer(format!("accept: {e}")))
+}
+
+/// Where the client connects: the TCP control address and, with --rdma-cm, the CM address.
+type Conn = (String, Option<std::net::SocketAddr>);
 
 /// Runs a loopback server thread on 127.0.0.1 with the same memory kind; returns its address.
 fn spawn_loopback_server(
@@ -287,21 +344,29 @@ fn spawn_loopback_server(
     mem: MemKind,
     reg: RegPath,
     half: usize,
-) -> Result<(String, std::thread::JoinHandle<Result<(), BenchError>>), BenchError> {
+) -> Result<(Conn, std::thread::JoinHandle<Result<(), BenchError>>), BenchError> {
     let listener = engine::listen("127.0.0.1:0")?;
     let addr = listener
         .local_addr()
         .map_err(|e| BenchError::Peer(e.to_string()))?
         .to_string();
+    let mut cm = if opts.rdma_cm {
+        Some(rdmacm::listen(engine::cm_loopback_addr(&opts.side)?)?)
+    } else {
+        None
+    };
+    let cm_dst = cm.as_ref().map(|l| l.addr);
     let opts = opts.clone();
     let h = std::thread::spawn(move || -> Result<(), BenchError> {
         let side = new_side(&opts, cuda.as_ref(), mem, reg, half)?;
-        let (stream, _) = listener
-            .accept()
-            .map_err(|e| BenchError::Peer(format!("accept: {e}")))?;
-        engine::serve_client(&side, stream).map(|_| ())
+        let (stream, _) = accept(&listener)?;
+        let second = || -> Result<(engine::Side, std::net::TcpStream), BenchError> {
+            let s = new_side(&opts, cuda.as_ref(), mem, reg, half)?;
+            Ok((s, accept(&listener)?.0))
+        };
+        engine::serve_client(&side, stream, Some(&second), cm.as_mut()).map(|_| ())
     });
-    Ok((addr, h))
+    Ok(((addr, cm_dst), h))
 }
 
 /// A connected client: its side, channel and peer, and the loopback server thread if any.
@@ -310,6 +375,8 @@ struct Client {
     ch: engine::Channel,
     peer: engine::ConnInfo,
     server: Option<std::thread::JoinHandle<Result<(), BenchError>>>,
+    /// Bidirectional runs: the thread serving the server's requests on the second connection.
+    reverse: Option<std::thread::JoinHandle<Result<(), BenchError>>>,
 }
 
 impl Client {
@@ -320,12 +387,19 @@ impl Client {
         reg: RegPath,
         half: usize,
     ) -> Result<Self, BenchError> {
-        let (addr, server) = match &opts.mode {
+        let ((addr, cm_dst), server) = match &opts.mode {
             Mode::Loopback => {
                 let (a, h) = spawn_loopback_server(opts, cuda.cloned(), mem, reg, half)?;
                 (a, Some(h))
             }
-            Mode::Client { addr } => (addr.clone(), None),
+            Mode::Client { addr } if opts.rdma_cm => {
+                let dst = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .ok_or_else(|| BenchError::Usage(format!("cannot resolve {addr}")))?;
+                ((addr.clone(), Some(dst)), None)
+            }
+            Mode::Client { addr } => ((addr.clone(), None), None),
             Mode::Server { .. } => {
                 return Err(BenchError::Usage("a server is not a client".to_owned()))
             }
@@ -341,10 +415,22 @@ impl Client {
                 return Err(e);
             }
         };
-        let (ch, peer) = match engine::client_connect(&side, &addr, opts.side.mtu) {
-            Ok(x) => x,
-            Err(e) => return Err(join_error(server, e)),
-        };
+        let (ch, peer) =
+            match engine::client_connect(&side, &addr, opts.side.mtu, opts.bidirectional, cm_dst) {
+                Ok(x) => x,
+                Err(e) => return Err(join_error(server, e)),
+            };
+        // The second connection: the server posts, this side answers (in a thread).
+        let reverse = opts.bidirectional.then(|| {
+            let opts = opts.clone();
+            let cuda = cuda.cloned();
+            let addr = addr.clone();
+            std::thread::spawn(move || -> Result<(), BenchError> {
+                let side2 = new_side(&opts, cuda.as_ref(), mem, reg, half)?;
+                let stream = engine::connect_retry(&addr)?;
+                engine::serve_client(&side2, stream, None, None).map(|_| ())
+            })
+        });
         if (peer.half as usize) < half.min(opts.sizes.iter().copied().max().unwrap_or(0)) {
             return Err(BenchError::Usage(format!(
                 "the server accepts messages up to {} bytes (its --max-size)",
@@ -356,11 +442,23 @@ impl Client {
             ch,
             peer,
             server,
+            reverse,
         })
     }
 
     fn finish(mut self) -> Result<(), BenchError> {
         let r = self.ch.send(&engine::Msg::Bye);
+        if let Some(h) = self.reverse.take() {
+            match h.join() {
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(BenchError::Peer(
+                        "the thread answering the server's requests panicked".to_owned(),
+                    ))
+                }
+                Ok(Ok(())) => {}
+            }
+        }
         if let Some(h) = self.server.take() {
             match h.join() {
                 Ok(Err(e)) => return Err(e),
@@ -404,6 +502,17 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
             "--qps above 1 is for bandwidth runs (latency uses one QP)".to_owned(),
         ));
     }
+    if opts.bidirectional && opts.latency {
+        return Err(BenchError::Usage(
+            "-b/--bidirectional is for bandwidth runs (not with --lat)".to_owned(),
+        ));
+    }
+    check_cm(opts)?;
+    if opts.bidirectional && opts.compare_staged {
+        return Err(BenchError::Usage(
+            "--compare-staged does not combine with -b/--bidirectional".to_owned(),
+        ));
+    }
     if opts.compare_staged && !matches!(opts.mode, Mode::Loopback) {
         return Err(BenchError::Usage(
             "--compare-staged runs in loopback only (it needs a second connection)".to_owned(),
@@ -443,6 +552,7 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
         qps: info.qpns.len().max(1),
         gpu: cuda.as_ref().map(|c| c.info.clone()),
         validated: opts.validate,
+        bidirectional: opts.bidirectional,
         latency_method: opts.latency.then_some(match opts.op {
             Op::Read => "round trip of one RDMA read (as ib_read_lat)",
             Op::Write if opts.mem == MemKind::Cuda => {
@@ -469,6 +579,7 @@ fn measure_all(
         // With --duration, batches of --iters are repeated until the time is up.
         let started = Instant::now();
         let mut m = engine::Measured::default();
+        let mut rev = engine::Measured::default();
         loop {
             let b = engine::client_run(
                 &client.side,
@@ -480,29 +591,59 @@ fn measure_all(
                     iters: opts.iters,
                     latency: opts.latency,
                     validate: opts.validate,
+                    bidir: opts.bidirectional,
                 },
             )?;
-            let offset = m.elapsed;
-            m.iters += b.iters;
-            m.elapsed += b.elapsed;
-            m.samples.extend(b.samples);
-            m.completions
-                .extend(b.completions.into_iter().map(|c| c + offset));
-            m.verified_bytes += b.verified_bytes;
+            add(&mut m, b);
+            if opts.bidirectional {
+                add(&mut rev, engine::expect_reverse(&mut client.ch)?);
+            }
             if opts.duration.is_none_or(|d| started.elapsed() >= d) {
                 break;
             }
         }
+        let bw = |m: &engine::Measured| stats::bandwidth(size as u64, &m.completions, m.elapsed);
+        let directions = opts.bidirectional.then(|| {
+            vec![
+                DirectionRow {
+                    requester: "client",
+                    iterations: m.iters,
+                    bandwidth: bw(&m),
+                    verified_bytes: m.verified_bytes,
+                },
+                DirectionRow {
+                    requester: "server",
+                    iterations: rev.iters,
+                    bandwidth: bw(&rev),
+                    verified_bytes: rev.verified_bytes,
+                },
+            ]
+        });
+        let bandwidth = match &directions {
+            Some(d) => Some(stats::sum(d.iter().map(|x| &x.bandwidth))),
+            None => (!opts.latency).then(|| bw(&m)),
+        };
         rows.push(Row {
             size: size as u64,
             iterations: m.iters,
-            bandwidth: (!opts.latency)
-                .then(|| stats::bandwidth(size as u64, &m.completions, m.elapsed)),
+            bandwidth,
             latency: stats::latency(&m.samples),
-            verified_bytes: m.verified_bytes,
+            verified_bytes: m.verified_bytes + rev.verified_bytes,
+            directions,
         });
     }
     Ok(rows)
+}
+
+/// Appends a batch (its completion times follow the earlier batches').
+fn add(m: &mut engine::Measured, b: engine::Measured) {
+    let offset = m.elapsed;
+    m.iters += b.iters;
+    m.elapsed += b.elapsed;
+    m.samples.extend(b.samples);
+    m.completions
+        .extend(b.completions.into_iter().map(|c| c + offset));
+    m.verified_bytes += b.verified_bytes;
 }
 
 /// Per-message time of a row in microseconds.
@@ -624,7 +765,8 @@ pub fn selftest_transfer<T>(
     during: impl FnOnce(()) -> T,
 ) -> Result<(u64, T), BenchError> {
     let half = opts.sizes.first().copied().unwrap_or(1);
-    let (addr, server) = spawn_loopback_server(opts, None, MemKind::Host, RegPath::RegMr, half)?;
+    let ((addr, _), server) =
+        spawn_loopback_server(opts, None, MemKind::Host, RegPath::RegMr, half)?;
     let side = match new_side(opts, cuda.as_ref(), opts.mem, opts.reg, half) {
         Ok(s) => s,
         Err(e) => {
@@ -634,7 +776,7 @@ pub fn selftest_transfer<T>(
         }
     };
     let snapshot = during(());
-    let (ch, peer) = match engine::client_connect(&side, &addr, None) {
+    let (ch, peer) = match engine::client_connect(&side, &addr, None, false, None) {
         Ok(x) => x,
         Err(e) => return Err(join_error(Some(server), e)),
     };
@@ -643,6 +785,7 @@ pub fn selftest_transfer<T>(
         ch,
         peer,
         server: Some(server),
+        reverse: None,
     };
     let mut bytes = 0;
     for op in [Op::Write, Op::Read] {
@@ -656,6 +799,7 @@ pub fn selftest_transfer<T>(
                 iters: opts.iters,
                 latency: false,
                 validate: true,
+                bidir: false,
             },
         );
         match r {

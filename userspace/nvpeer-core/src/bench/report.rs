@@ -62,6 +62,13 @@ pub fn human(r: &BenchReport) -> String {
             "  validation: every message compared with its pattern ({total} bytes verified)"
         );
     }
+    if r.bidirectional {
+        let _ = writeln!(
+            s,
+            "  bidirectional: both sides posted at once; each size's first line is the sum, \
+             then the requests of the client and of the server"
+        );
+    }
     if r.test == "bandwidth" {
         let _ = writeln!(
             s,
@@ -78,6 +85,23 @@ pub fn human(r: &BenchReport) -> String {
                     b.peak_gbps,
                     b.avg_gbps,
                     b.msg_rate_mpps
+                );
+            }
+            for d in row.directions.iter().flatten() {
+                let _ = writeln!(
+                    s,
+                    "{:>10} {:>8} {:>12.3} {:>12.3} {:>12.6}  by the {}{}",
+                    "",
+                    d.iterations,
+                    d.bandwidth.peak_gbps,
+                    d.bandwidth.avg_gbps,
+                    d.bandwidth.msg_rate_mpps,
+                    d.requester,
+                    if r.validated {
+                        format!(", {} bytes verified", d.verified_bytes)
+                    } else {
+                        String::new()
+                    }
                 );
             }
         }

@@ -89,6 +89,25 @@ pub fn bandwidth(size: u64, completions: &[Duration], elapsed: Duration) -> Band
     }
 }
 
+/// The sum of the directions of a bidirectional run (perftest -b adds both sides' figures).
+pub fn sum<'a>(parts: impl Iterator<Item = &'a Bandwidth>) -> Bandwidth {
+    let mut t = Bandwidth {
+        avg_gbps: 0.0,
+        peak_gbps: 0.0,
+        avg_mbytes_per_s: 0.0,
+        peak_mbytes_per_s: 0.0,
+        msg_rate_mpps: 0.0,
+    };
+    for b in parts {
+        t.avg_gbps += b.avg_gbps;
+        t.peak_gbps += b.peak_gbps;
+        t.avg_mbytes_per_s += b.avg_mbytes_per_s;
+        t.peak_mbytes_per_s += b.peak_mbytes_per_s;
+        t.msg_rate_mpps += b.msg_rate_mpps;
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +148,15 @@ mod tests {
         assert!((b.avg_gbps - 0.8).abs() < 1e-9);
         assert!(b.peak_gbps > b.avg_gbps * 5.0);
         assert!((b.msg_rate_mpps - 0.0001).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bidirectional_sum_adds_both_directions() {
+        let a = bandwidth(1000, &[Duration::from_millis(1)], Duration::from_millis(1));
+        let b = bandwidth(1000, &[Duration::from_millis(2)], Duration::from_millis(2));
+        let t = sum([&a, &b].into_iter());
+        assert!((t.avg_gbps - (a.avg_gbps + b.avg_gbps)).abs() < 1e-12);
+        assert!((t.msg_rate_mpps - (a.msg_rate_mpps + b.msg_rate_mpps)).abs() < 1e-12);
+        assert!((t.peak_mbytes_per_s - (a.peak_mbytes_per_s + b.peak_mbytes_per_s)).abs() < 1e-9);
     }
 }

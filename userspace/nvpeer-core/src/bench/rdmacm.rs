@@ -1,0 +1,467 @@
+//! Connection establishment through librdmacm (`--rdma-cm`), loaded at run time like
+//! libibverbs: the binary runs without librdmacm, and only `--rdma-cm` needs it.
+//!
+//! The queue pair stays ours (created on our own device context and PD, where the buffer is
+//! registered): the CM ids carry its number in `rdma_conn_param.qp_num` and
+//! `rdma_init_qp_attr` supplies the attributes of each state transition (addresses, path,
+//! PSNs), as for any user-managed QP. The buffer's address, rkey and half size travel in the
+//! connection's private data (REQ from the client, REP from the server).
+//!
+//! Layouts follow <rdma/rdma_cma.h> of rdma-core (unchanged since v17), checked by the
+//! assertions below; only `rdma_conn_param` is built here, `rdma_cm_event` is read.
+
+use std::ffi::{c_int, c_void};
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::ibv::{self, Qp, QpAttr};
+use super::BenchError;
+
+/// `struct rdma_conn_param`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ConnParam {
+    private_data: *const c_void,
+    private_data_len: u8,
+    responder_resources: u8,
+    initiator_depth: u8,
+    flow_control: u8,
+    retry_count: u8,
+    rnr_retry_count: u8,
+    srq: u8,
+    qp_num: u32,
+}
+
+/// `struct rdma_cm_event` up to the connection parameters of its union.
+#[repr(C)]
+struct CmEvent {
+    id: *mut c_void,
+    listen_id: *mut c_void,
+    event: u32,
+    status: c_int,
+    conn: ConnParam,
+}
+
+const _: () = assert!(std::mem::size_of::<ConnParam>() == 24);
+const _: () = assert!(std::mem::offset_of!(ConnParam, private_data_len) == 8);
+const _: () = assert!(std::mem::offset_of!(ConnParam, rnr_retry_count) == 13);
+const _: () = assert!(std::mem::offset_of!(ConnParam, qp_num) == 16);
+const _: () = assert!(std::mem::offset_of!(CmEvent, event) == 16);
+const _: () = assert!(std::mem::offset_of!(CmEvent, status) == 20);
+const _: () = assert!(std::mem::offset_of!(CmEvent, conn) == 24);
+
+const PS_TCP: c_int = 0x0106;
+const EV_ADDR_RESOLVED: u32 = 0;
+const EV_ROUTE_RESOLVED: u32 = 2;
+const EV_CONNECT_REQUEST: u32 = 4;
+const EV_CONNECT_RESPONSE: u32 = 5;
+const EV_ESTABLISHED: u32 = 9;
+
+/// How long one CM step (address, route, request, answer) may take.
+const CM_TIMEOUT: Duration = Duration::from_secs(15);
+
+type Chan = *mut c_void;
+type Id = *mut c_void;
+
+struct Cma {
+    _lib: libloading::Library,
+    create_event_channel: unsafe extern "C" fn() -> Chan,
+    destroy_event_channel: unsafe extern "C" fn(Chan),
+    create_id: unsafe extern "C" fn(Chan, *mut Id, *mut c_void, c_int) -> c_int,
+    destroy_id: unsafe extern "C" fn(Id) -> c_int,
+    bind_addr: unsafe extern "C" fn(Id, *const libc::sockaddr) -> c_int,
+    resolve_addr:
+        unsafe extern "C" fn(Id, *const libc::sockaddr, *const libc::sockaddr, c_int) -> c_int,
+    resolve_route: unsafe extern "C" fn(Id, c_int) -> c_int,
+    connect: unsafe extern "C" fn(Id, *mut ConnParam) -> c_int,
+    listen: unsafe extern "C" fn(Id, c_int) -> c_int,
+    accept: unsafe extern "C" fn(Id, *mut ConnParam) -> c_int,
+    establish: unsafe extern "C" fn(Id) -> c_int,
+    disconnect: unsafe extern "C" fn(Id) -> c_int,
+    get_cm_event: unsafe extern "C" fn(Chan, *mut *mut CmEvent) -> c_int,
+    ack_cm_event: unsafe extern "C" fn(*mut CmEvent) -> c_int,
+    init_qp_attr: unsafe extern "C" fn(Id, *mut QpAttr, *mut c_int) -> c_int,
+    get_src_port: unsafe extern "C" fn(Id) -> u16,
+    event_str: unsafe extern "C" fn(u32) -> *const std::ffi::c_char,
+}
+
+// SAFETY: function pointers and the library handle, immutable after loading; librdmacm's entry
+// points are thread-safe.
+unsafe impl Send for Cma {}
+// SAFETY: as above.
+unsafe impl Sync for Cma {}
+
+fn lib_name() -> String {
+    std::env::var("NVPEER_LIBRDMACM").unwrap_or_else(|_| "librdmacm.so.1".to_owned())
+}
+
+fn load() -> Result<Cma, String> {
+    let name = lib_name();
+    // SAFETY: loading librdmacm runs its initialisers, which only set up its own state.
+    let lib = unsafe { libloading::Library::new(&name) }
+        .map_err(|e| format!("cannot load {name} (librdmacm1 not installed?): {e}"))?;
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the types are the C prototypes of <rdma/rdma_cma.h>.
+            *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                .map_err(|e| format!("{name} lacks {}: {e}", $name))?
+        };
+    }
+    Ok(Cma {
+        create_event_channel: sym!("rdma_create_event_channel"),
+        destroy_event_channel: sym!("rdma_destroy_event_channel"),
+        create_id: sym!("rdma_create_id"),
+        destroy_id: sym!("rdma_destroy_id"),
+        bind_addr: sym!("rdma_bind_addr"),
+        resolve_addr: sym!("rdma_resolve_addr"),
+        resolve_route: sym!("rdma_resolve_route"),
+        connect: sym!("rdma_connect"),
+        listen: sym!("rdma_listen"),
+        accept: sym!("rdma_accept"),
+        establish: sym!("rdma_establish"),
+        disconnect: sym!("rdma_disconnect"),
+        get_cm_event: sym!("rdma_get_cm_event"),
+        ack_cm_event: sym!("rdma_ack_cm_event"),
+        init_qp_attr: sym!("rdma_init_qp_attr"),
+        get_src_port: sym!("rdma_get_src_port"),
+        event_str: sym!("rdma_event_str"),
+        _lib: lib,
+    })
+}
+
+fn cma() -> Result<&'static Cma, BenchError> {
+    static CMA: OnceLock<Result<Cma, String>> = OnceLock::new();
+    CMA.get_or_init(load)
+        .as_ref()
+        .map_err(|e| BenchError::NoRdmaCm(e.clone()))
+}
+
+/// Loads librdmacm now (a clear error before any device work).
+pub fn check() -> Result<(), BenchError> {
+    cma().map(|_| ())
+}
+
+fn err(what: &str) -> BenchError {
+    BenchError::verbs(what, std::io::Error::last_os_error())
+}
+
+/// What one side tells the other in the private data: buffer address, rkey, half size.
+pub type Remote = (u64, u32, u64);
+
+fn encode(r: Remote) -> [u8; 20] {
+    let mut b = [0u8; 20];
+    b[..8].copy_from_slice(&r.0.to_be_bytes());
+    b[8..12].copy_from_slice(&r.1.to_be_bytes());
+    b[12..].copy_from_slice(&r.2.to_be_bytes());
+    b
+}
+
+fn decode(p: *const c_void, len: u8) -> Result<Remote, BenchError> {
+    if p.is_null() || len < 20 {
+        return Err(BenchError::Peer(format!(
+            "the CM peer sent {len} bytes of private data, not the 20 of its buffer"
+        )));
+    }
+    let mut b = [0u8; 20];
+    // SAFETY: the event's private data holds at least `len` >= 20 bytes until it is acked.
+    unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), b.as_mut_ptr(), 20) };
+    let u64_at = |i: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[i..i + 8]);
+        u64::from_be_bytes(x)
+    };
+    Ok((
+        u64_at(0),
+        u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+        u64_at(12),
+    ))
+}
+
+fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match a {
+        SocketAddr::V4(v) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(v.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&mut s as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v.ip().octets(),
+                },
+                sin6_scope_id: v.scope_id(),
+            };
+            // SAFETY: as above, for sockaddr_in6.
+            unsafe { std::ptr::write((&mut s as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (s, len as libc::socklen_t)
+}
+
+/// An event channel and its ids (destroyed in reverse order).
+pub struct Cm {
+    cma: &'static Cma,
+    chan: Chan,
+    ids: Vec<Id>,
+    connected: Option<Id>,
+}
+
+// SAFETY: the CM objects are used by one thread at a time (the owner's).
+unsafe impl Send for Cm {}
+
+impl Drop for Cm {
+    fn drop(&mut self) {
+        // SAFETY: every id was created on this channel and is destroyed once, the channel last.
+        unsafe {
+            if let Some(id) = self.connected {
+                (self.cma.disconnect)(id);
+            }
+            for &id in self.ids.iter().rev() {
+                (self.cma.destroy_id)(id);
+            }
+            (self.cma.destroy_event_channel)(self.chan);
+        }
+    }
+}
+
+impl Cm {
+    fn new() -> Result<Self, BenchError> {
+        let cma = cma()?;
+        // SAFETY: no arguments.
+        let chan = unsafe { (cma.create_event_channel)() };
+        if chan.is_null() {
+            return Err(err("rdma_create_event_channel"));
+        }
+        Ok(Self {
+            cma,
+            chan,
+            ids: Vec::new(),
+            connected: None,
+        })
+    }
+
+    fn create_id(&mut self) -> Result<Id, BenchError> {
+        let mut id: Id = std::ptr::null_mut();
+        // SAFETY: a live channel and an out pointer.
+        if unsafe { (self.cma.create_id)(self.chan, &mut id, std::ptr::null_mut(), PS_TCP) } != 0 {
+            return Err(err("rdma_create_id"));
+        }
+        self.ids.push(id);
+        Ok(id)
+    }
+
+    /// Waits for the next event, which must be `want`; returns (id, peer's private data).
+    fn expect(&self, want: u32, step: &str) -> Result<(Id, Option<Remote>), BenchError> {
+        let t = Instant::now();
+        // SAFETY: struct rdma_event_channel starts with its fd.
+        let fd = unsafe { *self.chan.cast::<c_int>() };
+        loop {
+            let left = CM_TIMEOUT.saturating_sub(t.elapsed());
+            if left.is_zero() {
+                return Err(BenchError::Peer(format!(
+                    "rdma_cm: no answer to {step} for {} s",
+                    CM_TIMEOUT.as_secs()
+                )));
+            }
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd.
+            let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(1000) as c_int) };
+            if n > 0 {
+                break;
+            }
+        }
+        let mut ev: *mut CmEvent = std::ptr::null_mut();
+        // SAFETY: a live channel with an event pending; ev is an out pointer.
+        if unsafe { (self.cma.get_cm_event)(self.chan, &mut ev) } != 0 {
+            return Err(err("rdma_get_cm_event"));
+        }
+        // SAFETY: a valid event until acked below.
+        let (kind, status, id, data) = unsafe {
+            let e = &*ev;
+            let data = if matches!(e.event, EV_CONNECT_REQUEST | EV_CONNECT_RESPONSE) {
+                Some(decode(e.conn.private_data, e.conn.private_data_len))
+            } else {
+                None
+            };
+            (e.event, e.status, e.id, data)
+        };
+        // SAFETY: acked once.
+        unsafe { (self.cma.ack_cm_event)(ev) };
+        if kind != want || status != 0 {
+            // SAFETY: returns a static string for any value.
+            let name = |k: u32| unsafe {
+                std::ffi::CStr::from_ptr((self.cma.event_str)(k))
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            return Err(BenchError::Peer(format!(
+                "rdma_cm {step}: got {} (status {status}), expected {}",
+                name(kind),
+                name(want)
+            )));
+        }
+        Ok((id, data.transpose()?))
+    }
+
+    /// Moves our QP to `state` with the attributes the CM gives for `id`.
+    fn transition(&self, id: Id, qp: &Qp, state: u32, what: &str) -> Result<(), BenchError> {
+        let mut a = QpAttr::new();
+        a.qp_state(state);
+        let mut mask: c_int = 0;
+        // SAFETY: a full struct ibv_qp_attr and an out mask.
+        if unsafe { (self.cma.init_qp_attr)(id, &mut a, &mut mask) } != 0 {
+            return Err(err(&format!("rdma_init_qp_attr({what})")));
+        }
+        if state == ibv::QPS_INIT {
+            a.qp_access_flags(
+                ibv::ACCESS_LOCAL_WRITE | ibv::ACCESS_REMOTE_WRITE | ibv::ACCESS_REMOTE_READ,
+            );
+            mask |= ibv::QP_ACCESS_FLAGS;
+        }
+        qp.modify(&mut a, mask, what)
+    }
+
+    fn param(qp: &Qp, data: &[u8; 20]) -> ConnParam {
+        ConnParam {
+            private_data: data.as_ptr().cast(),
+            private_data_len: 20,
+            responder_resources: 16,
+            initiator_depth: 16,
+            flow_control: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: 0,
+            qp_num: qp.qpn,
+        }
+    }
+}
+
+/// A listening CM id (the server's, or the loopback server thread's).
+pub struct Listener {
+    cm: Cm,
+    /// Where it listens (the port read back when 0 was asked).
+    pub addr: SocketAddr,
+}
+
+/// Binds and listens on `addr` (port 0: any free port, read back).
+pub fn listen(addr: SocketAddr) -> Result<Listener, BenchError> {
+    let mut cm = Cm::new()?;
+    let id = cm.create_id()?;
+    let (sa, _) = sockaddr(&addr);
+    // SAFETY: a live id and a sockaddr of the right family.
+    if unsafe { (cm.cma.bind_addr)(id, (&sa as *const libc::sockaddr_storage).cast()) } != 0 {
+        return Err(err(&format!("rdma_bind_addr({addr})")));
+    }
+    // SAFETY: a bound id.
+    if unsafe { (cm.cma.listen)(id, 4) } != 0 {
+        return Err(err(&format!("rdma_listen({addr})")));
+    }
+    // SAFETY: a bound id; the port comes in network order.
+    let port = u16::from_be(unsafe { (cm.cma.get_src_port)(id) });
+    let mut addr = addr;
+    addr.set_port(port);
+    Ok(Listener { cm, addr })
+}
+
+impl Listener {
+    /// Takes one connection request for `qp`: INIT, RTR, RTS from the CM's attributes, accept
+    /// with our buffer in the private data, wait until established. Returns the peer's buffer.
+    pub fn accept(&mut self, qp: &Qp, local: Remote) -> Result<Remote, BenchError> {
+        let (child, remote) = self.cm.expect(EV_CONNECT_REQUEST, "listen")?;
+        self.cm.ids.push(child);
+        let remote =
+            remote.ok_or_else(|| BenchError::Peer("connect request without data".to_owned()))?;
+        self.cm
+            .transition(child, qp, ibv::QPS_INIT, "INIT (rdma_cm)")?;
+        self.cm
+            .transition(child, qp, ibv::QPS_RTR, "RTR (rdma_cm)")?;
+        self.cm
+            .transition(child, qp, ibv::QPS_RTS, "RTS (rdma_cm)")?;
+        let data = encode(local);
+        let mut p = Cm::param(qp, &data);
+        // SAFETY: a connect-request id; p and its private data live through the call.
+        if unsafe { (self.cm.cma.accept)(child, &mut p) } != 0 {
+            return Err(err("rdma_accept"));
+        }
+        self.cm.expect(EV_ESTABLISHED, "accept")?;
+        self.cm.connected = Some(child);
+        Ok(remote)
+    }
+}
+
+/// The client: resolves `dst`, connects `qp` with our buffer in the private data, completes the
+/// QP's transitions from the CM's attributes. Returns the CM (keep it while the QP is used) and
+/// the server's buffer.
+pub fn connect(dst: SocketAddr, qp: &Qp, local: Remote) -> Result<(Cm, Remote), BenchError> {
+    let mut cm = Cm::new()?;
+    let id = cm.create_id()?;
+    let (sa, _) = sockaddr(&dst);
+    let ms = CM_TIMEOUT.as_millis() as c_int;
+    // SAFETY: a live id; the destination sockaddr lives through the call.
+    if unsafe {
+        (cm.cma.resolve_addr)(
+            id,
+            std::ptr::null(),
+            (&sa as *const libc::sockaddr_storage).cast(),
+            ms,
+        )
+    } != 0
+    {
+        return Err(err(&format!("rdma_resolve_addr({dst})")));
+    }
+    cm.expect(EV_ADDR_RESOLVED, "address resolution")?;
+    // SAFETY: an id with a resolved address.
+    if unsafe { (cm.cma.resolve_route)(id, ms) } != 0 {
+        return Err(err("rdma_resolve_route"));
+    }
+    cm.expect(EV_ROUTE_RESOLVED, "route resolution")?;
+    cm.transition(id, qp, ibv::QPS_INIT, "INIT (rdma_cm)")?;
+    let data = encode(local);
+    let mut p = Cm::param(qp, &data);
+    // SAFETY: a routed id; p and its private data live through the call.
+    if unsafe { (cm.cma.connect)(id, &mut p) } != 0 {
+        return Err(err(&format!("rdma_connect({dst})")));
+    }
+    let (_, remote) = cm.expect(EV_CONNECT_RESPONSE, "connect")?;
+    let remote = remote.ok_or_else(|| BenchError::Peer("connect reply without data".to_owned()))?;
+    cm.transition(id, qp, ibv::QPS_RTR, "RTR (rdma_cm)")?;
+    cm.transition(id, qp, ibv::QPS_RTS, "RTS (rdma_cm)")?;
+    // SAFETY: an id whose connect response was received.
+    if unsafe { (cm.cma.establish)(id) } != 0 {
+        return Err(err("rdma_establish"));
+    }
+    cm.connected = Some(id);
+    Ok((cm, remote))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_data_round_trip() {
+        let r = (0x1122_3344_5566_7788, 0xdead_beef, 1 << 23);
+        let b = encode(r);
+        assert_eq!(decode(b.as_ptr().cast(), 20).ok(), Some(r));
+        assert!(decode(b.as_ptr().cast(), 19).is_err());
+    }
+}
