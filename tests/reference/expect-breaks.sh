@@ -10,7 +10,8 @@
 #   (pcs5_invalidate from nv_get_p2p_free_callback) and a hung task.
 #   free_in_dereg (5x): dereg holds mapping_lock and waits for the RM lock in dma_unmap; the
 #   cudaFree holds the RM lock and its callback waits for mapping_lock (CONTRACT 1.10): a hung task.
-#   put_pages failing at dereg (faults.py, 5x): see the block at the end.
+#   dereg_in_callback (5x, 5x-unmaps): a dereg runs to release() while the core's invalidate
+#   returns into its free callback, which then writes into the freed context: see the block below.
 #   put_pages failing at dereg (faults.py): see the block at the end.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,6 +48,37 @@ done <<'EOF_CASES'
 in_put_pages 5x lockdep,hung-task,WARN possible_recursive_locking_detected
 free_in_dereg 5x hung-task,lockdep,WARN blocked_for_more_than
 EOF_CASES
+
+# dereg_in_callback on both 5.x cores, one VM: each case ends with every slab cache validated, so
+# the callback's write into the context that release() freed (callback_task = NULL, 8 zero bytes)
+# is reported there: SLUB "Poison overwritten", or KFENCE when it sampled that object. The
+# suite's own checks pass (the reference returns no error); one report per generation.
+mkdir -p /tmp/nvpeer-vm
+out=$(mktemp -d /tmp/nvpeer-vm/reference-dereg_in_callback.XXXXXX)
+msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="NVIDIA 550 writes into its context freed by a dereg during its callback" \
+      "$repo/tests/vm/run.sh" --kdir "$kdir" revocation reference --only dereg_in_callback \
+      --gen 5x --gen 5x-unmaps 2>&1)
+rc=$?
+echo "$msg" | grep -E "^(FAIL|\[suite)|^vm: " | head -n 10
+reported=$(sed -n 's/^vm: FAIL: the guest kernel reported: \([^ ]*\) .*/\1/p' <<<"$msg" | head -n1)
+seen=$(cat "$out/console.txt" 2>/dev/null | grep -cE "Poison overwritten|KFENCE: use-after-free write")
+if ! grep -q '^\[suite revocation-reference\] [1-9][0-9]* ok, 0 failed' "$out/suite.log" 2>/dev/null; then
+    echo "reference dereg_in_callback: the suite's checks did not all pass; see $out" >&2
+    fail=1
+elif [ $rc -eq 0 ] || [ -z "$reported" ] || [ "$seen" -lt 2 ]; then
+    echo "reference dereg_in_callback: expected a use-after-free report on 5x and on 5x-unmaps," \
+         "got ${seen} (kernel reports: ${reported:-none}); see $out" >&2
+    fail=1
+else
+    for k in ${reported//,/ }; do
+        case "$k" in
+        SLUB|WARN|KFENCE|BUG) ;;
+        *) echo "reference dereg_in_callback: unexpected report $k; see $out" >&2; fail=1 ;;
+        esac
+    done
+    echo "reference dereg_in_callback: writes into its freed context, as known ($seen reports:" \
+         "$reported), log $out"
+fi
 
 # put_pages failing at dereg (faults.py reference --only put_pages): NVIDIA's module frees its
 # context although the pin and its free callback stay with NVIDIA; every cudaFree afterwards runs

@@ -2,14 +2,16 @@
 """Revocation at every point of a registration's life (issues 4 and 6), for each core generation:
 the free callback fires inside acquire's pin, right after acquire, right after get_pages, inside
 dma_map, right after dma_map (the core still holding the umem's mapping_lock), while registered,
-inside put_pages, concurrently with dereg from several threads, from another process, twice, and
-for two registrations of one buffer. Each case must leave nothing pinned or mapped, no stale
+inside put_pages, inside dereg (with and without the core's mapping_lock held), with a dereg
+running while the core's invalidate returns into the callback, concurrently with dereg from
+several threads, from another process, twice, and for two registrations of one buffer. Each case must leave nothing pinned or mapped, no stale
 page-table use, and the VM's detectors (lockdep, KFENCE, kmemleak, hung tasks) silent.
 
 The same matrix runs against NVIDIA's reference module (client "reference", on 5x and
 5x-unmaps; on 4x it writes into freed memory: tests/reference/expect-4x-uaf.sh). A case that
 breaks it is listed in REFERENCE_BREAKS and runs against it only when named with --only
-(tests/reference/expect-breaks.sh, one VM each: a deadlocked kernel cannot go on).
+(tests/reference/expect-breaks.sh, in VMs of their own: a deadlocked or corrupted kernel cannot
+go on).
 
 Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only CASE] [--gen G]"""
 
@@ -31,25 +33,52 @@ MIB = 1 << 20
 # 30 s by the runner, reports it too).
 HANG_S = 20
 
-# Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how (CONTRACT 1.10):
-# its free callback calls the core's invalidate, which waits for the mapping_lock that the
-# registering thread holds until activation; that thread's dma_map then waits for the RM lock
-# the freeing thread holds.
+# Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how: "hangs" (run in
+# a child that is left hanging) or "corrupts" (runs to its end; the kernel's memory checkers
+# report what it wrote into freed memory). CONTRACT 1.10: its free callback calls the core's
+# invalidate, which waits for the mapping_lock that the registering thread holds until
+# activation; that thread's dma_map then waits for the RM lock the freeing thread holds.
+HANGS, CORRUPTS = "hangs", "corrupts"
+# Its free callback writes `callback_task = NULL` into its context after the core's invalidate
+# returned; a dereg that ran meanwhile (nothing left to unmap) has freed that context in release.
+_CALLBACK_UAF = ("use-after-free write: its free callback clears callback_task in the context "
+                 "that a concurrent dereg's release() freed while the core's invalidate returned")
 REFERENCE_BREAKS = {
     # Seen here: dereg's put_pages fires the free callback (the buffer freed meanwhile) in the
     # deregistering thread; the callback runs the core's invalidate, which takes the umem's
     # mapping_lock that this thread holds (a 5.x core that ignores PEER_MEM_INVALIDATE_UNMAPS
     # unmaps under it): lockdep "possible recursive locking", then a hung task.
-    ("in_put_pages", "5x"): "self-deadlock on the umem's mapping_lock: its free callback runs "
-                            "the core's invalidate inside its own put_pages during dereg",
+    ("in_put_pages", "5x"): (HANGS, "self-deadlock on the umem's mapping_lock: its free callback "
+                             "runs the core's invalidate inside its own put_pages during dereg"),
     # CONTRACT 1.10 (ref 2696789): dereg holds mapping_lock and calls dma_unmap, which waits for
     # the RM lock; the cudaFree holds the RM lock and its callback waits for mapping_lock.
-    ("free_in_dereg", "5x"): "ABBA deadlock between dereg (mapping_lock, then the RM lock in "
-                             "dma_unmap) and cudaFree (RM lock, then mapping_lock in invalidate)",
-    # The same deadlock, reached by timing: seen here within 5 races x 2 threads. Not run
-    # against the reference on 5x (free_in_dereg reproduces it deterministically).
-    ("dereg_race", "5x"): "the free_in_dereg ABBA deadlock, reached by timing",
+    ("free_in_dereg", "5x"): (HANGS, "ABBA deadlock between dereg (mapping_lock, then the RM lock "
+                              "in dma_unmap) and cudaFree (RM lock, then mapping_lock in invalidate)"),
+    ("dereg_in_callback", "5x"): (CORRUPTS, _CALLBACK_UAF),
+    ("dereg_in_callback", "5x-unmaps"): (CORRUPTS, _CALLBACK_UAF),
+    # The same breaks reached by timing, so dereg_race is not run against the reference: on 5x
+    # the free_in_dereg deadlock (seen within 5 races x 2 threads); on 5x-unmaps the
+    # dereg_in_callback use-after-free (SLUB "Poison overwritten" in kmalloc-128 in a CI run)
+    # and free_in_dereg_unlocked's unmap of a freed page table (its stale use, same run).
+    ("dereg_race", "5x"): (HANGS, "the free_in_dereg ABBA deadlock, reached by timing"),
+    ("dereg_race", "5x-unmaps"): (CORRUPTS, "the dereg_in_callback use-after-free and the "
+                                  "free_in_dereg_unlocked stale unmap, reached by timing"),
 }
+
+
+def validate_slabs():
+    """Has SLUB check every free object's poison now (slub_debug=FZP), so a write into freed
+    memory is reported by this case rather than whenever that object is next allocated."""
+    root = "/sys/kernel/slab"
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if os.path.islink(path):  # an alias of a merged cache
+            continue
+        try:
+            with open(os.path.join(path, "validate"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass  # a cache without debugging (EINVAL): nothing to check
 
 
 class Case:
@@ -60,13 +89,13 @@ class Case:
     def ours(self):
         return self.st.client == "ours"
 
-    def settled(self, case, stale=0):
+    def settled(self, case, stale=0, stale_why=""):
         """Checks the case left nothing behind, then zeroes the stand-in's event counters."""
         t, label = self.t, f"{self.label} {case}"
         c = self.nv.counters()
         t.check(f"{label}: nothing pinned or mapped afterwards",
                 c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
-        t.eq(f"{label}: stale page-table uses", stale, c["stale_table_uses"])
+        t.eq(f"{label}: stale page-table uses{stale_why}", stale, c["stale_table_uses"])
         t.eq(f"{label}: no P2P call from inside a callback", 0, c["calls_in_callback"])
         self.nv.reset()
         if self.ours:
@@ -113,33 +142,45 @@ def in_acquire(c):
     c.settled("in_acquire")
 
 
+class Call(threading.Thread):
+    """FN in a thread of its own; rc: 0, or the errno it failed with (None until it returns)."""
+
+    def __init__(self, fn):
+        super().__init__(target=self._run)
+        self.fn, self.rc = fn, None
+
+    def _run(self):
+        try:
+            self.fn()
+            self.rc = 0
+        except OSError as e:
+            self.rc = e.errno
+
+
 def free_while_stalled(c, case, stalled_call, va):
     """Runs STALLED_CALL (a registration or dereg made with a stall flag) in a thread; once the
     core waits at its step, frees VA from another thread, lets the core go on, and checks that
     both return and the free succeeded."""
-    freed = {}
-
-    def free():
-        try:
-            c.nv.free_va(va)
-            freed["rc"] = 0
-        except OSError as e:
-            freed["rc"] = e.errno
-
     call_th = threading.Thread(target=stalled_call)
     call_th.start()
     c.core.stall_wait()
-    free_th = threading.Thread(target=free)
+    free_th = Call(lambda: c.nv.free_va(va))
     free_th.start()
     free_th.join(0.5)  # the free runs (or blocks on the core's lock) while the core waits
+    resume_and_join(c, case, "the stalled call", call_th, free_th)
+
+
+def resume_and_join(c, case, what, other_th, free_th):
+    """Lets the stalled core go on; OTHER_TH and FREE_TH must both return (no deadlock) and the
+    free must succeed."""
     c.core.stall_resume()
-    call_th.join(HANG_S)
+    other_th.join(HANG_S)
     free_th.join(HANG_S)
-    if not c.t.check(f"{c.label} {case}: the stalled call and the free both return (no deadlock)",
-                     not call_th.is_alive() and not free_th.is_alive()):
+    if not c.t.check(f"{c.label} {case}: {what} and the free both return (no deadlock)",
+                     not other_th.is_alive() and not free_th.is_alive()):
         raise RuntimeError("deadlocked: the VM cannot go on")
     totals.add("iterations")
-    c.t.eq(f"{c.label} {case}: the cudaFree succeeded", 0, freed.get("rc"))
+    c.t.eq(f"{c.label} {case}: the cudaFree succeeded", 0, free_th.rc)
 
 
 def stalled(c, point):
@@ -193,6 +234,53 @@ def free_in_dereg(c):
     free_while_stalled(c, "free_in_dereg", lambda: c.core.dereg_mr(reg["id"]), a.va)
     a.unmap()
     c.settled("free_in_dereg")
+
+
+def free_in_dereg_unlocked(c):
+    """5.x core, UNMAPS client: dereg stops after the core flipped the umem to UNMAPPED and
+    dropped mapping_lock, before its dma_unmap + put_pages; the buffer is freed there, so the
+    callback's invalidate finds nothing to unmap and NVIDIA frees the page table once the callback
+    returns; then dereg calls the client's dma_unmap and put_pages anyway (CONTRACT 1.7 item 6:
+    "dma_unmap/put_pages can be called even though invalidate has already done the unmap")."""
+    a = c.nv.alloc(2 * MIB)
+    reg = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["dereg_unlocked"])
+    free_while_stalled(c, "free_in_dereg_unlocked", lambda: c.core.dereg_mr(reg["id"]), a.va)
+    a.unmap()
+    if c.ours:
+        c.settled("free_in_dereg_unlocked")
+    else:
+        # NVIDIA's nv_dma_unmap passes the freed table to nvidia_p2p_dma_unmap_pages (which
+        # would read freed memory; the stand-in counts and refuses).
+        c.settled("free_in_dereg_unlocked", stale=1,
+                  stale_why=" (NVIDIA's module unmaps the page table NVIDIA freed after its callback)")
+
+
+# The stall point exists only where the core unmaps outside mapping_lock.
+free_in_dereg_unlocked.gens = ("5x-unmaps",)
+
+
+def dereg_in_callback(c):
+    """The core's invalidate, called from the free callback, stops with its work done and its
+    locks dropped, before it returns into the client; the MR is deregistered meanwhile, release()
+    included (CONTRACT 1.7 item 6: "release() can be called concurrently with invalidate");
+    then the callback goes on. The client's context must outlive its own callback."""
+    case = "dereg_in_callback"
+    a = c.nv.alloc(2 * MIB)
+    reg = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["invalidate_return"])
+    free_th = Call(lambda: c.nv.free_va(a.va))
+    free_th.start()
+    c.core.stall_wait()
+    dereg_th = Call(lambda: c.core.dereg_mr(reg["id"]))
+    dereg_th.start()
+    dereg_th.join(2)  # 5.x and 4.x cores have nothing left to wait for: dereg ends here
+    c.t.check(f"{c.label} {case}: the dereg ran to its end (release() included) while the "
+              "callback was still inside the core's invalidate", not dereg_th.is_alive())
+    resume_and_join(c, case, "the dereg", dereg_th, free_th)
+    c.t.eq(f"{c.label} {case}: the dereg succeeded", 0, dereg_th.rc)
+    c.t.eq(f"{c.label} {case}: the callback ran once", 1, c.nv.counters()["free_callbacks"])
+    validate_slabs()
+    a.unmap()
+    c.settled(case)
 
 
 def in_dma_map(c):
@@ -315,7 +403,8 @@ def dereg_race(c, iterations, threads):
 
 
 CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, after_dma_map, in_put_pages,
-         free_in_dereg, two_registrations, freed_twice, other_process)
+         free_in_dereg, free_in_dereg_unlocked, dereg_in_callback, two_registrations,
+         freed_twice, other_process)
 
 
 def combinations(client, gens):
@@ -351,11 +440,11 @@ def breaking_case(name, gen, iterations, threads):
         if done:
             print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
             print(f"FAIL  reference {name}: finished (exit {os.waitstatus_to_exitcode(status)}); "
-                  f"it was expected to break: {REFERENCE_BREAKS[(name, gen)]}", flush=True)
+                  f"it was expected to break: {REFERENCE_BREAKS[(name, gen)][1]}", flush=True)
             return 1
         time.sleep(1)
     print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
-    print(f"ok    reference {name}: hung, as known ({REFERENCE_BREAKS[(name, gen)]})", flush=True)
+    print(f"ok    reference {name}: hung, as known ({REFERENCE_BREAKS[(name, gen)][1]})", flush=True)
     return 0
 
 
@@ -369,7 +458,7 @@ def main():
     ap.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client == "reference" and not args.in_child and args.gen and len(args.gen) == 1 \
-            and (args.only, args.gen[0]) in REFERENCE_BREAKS:
+            and REFERENCE_BREAKS.get((args.only, args.gen[0]), ("",))[0] == HANGS:
         return breaking_case(args.only, args.gen[0], args.iterations, args.threads)
     default_gens = ("5x", "5x-unmaps") if args.client == "reference" else ("4x", "5x", "5x-unmaps")
     t = Tally(f"revocation-{args.client}")
@@ -384,17 +473,17 @@ def main():
                 c = Case(t, nv, core, st, label)
                 for case in CASES:
                     name = case.__name__
-                    if args.only and name != args.only:
+                    if args.only and name != args.only or gen not in getattr(case, "gens", (gen,)):
                         continue
                     why = REFERENCE_BREAKS.get((name, gen))
                     if args.client == "reference" and why and not args.only:
-                        print(f"skip  {label} {name}: breaks the reference ({why}); "
+                        print(f"skip  {label} {name}: {why[0]} the reference ({why[1]}); "
                               "tests/reference/expect-breaks.sh runs it", flush=True)
                         continue
                     case(c)
                 why = REFERENCE_BREAKS.get(("dereg_race", gen))
                 if args.client == "reference" and why and args.only != "dereg_race":
-                    print(f"skip  {label} dereg_race: breaks the reference ({why})", flush=True)
+                    print(f"skip  {label} dereg_race: {why[0]} the reference ({why[1]})", flush=True)
                 elif not args.only or args.only == "dereg_race":
                     dereg_race(c, args.iterations, args.threads)
                 core.close()

@@ -123,7 +123,14 @@ enum peer_core_sim_umem_kind {
  * mapping_lock, taken by ib_umem_stop_invalidation_notifier; 4.x: nothing, after the mkey is
  * revoked), before it calls dma_unmap. */
 #define PEER_CORE_SIM_REG_STALL_IN_DEREG 0x10
-#define PEER_CORE_SIM_REG_INJECT_ALL 0x1f
+/* 5.x core with a PEER_MEM_INVALIDATE_UNMAPS client only: stall this MR's DEREG_MR after
+ * ib_umem_stop_invalidation_notifier flipped the umem to UNMAPPED and dropped mapping_lock,
+ * before it calls dma_unmap + put_pages (an invalidate now finds nothing to unmap). */
+#define PEER_CORE_SIM_REG_STALL_DEREG_UNLOCKED 0x20
+/* Stall the core's invalidate for this MR once its work is done and its locks dropped, before
+ * it returns into the client's free callback (a dereg can then run to release()). */
+#define PEER_CORE_SIM_REG_STALL_INVALIDATE_RETURN 0x40
+#define PEER_CORE_SIM_REG_INJECT_ALL 0x7f
 
 struct peer_core_sim_reg {
 	__u64 addr;       /* in: user VA of the calling process */

@@ -185,11 +185,15 @@ static bool pcs_client_wants_private_data(const struct pcs_client *c)
 	return pcs_gen == PCS_GEN_4X && legacy->get_context_private_data;
 }
 
+static u64 pcs_op_begin(enum pcs_op op, bool inval);
+static void pcs_op_end(enum pcs_op op, u64 t0);
+
 /* ib_get_peer_client: registration order, first acquire > 0 wins, under the global mutex. */
 struct pcs_client *pcs_get_peer_client(unsigned long addr, size_t size,
 				       unsigned long flags, void **ctx)
 {
 	struct pcs_client *c;
+	u64 t0;
 	int ret;
 
 	mutex_lock(&pcs_peer_mutex);
@@ -199,9 +203,10 @@ struct pcs_client *pcs_get_peer_client(unsigned long addr, size_t size,
 		if (pcs_client_wants_private_data(c))
 			continue;
 		*ctx = NULL;
-		atomic64_inc(&pcs_counters.calls[PCS_OP_ACQUIRE]);
+		t0 = pcs_op_begin(PCS_OP_ACQUIRE, false);
 		/* 4.x and 5.x pass NULL peer_mem_private_data and peer_mem_name here. */
 		ret = c->ops->acquire(addr, size, NULL, NULL, ctx);
+		pcs_op_end(PCS_OP_ACQUIRE, t0);
 		if (ret > 0) {
 			refcount_inc(&c->usecnt);
 			atomic_inc(&pcs_counters.live_umems);
@@ -220,10 +225,10 @@ struct pcs_client *pcs_get_peer_client(unsigned long addr, size_t size,
 void pcs_put_peer_client(struct pcs_client *c, void *ctx, bool inval)
 {
 	if (c->ops->release) {
-		atomic64_inc(&pcs_counters.calls[PCS_OP_RELEASE]);
-		if (inval)
-			atomic64_inc(&pcs_counters.inval_calls[PCS_OP_RELEASE]);
+		u64 t0 = pcs_op_begin(PCS_OP_RELEASE, inval);
+
 		c->ops->release(ctx);
+		pcs_op_end(PCS_OP_RELEASE, t0);
 	}
 	atomic_dec(&pcs_counters.live_umems);
 	pcs_client_put(c);
@@ -231,44 +236,64 @@ void pcs_put_peer_client(struct pcs_client *c, void *ctx, bool inval)
 
 /* ------------------------------------------------------------------ calls into the client */
 
-static void pcs_count(enum pcs_op op, bool inval)
+/* Counts a call into the client and returns its start time (see pcs_op_end). */
+static u64 pcs_op_begin(enum pcs_op op, bool inval)
 {
 	atomic64_inc(&pcs_counters.calls[op]);
 	if (inval)
 		atomic64_inc(&pcs_counters.inval_calls[op]);
+	return ktime_get_ns();
+}
+
+static void pcs_op_end(enum pcs_op op, u64 t0)
+{
+	atomic64_add(ktime_get_ns() - t0, &pcs_counters.client_ns[op]);
 }
 
 int pcs_call_get_pages(struct pcs_umem *u, struct sg_table *sg_head)
 {
-	pcs_count(PCS_OP_GET_PAGES, false);
+	u64 t0 = pcs_op_begin(PCS_OP_GET_PAGES, false);
 	/* write is always 1 (forces CoW breaking); force = 1 for read-only MRs. */
-	return u->client->ops->get_pages(u->addr, u->length, 1, !u->writable, sg_head, u->ctx,
-					 u->core_context);
+	int ret = u->client->ops->get_pages(u->addr, u->length, 1, !u->writable, sg_head, u->ctx,
+					    u->core_context);
+
+	pcs_op_end(PCS_OP_GET_PAGES, t0);
+	return ret;
 }
 
 int pcs_call_dma_map(struct pcs_umem *u, int *nmap)
 {
-	pcs_count(PCS_OP_DMA_MAP, false);
-	return u->client->ops->dma_map(&u->sgt, u->ctx, u->dma_dev, 0, nmap);
+	u64 t0 = pcs_op_begin(PCS_OP_DMA_MAP, false);
+	int ret = u->client->ops->dma_map(&u->sgt, u->ctx, u->dma_dev, 0, nmap);
+
+	pcs_op_end(PCS_OP_DMA_MAP, t0);
+	return ret;
 }
 
 void pcs_call_dma_unmap(struct pcs_umem *u, bool inval)
 {
-	pcs_count(PCS_OP_DMA_UNMAP, inval);
+	u64 t0 = pcs_op_begin(PCS_OP_DMA_UNMAP, inval);
+
 	/* "Must return 0": every core ignores the value. */
 	u->client->ops->dma_unmap(&u->sgt, u->ctx, u->dma_dev);
+	pcs_op_end(PCS_OP_DMA_UNMAP, t0);
 }
 
 void pcs_call_put_pages(struct pcs_umem *u, bool inval)
 {
-	pcs_count(PCS_OP_PUT_PAGES, inval);
+	u64 t0 = pcs_op_begin(PCS_OP_PUT_PAGES, inval);
+
 	u->client->ops->put_pages(&u->sgt, u->ctx);
+	pcs_op_end(PCS_OP_PUT_PAGES, t0);
 }
 
 unsigned long pcs_call_get_page_size(struct pcs_umem *u)
 {
-	pcs_count(PCS_OP_GET_PAGE_SIZE, false);
-	return u->client->ops->get_page_size(u->ctx);
+	u64 t0 = pcs_op_begin(PCS_OP_GET_PAGE_SIZE, false);
+	unsigned long ret = u->client->ops->get_page_size(u->ctx);
+
+	pcs_op_end(PCS_OP_GET_PAGE_SIZE, t0);
+	return ret;
 }
 
 /*
@@ -315,6 +340,7 @@ struct pcs_umem *pcs_umem_alloc(struct pcs_mr *mr, struct pcs_client *c, void *c
 	u->client = c;
 	u->ctx = ctx;
 	u->mr = mr;
+	u->inject = mr->inject;
 	u->addr = mr->addr;
 	u->length = mr->size;
 	u->writable = mr->writable;
@@ -371,6 +397,7 @@ void pcs_stats_show_clients(struct seq_file *m)
  *   calls acquire=N get_pages=N ...      every call into a client
  *   inval_calls dma_unmap=N ...          the calls made inside the invalidate function
  *   timing last_reg_ns=N last_dereg_ns=N in-kernel time of the last REG_MR / DEREG_MR
+ *   client_ns acquire=N get_pages=N ...  total time spent inside each client op
  *   client name=... (the eight memory_peers values, also when sysfs=0)
  */
 static int pcs_stats_show(struct seq_file *m, void *unused)
@@ -392,6 +419,10 @@ static int pcs_stats_show(struct seq_file *m, void *unused)
 			   atomic64_read(&pcs_counters.inval_calls[i]));
 	seq_printf(m, "\ntiming last_reg_ns=%lld last_dereg_ns=%lld\n",
 		   atomic64_read(&pcs_counters.last_reg_ns), atomic64_read(&pcs_counters.last_dereg_ns));
+	seq_puts(m, "client_ns");
+	for (i = 0; i < PCS_OP_COUNT; i++)
+		seq_printf(m, " %s=%lld", pcs_op_names[i], atomic64_read(&pcs_counters.client_ns[i]));
+	seq_putc(m, '\n');
 	pcs_stats_show_clients(m);
 	return 0;
 }

@@ -462,8 +462,12 @@ static atomic_t pcs_resume = ATOMIC_INIT(0);
 
 void pcs_stall_point(struct pcs_mr *mr, u32 point)
 {
-	if (!(mr->inject & point))
-		return;
+	if (mr->inject & point)
+		pcs_stall();
+}
+
+void pcs_stall(void)
+{
 	atomic_set(&pcs_stalled, 1);
 	wake_up_all(&pcs_stall_wq);
 	if (wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_resume), 60 * HZ) <= 0)

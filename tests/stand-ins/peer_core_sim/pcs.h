@@ -87,6 +87,7 @@ struct pcs_umem {
 	struct pcs_client *client;
 	void *ctx;				/* the client's client_context */
 	struct pcs_mr *mr;			/* invalidation_private */
+	u32 inject;				/* the MR's PEER_CORE_SIM_REG_* (it may go first) */
 	struct device *dma_dev;			/* referenced; NULL: no NIC */
 	unsigned long addr;
 	size_t length;
@@ -155,6 +156,7 @@ extern const char *const pcs_op_names[PCS_OP_COUNT];
 struct pcs_counters {
 	atomic64_t calls[PCS_OP_COUNT];
 	atomic64_t inval_calls[PCS_OP_COUNT];	/* made inside the invalidate function */
+	atomic64_t client_ns[PCS_OP_COUNT];	/* time spent inside each client op, for benchmarks */
 	atomic64_t violations;
 	atomic_t live_umems;			/* acquired, not yet released */
 	atomic_t live_mrs;
@@ -195,7 +197,9 @@ extern const struct kobj_type pcs_client_ktype;
 /* mr.c: MRs, host pinning, the "NIC DMA", /dev/peer_core_sim */
 int pcs_pin_host(struct pcs_mr *mr);
 void pcs_mr_revoke(struct pcs_mr *mr);
+/* A test stall (PEER_CORE_SIM_REG_STALL_*) when the MR asked for POINT; pcs_stall: always. */
 void pcs_stall_point(struct pcs_mr *mr, u32 point);
+void pcs_stall(void);
 int pcs_dev_init(void);
 void pcs_dev_exit(void);
 

@@ -172,6 +172,7 @@ static int pcs4_invalidate(void *reg_handle, u64 core_context)
 	struct pcs_client *c = reg_handle;
 	struct pcs_umem *u;
 	struct pcs_mr *mr;
+	bool stall = false;
 
 	/* MOFED 4.x unlocks c->lock after the last release may have let unregister free c. */
 	pcs_client_get(c);
@@ -194,12 +195,15 @@ static int pcs4_invalidate(void *reg_handle, u64 core_context)
 		pcs_client_put(c);
 		return 0;
 	}
+	stall = u->inject & PEER_CORE_SIM_REG_STALL_INVALIDATE_RETURN;
 	pcs_mr_revoke(mr);
 	pcs4_release(u, true);
 	complete_all(&mr->inval_done);
 out:
 	mutex_unlock(&c->lock);
 	pcs_client_put(c);
+	if (stall)
+		pcs_stall();
 	return 0;
 }
 

@@ -279,6 +279,7 @@ static void pcs5_stop_notifier(struct pcs_mr *mr, struct pcs_umem *u)
 	cur = u->state;
 	u->state = PCS_UNMAPPED;
 	mutex_unlock(&u->mapping_lock);
+	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_DEREG_UNLOCKED);
 	pcs5_unmap(u, cur, PCS_UNMAPPED, false);
 }
 
@@ -302,6 +303,7 @@ static int pcs5_invalidate(void *reg_handle, u64 core_context)
 {
 	struct pcs_client *c = reg_handle;
 	struct pcs_umem *u;
+	bool stall;
 
 	/* The client may be unregistering: keep c until this call returns (MOFED does not). */
 	pcs_client_get(c);
@@ -324,9 +326,12 @@ static int pcs5_invalidate(void *reg_handle, u64 core_context)
 		pcs5_unmap(u, u->state, PCS_INVALIDATED, true);
 	else
 		pcs5_unmap(u, u->state, PCS_UNMAPPED, true);
+	stall = u->inject & PEER_CORE_SIM_REG_STALL_INVALIDATE_RETURN;
 	mutex_unlock(&u->mapping_lock);
 	pcs_umem_put(u);
 	pcs_client_put(c);
+	if (stall)
+		pcs_stall();
 	return 0;
 }
 
