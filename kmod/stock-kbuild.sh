@@ -6,8 +6,11 @@
 #   stock-kbuild.sh [--config FILE] check   RELEASE      derive + check the toolchain only (fast)
 #   stock-kbuild.sh [--config FILE] prepare RELEASE      prepare the build tree (cached); prints it
 #   stock-kbuild.sh dir RELEASE                          prints its cache directory
-#   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] our module (and the test modules:
-#                                                        stand-ins, the detector plant) into
+#   stock-kbuild.sh build RELEASE [OUTDIR] [--stand-ins] [--reference]
+#                                                        our module (and the test modules:
+#                                                        stand-ins, the detector plant; NVIDIA's
+#                                                        nvidia-peermem for the benchmark, in
+#                                                        OUTDIR/reference) into
 #                                                        OUTDIR (default build/stock/RELEASE);
 #                                                        MODULE_NAME=nv_peer_mem for the legacy name
 #   stock-kbuild.sh sign  RELEASE KEY CERT KO...         sign modules with that tree's sign-file
@@ -175,8 +178,10 @@ dir)
 prepare)
     prepare; echo "$root$tree" ;;
 build)
-    out=$repo/build/stock/$release standins=0
-    for a; do case "$a" in --stand-ins) standins=1 ;; *) out=$a ;; esac; done
+    out=$repo/build/stock/$release standins=0 reference=0
+    for a; do
+        case "$a" in --stand-ins) standins=1 ;; --reference) standins=1 reference=1 ;; *) out=$a ;; esac
+    done
     prepare
     t0=$SECONDS
     # A fresh copy of the sources in the chroot: the checkout stays untouched (no build files).
@@ -198,13 +203,31 @@ build)
                 || die "building the test module $s for $release failed"
         done
     fi
+    if [ $reference = 1 ]; then
+        # NVIDIA's module, staged in the chroot (never in the checkout), linked against the
+        # stand-ins just built there, as tests/reference/build.sh does for the test kernel.
+        "$repo/tests/reference/stage.sh" "$root/nvpeer/reference" >/dev/null
+        refsyms=()
+        for s in nv_p2p_sim peer_core_sim; do
+            awk -F'\t' -v m="$s" '$3 == m' "$root/nvpeer/tests/stand-ins/$s/Module.symvers" \
+                > "$root/nvpeer/reference/$s.symvers"
+            refsyms+=("/nvpeer/reference/$s.symvers")
+        done
+        in_root make -s -C "$tree" M=/nvpeer/reference KBUILD_EXTRA_SYMBOLS="${refsyms[*]}" \
+            "${args[@]}" modules || die "building NVIDIA's nvidia-peermem for $release failed"
+    fi
     mkdir -p "$out"
     cp "$root/nvpeer/kmod/$name.ko" "$out/"
     [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
         "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
     vm=$(modinfo -F vermagic "$out/$name.ko")
+    if [ $reference = 1 ]; then
+        mkdir -p "$out/reference"
+        cp "$root/nvpeer/reference/nvidia-peermem.ko" "$out/reference/"
+    fi
     built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko nvpeer_plant.ko"
+    [ $reference = 0 ] || built="$built reference/nvidia-peermem.ko"
     log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;
 sign)

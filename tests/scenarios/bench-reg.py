@@ -12,8 +12,11 @@ printed beside them as a ratio ("wall ratio"). Kernel memory ("memory" mode, its
 slub_debug=U): live slab objects whose allocation stack passes through the client module, with
 LIVE registrations held, per registration.
 
-Usage (in the VM): bench-reg.py [pin_cost_ns] | bench-reg.py memory (boot with slub_debug=U)"""
+Usage (in the VM): bench-reg.py [pin_cost_ns] [--ko-dir DIR] | bench-reg.py memory (boot with
+slub_debug=U). --ko-dir: the modules built for a stock kernel (kmod/stock-kbuild.sh build
+--reference), for a run on Debian's own kernel (no lockdep, no kmemleak: what users run)."""
 
+import argparse
 import os
 import statistics
 import sys
@@ -26,6 +29,7 @@ import nvsim  # noqa: E402
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 SIZES = [(64 * KIB, 40), (2 * MIB, 30), (64 * MIB, 10), (1 * GIB, 4)]
+KO_DIR = None  # --ko-dir
 LIVE = 32  # registrations held at once when measuring kernel memory per registration
 SLAB_DEBUGFS = "/sys/kernel/debug/slab"
 MODULE_TAG = "[nvidia_peermem]"  # ours and the reference load under this name
@@ -54,7 +58,7 @@ def module_slab_bytes():
 def memory(client, size):
     """Kernel slab memory the client module allocates per live registration of SIZE bytes."""
     params = ["persistent_api_support=0"] if client == "ours" else []
-    with Stack("5x-unmaps", client=client, client_params=params):
+    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=KO_DIR):
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         allocs = [nv.alloc(size) for _ in range(LIVE)]
         base, base_caches = module_slab_bytes()
@@ -72,39 +76,43 @@ def memory(client, size):
     return (held - base) / LIVE, after - base, caches
 
 
-def kernel_ns():
-    timing = coresim.stats()["timing"]
-    return timing["last_reg_ns"], timing["last_dereg_ns"]
 
 
 def measure(client, size, iterations, pin_cost_ns):
     params = ["persistent_api_support=0"] if client == "ours" else []
-    with Stack("5x-unmaps", client=client, client_params=params):
+    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=KO_DIR):
         with open("/sys/module/nv_p2p_sim/parameters/pin_cost_ns", "w") as f:
             f.write(str(pin_cost_ns))
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         alloc = nv.alloc(size)
         reg_t, dereg_t, wall_t, pins, sg = [], [], [], [], 0
+        split = []  # per registration: us inside each REG_OPS client op, then the core's rest
         for _ in range(iterations):
-            c0 = nv.counters()
+            c0, s0 = nv.counters(), coresim.stats()
             t0 = time.perf_counter()
             mr = core.reg_mr(alloc.va, size)
             t1 = time.perf_counter()
-            reg_ns, _ = kernel_ns()
-            c1 = nv.counters()
+            c1, s1 = nv.counters(), coresim.stats()
             sg = core.mr_info(mr, max_sge=1)["nmap"]
             core.dereg_mr(mr)
-            _, dereg_ns = kernel_ns()
+            reg_ns, dereg_ns = s1["timing"]["last_reg_ns"], coresim.stats()["timing"]["last_dereg_ns"]
             reg_t.append(reg_ns / 1e9)
             dereg_t.append(dereg_ns / 1e9)
             wall_t.append(t1 - t0)
             pins.append(c1["calls_get_pages"] + c1["calls_get_pages_persistent"]
                         - c0["calls_get_pages"] - c0["calls_get_pages_persistent"])
+            ops = [(s1["client_ns"][op] - s0["client_ns"][op]) / 1e3 for op in REG_OPS]
+            split.append(ops + [reg_ns / 1e3 - sum(ops)])
         alloc.free()
         core.close()
         nv.close()
     return {"reg": statistics.median(reg_t), "dereg": statistics.median(dereg_t),
-            "wall": statistics.median(wall_t), "pins": statistics.median(pins), "sg": sg}
+            "wall": statistics.median(wall_t), "pins": statistics.median(pins), "sg": sg,
+            "split": [statistics.median(col) for col in zip(*split)]}
+
+
+# The client ops of a REG_MR (acquire also counts clients that decline).
+REG_OPS = ("acquire", "get_pages", "dma_map", "get_page_size")
 
 
 def fmt_size(n):
@@ -132,20 +140,27 @@ def memory_main():
 
 
 def main():
+    global KO_DIR
     if sys.argv[1:2] == ["memory"]:
         return memory_main()
-    pin_cost_ns = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    print(f"registration benchmark: core 5x-unmaps, pin cost {pin_cost_ns} ns per 64 KiB page, "
-          f"median of N; TCG emulation (absolute times inflated, ratios are the point)")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pin_cost_ns", nargs="?", type=int, default=2000)
+    ap.add_argument("--ko-dir")
+    args = ap.parse_args()
+    KO_DIR, pin_cost_ns = args.ko_dir, args.pin_cost_ns
+    print(f"registration benchmark: kernel {os.uname().release}, core 5x-unmaps, pin cost "
+          f"{pin_cost_ns} ns per 64 KiB page, median of N; TCG emulation (absolute times "
+          "inflated, ratios are the point)")
     hdr = (f"{'size':>7} {'N':>3} | {'reg ours':>10} {'reg ref':>10} {'ratio':>6} | {'dereg ours':>10} "
            f"{'dereg ref':>10} | {'wall ratio':>10} | {'pins':>9} | {'SG entries':>12}")
     print(hdr)
     print("-" * len(hdr))
-    ok = True
+    ok, rows = True, []
     for size, n in SIZES:
         # Interleaved: ours then the reference for each size, in the same boot.
         o = measure("ours", size, n, pin_cost_ns)
         r = measure("reference", size, n, pin_cost_ns)
+        rows.append((size, o, r))
         ratio = o["reg"] / r["reg"]
         print(f"{fmt_size(size):>7} {n:>3} | {o['reg'] * 1e3:>8.3f}ms {r['reg'] * 1e3:>8.3f}ms {ratio:>6.2f} | "
               f"{o['dereg'] * 1e3:>8.3f}ms {r['dereg'] * 1e3:>8.3f}ms | {o['wall'] / r['wall']:>10.2f} | "
@@ -153,6 +168,15 @@ def main():
         if size >= 2 * MIB and ratio > 0.6:
             ok = False
     print("target: registration ratio ours/reference <= 0.6 for sizes >= 2 MiB:", "met" if ok else "NOT met")
+    print("\nwhere REG_MR's time goes: median us per registration inside each client op (the "
+          "modelled pin cost included), and the rest (the core's own steps)")
+    cols = ("acquire", "get_pages", "dma_map", "page_size", "core")
+    print(f"{'size':>7} | " + " ".join(f"{c:>9}" for c in cols) + " | " +
+          " ".join(f"{c:>9}" for c in cols))
+    print(f"{'':>7} | {'ours':^49} | {'reference':^49}")
+    for size, o, r in rows:
+        print(f"{fmt_size(size):>7} | " + " ".join(f"{v:>9.1f}" for v in o["split"]) + " | " +
+              " ".join(f"{v:>9.1f}" for v in r["split"]), flush=True)
     return 0
 
 

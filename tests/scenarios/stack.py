@@ -59,7 +59,8 @@ class Stack:
     a client module. Use as a context manager: unloads in reverse order."""
 
     def __init__(self, generation, client="ours", api=535, pt_version=0x00010002,
-                 sysfs=1, client_params=()):
+                 sysfs=1, client_params=(), ko_dir=None):
+        self.ko_dir = ko_dir
         self.generation = generation
         self.client = client
         self.api = api
@@ -72,14 +73,26 @@ class Stack:
     def client_module(self):
         return "nvidia_peermem"
 
+    def path(self, module):
+        """Where MODULE's .ko is: the build trees of the test kernel, or KO_DIR (the flat
+        directory `kmod/stock-kbuild.sh build --stand-ins [--reference]` fills for a stock kernel;
+        NVIDIA's module in its reference/ subdirectory)."""
+        if self.ko_dir:
+            rel = "reference/nvidia-peermem.ko" if module == "reference" else f"{module}.ko"
+            return os.path.join(self.ko_dir, rel)
+        if module == "reference":
+            return REFERENCE
+        if module == "nvidia_peermem":
+            return OURS
+        return os.path.join(STANDINS, module.replace("_530", ""), f"{module}.ko")
+
     def __enter__(self):
         totals.set_client(self.client)
         sim = "nv_p2p_sim" if self.api == 535 else "nv_p2p_sim_530"
-        self._insmod(os.path.join(STANDINS, "nv_p2p_sim", f"{sim}.ko"), sim,
-                     f"pt_version={self.pt_version:#x}")
-        self._insmod(os.path.join(STANDINS, "peer_core_sim", "peer_core_sim.ko"), "peer_core_sim",
+        self._insmod(self.path(sim), sim, f"pt_version={self.pt_version:#x}")
+        self._insmod(self.path("peer_core_sim"), "peer_core_sim",
                      f"generation={self.generation}", f"sysfs={self.sysfs}")
-        ko = OURS if self.client == "ours" else REFERENCE
+        ko = self.path("nvidia_peermem" if self.client == "ours" else "reference")
         self._insmod(ko, self.client_module, *self.client_params)
         return self
 

@@ -23,21 +23,6 @@ CASES = [("5x-unmaps", ["peerdirect_support=0", "persistent_api_support=0"]),
          ("5x", ["peerdirect_support=0", "persistent_api_support=1"])]
 
 
-class StockStack(Stack):
-    """Stack with the modules built for the stock kernel (one flat directory)."""
-
-    def __init__(self, ko_dir, generation, client_params):
-        super().__init__(generation, client_params=client_params)
-        self.ko_dir = ko_dir
-
-    def __enter__(self):
-        self._insmod(os.path.join(self.ko_dir, "nv_p2p_sim.ko"), "nv_p2p_sim", f"pt_version={self.pt_version:#x}")
-        self._insmod(os.path.join(self.ko_dir, "peer_core_sim.ko"), "peer_core_sim",
-                     f"generation={self.generation}", f"sysfs={self.sysfs}")
-        self._insmod(os.path.join(self.ko_dir, "nvidia_peermem.ko"), "nvidia_peermem", *self.client_params)
-        return self
-
-
 def read(path):
     with open(path) as f:
         return f.read().strip()
@@ -60,7 +45,7 @@ def main(argv):
         label = f"[stock {gen} {' '.join(params)}]"
         print(f"--- {label}", flush=True)
         try:
-            with StockStack(ko_dir, gen, params) as st:
+            with Stack(gen, client_params=params, ko_dir=ko_dir) as st:
                 t.check(f"{label}: nvidia_peermem loaded into {uname}", loaded("nvidia_peermem"))
                 taint = read("/sys/module/nvidia_peermem/taint")
                 t.check(f"{label}: tainted out-of-tree and unsigned (OE), as any module built outside Debian",
