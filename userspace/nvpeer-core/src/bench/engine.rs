@@ -1316,17 +1316,7 @@ pub fn client_connect(
         return handshake(side, stream, mtu, side.want_qps, bidir);
     };
     side.create_qps(1)?;
-    side.set_peer(&stream);
-    let mut ch = Channel::new(stream)?;
-    ch.send(&Msg::Hello {
-        info: side.info()?,
-        mtu,
-        bidir,
-        rdma_cm: true,
-    })?;
-    let Msg::Hello { info: mut peer, .. } = ch.recv()? else {
-        return Err(BenchError::Peer("the server did not say hello".to_owned()));
-    };
+    let (mut ch, mut peer) = hello(side, stream, mtu, bidir, true)?;
     let (c, (a, rkey, half)) = rdmacm::connect(dst, side.qp0()?, side.remote())?;
     (peer.addr, peer.rkey, peer.half) = (a, rkey, half);
     ch.cm = Some(c);
@@ -1357,18 +1347,30 @@ fn handshake(
     bidir: bool,
 ) -> Result<(Channel, ConnInfo), BenchError> {
     side.create_qps(nqps)?;
+    let (ch, peer) = hello(side, stream, mtu, bidir, false)?;
+    side.connect(&peer, mtu)?;
+    Ok((ch, peer))
+}
+
+/// The requester's Hello and the server's answer, once the QPs exist.
+fn hello(
+    side: &Side,
+    stream: TcpStream,
+    mtu: Option<u32>,
+    bidir: bool,
+    rdma_cm: bool,
+) -> Result<(Channel, ConnInfo), BenchError> {
     side.set_peer(&stream);
     let mut ch = Channel::new(stream)?;
     ch.send(&Msg::Hello {
         info: side.info()?,
         mtu,
         bidir,
-        rdma_cm: false,
+        rdma_cm,
     })?;
     let Msg::Hello { info: peer, .. } = ch.recv()? else {
         return Err(BenchError::Peer("the server did not say hello".to_owned()));
     };
-    side.connect(&peer, mtu)?;
     Ok((ch, peer))
 }
 
