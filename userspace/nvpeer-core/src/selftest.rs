@@ -388,6 +388,23 @@ struct PcsDma {
     buf: u64,
 }
 
+/// The stand-in NIC's DMA between MR `id` (from its start) and `data`: `dir` 0 writes `data`
+/// into the MR, 1 reads the MR into `data`.
+fn sim_dma(fd: libc::c_int, id: u32, dir: u32, data: &mut [u8]) -> Result<(), std::io::Error> {
+    let mut dma = PcsDma {
+        id,
+        dir,
+        offset: 0,
+        len: data.len() as u64,
+        buf: data.as_mut_ptr() as u64,
+    };
+    // SAFETY: struct peer_core_sim_dma; `data` outlives the call and holds `len` bytes.
+    if unsafe { libc::ioctl(fd, PCS_DMA as _, &mut dma) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 fn errno() -> std::io::Error {
     std::io::Error::last_os_error()
 }
@@ -464,43 +481,19 @@ fn sim_core_register(r: &mut Run, host: &Host, buf: &Buffer, size: usize) -> Opt
         let during = stats::read(host).ok();
         // The "NIC" writes a pattern into the MR, the CPU checks it; then the CPU writes
         // another and the "NIC" reads it back.
-        let a = pattern(1, size);
-        let mut dma = PcsDma {
-            id: reg.id,
-            dir: 0,
-            offset: 0,
-            len: size as u64,
-            buf: a.as_ptr() as u64,
-        };
-        // SAFETY: struct peer_core_sim_dma; a outlives the call.
-        let rc1 = unsafe { libc::ioctl(fd, PCS_DMA as _, &mut dma) };
-        let e1 = errno();
+        let mut a = pattern(1, size);
         let mut got = vec![0u8; size];
-        let r1 = if rc1 != 0 {
-            Err(format!("DMA into the MR: {e1}"))
-        } else {
-            buf.read(0, &mut got)
-                .map_err(|e| e.to_string())
-                .and_then(|()| match first_mismatch(&got, &a) {
-                    None => Ok(()),
-                    Some(i) => Err(format!("NIC write: byte {i} differs in GPU memory")),
-                })
-        };
+        let r1 = sim_dma(fd, reg.id, 0, &mut a)
+            .map_err(|e| format!("DMA into the MR: {e}"))
+            .and_then(|()| buf.read(0, &mut got).map_err(|e| e.to_string()))
+            .and_then(|()| match first_mismatch(&got, &a) {
+                None => Ok(()),
+                Some(i) => Err(format!("NIC write: byte {i} differs in GPU memory")),
+            });
         let b = pattern(2, size);
         let mut back = vec![0u8; size];
         let r2 = buf.write(0, &b).map_err(|e| e.to_string()).and_then(|()| {
-            let mut dma = PcsDma {
-                id: reg.id,
-                dir: 1,
-                offset: 0,
-                len: size as u64,
-                buf: back.as_mut_ptr() as u64,
-            };
-            // SAFETY: as above; back outlives the call.
-            let rc = unsafe { libc::ioctl(fd, PCS_DMA as _, &mut dma) };
-            if rc != 0 {
-                return Err(format!("DMA from the MR: {}", errno()));
-            }
+            sim_dma(fd, reg.id, 1, &mut back).map_err(|e| format!("DMA from the MR: {e}"))?;
             match first_mismatch(&back, &b) {
                 None => Ok(()),
                 Some(i) => Err(format!("NIC read: byte {i} differs")),

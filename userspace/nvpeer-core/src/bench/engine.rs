@@ -518,38 +518,33 @@ impl Side {
             let want = (n - got.len()).min(16);
             let k = cq.poll(&mut wc[..want])?;
             if k == 0 {
-                if probe.elapsed() > PROBE_INTERVAL {
-                    probe = Instant::now();
-                    self.check_peer(what)?;
-                }
-                if last.elapsed() > PROGRESS_TIMEOUT {
-                    return Err(BenchError::Peer(format!(
-                        "no {what} completion for {} s: the peer stopped responding",
-                        PROGRESS_TIMEOUT.as_secs()
-                    )));
-                }
+                self.idle(what, &mut probe, last)?;
                 std::hint::spin_loop();
                 continue;
             }
             last = Instant::now();
             for w in &wc[..k] {
-                if w.status != 0 {
-                    return Err(BenchError::Peer(format!(
-                        "{what} completion failed: {} (status {}, vendor error {:#x}){}",
-                        ibv::wc_status_str(w.status),
-                        w.status,
-                        w.vendor_err,
-                        if w.status == 12 || w.status == 5 {
-                            ": the peer is gone (killed or disconnected)"
-                        } else {
-                            ""
-                        }
-                    )));
-                }
+                check_completion(what, w)?;
                 got.push(*w);
             }
         }
         Ok(got)
+    }
+
+    /// While no completion arrives: checks every `PROBE_INTERVAL` that the peer is still there,
+    /// and gives up after `PROGRESS_TIMEOUT` without progress (since `last`).
+    fn idle(&self, what: &str, probe: &mut Instant, last: Instant) -> Result<(), BenchError> {
+        if probe.elapsed() > PROBE_INTERVAL {
+            *probe = Instant::now();
+            self.check_peer(what)?;
+        }
+        if last.elapsed() > PROGRESS_TIMEOUT {
+            return Err(BenchError::Peer(format!(
+                "no {what} completion for {} s: the peer stopped responding",
+                PROGRESS_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(())
     }
 
     /// Remembers the TCP connection to the peer, whose end tells that the peer is gone.
@@ -786,32 +781,12 @@ pub fn client_run(
             }
             let k = side.q()?.send_cq.poll(&mut wc)?;
             if k == 0 {
-                if probe.elapsed() > PROBE_INTERVAL {
-                    probe = Instant::now();
-                    side.check_peer(op.name())?;
-                }
-                if last.elapsed() > PROGRESS_TIMEOUT {
-                    return Err(BenchError::Peer(
-                        "no completion: the peer stopped responding".to_owned(),
-                    ));
-                }
+                side.idle(op.name(), &mut probe, last)?;
                 continue;
             }
             last = Instant::now();
             for w in &wc[..k] {
-                if w.status != 0 {
-                    return Err(BenchError::Peer(format!(
-                        "{} completion failed: {} (status {}){}",
-                        op.name(),
-                        ibv::wc_status_str(w.status),
-                        w.status,
-                        if w.status == 12 || w.status == 5 {
-                            ": the peer is gone (killed or disconnected)"
-                        } else {
-                            ""
-                        }
-                    )));
-                }
+                check_completion(op.name(), w)?;
                 // A signalled completion also completes the unsignalled requests before it.
                 let now = start.elapsed();
                 let upto = if multi { done + 1 } else { w.wr_id + 1 };
@@ -1372,6 +1347,25 @@ fn hello(
         return Err(BenchError::Peer("the server did not say hello".to_owned()));
     };
     Ok((ch, peer))
+}
+
+/// A failed work completion as an error that names a peer that went away.
+fn check_completion(what: &str, w: &Wc) -> Result<(), BenchError> {
+    if w.status == 0 {
+        return Ok(());
+    }
+    Err(BenchError::Peer(format!(
+        "{what} completion failed: {} (status {}, vendor error {:#x}){}",
+        ibv::wc_status_str(w.status),
+        w.status,
+        w.vendor_err,
+        // IBV_WC_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR
+        if w.status == 12 || w.status == 5 {
+            ": the peer is gone (killed or disconnected)"
+        } else {
+            ""
+        }
+    )))
 }
 
 pub fn connect_retry(addr: &str) -> Result<TcpStream, BenchError> {
