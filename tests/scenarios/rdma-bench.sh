@@ -192,6 +192,22 @@ expect "[server killed] one line naming the peer" test "$(wc -l <"$work/kill.err
 expect "[server killed] no panic" bash -c "! grep -q panicked '$work/kill.err'"
 cat "$work/kill.err"
 
+# The same during a bidirectional run: the client is requester and responder at once.
+ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/srv-bkill.out" 2>"$work/srv-bkill.err" &
+srv=$!
+ip netns exec nva "$nvpeer" bench 10.77.0.2 -d rxea -b --op write -s 4096 -n 100000000 >"$work/bkill.out" 2>"$work/bkill.err" &
+cli=$!
+sleep 8
+kill -9 $srv 2>/dev/null
+wait $srv 2>/dev/null
+t0=$SECONDS
+wait $cli; cli_rc=$?
+expect_eq "[server killed, -b] client exit 2" 2 "$cli_rc"
+expect "[server killed, -b] noticed within 15 s" test $((SECONDS - t0)) -lt 15
+expect "[server killed, -b] one line naming the peer" test "$(wc -l <"$work/bkill.err")" = 1 -a -n "$(grep -E '^nvpeer bench: peer: ' "$work/bkill.err")"
+expect "[server killed, -b] no panic" bash -c "! grep -q panicked '$work/bkill.err'"
+cat "$work/bkill.err"
+
 ip netns exec nva rdma link delete rxea; ip netns exec nvb rdma link delete rxeb
 ip netns del nva; ip netns del nvb
 rdma link delete rxe0; ip link del nvpeer0
