@@ -177,36 +177,29 @@ done
 cat "$work/ccli-send.err" "$work/csrv-send.err"
 
 # A server killed mid-transfer: the client says so in one line and exits 2.
-ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/srv-kill.out" 2>"$work/srv-kill.err" &
-srv=$!
-ip netns exec nva "$nvpeer" bench 10.77.0.2 -d rxea --op send --lat -s 64 -n 1000000 >"$work/kill.out" 2>"$work/kill.err" &
-cli=$!
-sleep 8
-kill -9 $srv 2>/dev/null
-wait $srv 2>/dev/null
-t0=$SECONDS
-wait $cli; cli_rc=$?
-expect_eq "[server killed] client exit 2" 2 "$cli_rc"
-expect "[server killed] noticed within 15 s" test $((SECONDS - t0)) -lt 15
-expect "[server killed] one line naming the peer" test "$(wc -l <"$work/kill.err")" = 1 -a -n "$(grep -E '^nvpeer bench: peer: ' "$work/kill.err")"
-expect "[server killed] no panic" bash -c "! grep -q panicked '$work/kill.err'"
-cat "$work/kill.err"
-
+# server_killed NAME LABEL CLIENT-ARGS...: runs the client against a fresh server, kills the
+# server after 8 s and checks how the client ends.
+server_killed() {
+    local name=$1 label=$2 srv cli cli_rc t0
+    shift 2
+    ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/srv-$name.out" 2>"$work/srv-$name.err" &
+    srv=$!
+    ip netns exec nva "$nvpeer" bench 10.77.0.2 -d rxea "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    cli=$!
+    sleep 8
+    kill -9 $srv 2>/dev/null
+    wait $srv 2>/dev/null
+    t0=$SECONDS
+    wait $cli; cli_rc=$?
+    expect_eq "[$label] client exit 2" 2 "$cli_rc"
+    expect "[$label] noticed within 15 s" test $((SECONDS - t0)) -lt 15
+    expect "[$label] one line naming the peer" test "$(wc -l <"$work/$name.err")" = 1 -a -n "$(grep -E '^nvpeer bench: peer: ' "$work/$name.err")"
+    expect "[$label] no panic" bash -c "! grep -q panicked '$work/$name.err'"
+    cat "$work/$name.err"
+}
+server_killed kill "server killed" --op send --lat -s 64 -n 1000000
 # The same during a bidirectional run: the client is requester and responder at once.
-ip netns exec nvb "$nvpeer" bench --server -d rxeb >"$work/srv-bkill.out" 2>"$work/srv-bkill.err" &
-srv=$!
-ip netns exec nva "$nvpeer" bench 10.77.0.2 -d rxea -b --op write -s 4096 -n 100000000 >"$work/bkill.out" 2>"$work/bkill.err" &
-cli=$!
-sleep 8
-kill -9 $srv 2>/dev/null
-wait $srv 2>/dev/null
-t0=$SECONDS
-wait $cli; cli_rc=$?
-expect_eq "[server killed, -b] client exit 2" 2 "$cli_rc"
-expect "[server killed, -b] noticed within 15 s" test $((SECONDS - t0)) -lt 15
-expect "[server killed, -b] one line naming the peer" test "$(wc -l <"$work/bkill.err")" = 1 -a -n "$(grep -E '^nvpeer bench: peer: ' "$work/bkill.err")"
-expect "[server killed, -b] no panic" bash -c "! grep -q panicked '$work/bkill.err'"
-cat "$work/bkill.err"
+server_killed bkill "server killed, -b" -b --op write -s 4096 -n 100000000
 
 ip netns exec nva rdma link delete rxea; ip netns exec nvb rdma link delete rxeb
 ip netns del nva; ip netns del nvb
