@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Test-only module that plants one kernel report, to prove tests/vm/run.sh catches it:
- * plant=warn -> a WARN at load; plant=leak -> 4 KiB lost at load; plant=none -> nothing.
+ * plant=warn -> a WARN at load; plant=leak -> PLANTED_LEAKS blocks of 4 KiB lost at load;
+ * plant=none -> nothing.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+
+/*
+ * kmemleak reports an object only when no scanned memory still holds its address. A single planted
+ * leak went unreported in one CI run: a stale copy of the pointer can outlive this function in a
+ * register or stack slot (an exited task's cached stack is cleared only when reused). Each later
+ * allocation reuses those slots, so of many leaks at most the last can hide this way.
+ */
+#define PLANTED_LEAKS 16
 
 static char *plant = "none";
 module_param(plant, charp, 0444);
@@ -16,10 +25,14 @@ static int __init nvpeer_plant_init(void)
 	if (!strcmp(plant, "warn")) {
 		WARN(1, "nvpeer_plant: planted warning\n");
 	} else if (!strcmp(plant, "leak")) {
-		void *lost = kmalloc(4096, GFP_KERNEL);
+		int i;
 
-		/* Only the pointer's hash leaves this function: kmemleak finds no reference. */
-		pr_info("nvpeer_plant: planted leak %p\n", lost);
+		for (i = 0; i < PLANTED_LEAKS; i++) {
+			void *lost = kmalloc(4096, GFP_KERNEL);
+
+			/* Only the pointer's hash leaves this function. */
+			pr_info("nvpeer_plant: planted leak %d at %p\n", i, lost);
+		}
 	} else if (strcmp(plant, "none")) {
 		pr_err("nvpeer_plant: unknown plant=%s\n", plant);
 		return -EINVAL;
