@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# h200-run.sh NVPEER: the commands of tests/results/h200-*.txt, on a GPU machine without RDMA NIC
+# (the device tool's H200). Prints each command (set -x) and its exit status; the record is the
+# verbatim output. Never fails itself: a failing step is part of what is recorded.
+nvpeer=${1:?path to the nvpeer binary}
+set -x
+uname -r
+nvidia-smi -L
+nvidia-smi --query-gpu=driver_version --format=csv,noheader
+ls /dev/infiniband
+ls /sys/class/infiniband
+ldd "$nvpeer"
+"$nvpeer" --version
+"$nvpeer" selftest; echo rc=$?
+"$nvpeer" selftest --size 64M --json; echo rc=$?
+"$nvpeer" check; echo rc=$?
+"$nvpeer" bench --mem cuda --compare-staged -a; echo rc=$?
+"$nvpeer" bench --mem cuda --reg dmabuf -s 1M; echo rc=$?
+"$nvpeer" bench --mem cuda --lat --op send; echo rc=$?
+NVPEER_LIBIBVERBS=libibverbs-absent.so.1 "$nvpeer" bench --mem cuda; echo rc=$?
+"$nvpeer" selftest --gpu 7; echo rc=$?
+true
