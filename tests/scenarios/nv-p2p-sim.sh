@@ -299,8 +299,17 @@ eq("FREE fires each pin's free callback once", (1, 1), (t.info(s1)["cb_runs"], t
 eq("free_callbacks counter 2", 2, c["free_callbacks"])
 eq("tables and mappings freed after the callbacks", (0, 0, 0), (c["pins"], c["mappings"], c["pages_pinned"]))
 eq("allocation unregistered", 0, c["allocations"])
+# RM finds a pin by address and table: a put_pages that lost the race to the callback is
+# answered 0 even when the freed table's memory already holds a new pin (kmalloc reuse).
+b = sim.alloc(M2)
+r3, s3 = t.get(b.va, M2)
+eq("a new pin after the callbacks", (0, 1), (r3, sim.counters()["pins"]))
 eq("put_pages after the callback -> 0 (nothing freed twice)", 0, t.put(s2))
 eq("... not a stale use", 0, sim.counters()["stale_table_uses"])
+eq("... counted as not found", 1, sim.counters()["put_pages_not_found"])
+eq("... the new pin (maybe at the freed table's address) untouched", 1, sim.counters()["pins"])
+eq("put_pages of the new pin -> 0", 0, t.put(s3))
+sim.free_va(b.va)
 eq("dma_unmap after the callback -> 0", 0, t.unmap(s1, 0))
 eq("... counted as a stale table use", 1, sim.counters()["stale_table_uses"])
 eq("dma_map after the callback -> -EINVAL", -errno.EINVAL, t.map(s1)[0])
@@ -574,7 +583,7 @@ eq("process exit freed its allocation", 0, c["allocations"])
 eq("no backing memory left", 0, debugfs_counters()["backing_bytes"])
 EOF
 expect "debugfs counters text has every counter" \
-    test "$(grep -cE '^(calls|failures)_[a-z_]+ [0-9]+$|^(free_callbacks|calls_in_callback|stale_table_uses|pins|persistent_pins|mappings|allocations|pages_pinned|backing_bytes) -?[0-9]+$' /sys/kernel/debug/nv_p2p_sim/counters)" = 21
+    test "$(grep -cE '^(calls|failures)_[a-z_]+ [0-9]+$|^(free_callbacks|calls_in_callback|stale_table_uses|pins|persistent_pins|mappings|allocations|pages_pinned|put_pages_not_found|backing_bytes) -?[0-9]+$' /sys/kernel/debug/nv_p2p_sim/counters)" = 22
 expect "rmmod nv_p2p_sim" rmmod nv_p2p_sim
 expect_fail "/dev/nv_p2p_sim is gone" test -e /dev/nv_p2p_sim
 

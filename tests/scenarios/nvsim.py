@@ -59,7 +59,7 @@ FN_NAMES = ("get_pages", "get_pages_persistent", "put_pages", "put_pages_persist
 FN = {name: i for i, name in enumerate(FN_NAMES)}
 REVOKE_POINTS = {"in_get_pages": 1, "in_dma_map": 2, "in_put_pages": 3}
 _SCALARS = ("free_callbacks", "calls_in_callback", "stale_table_uses", "pins",
-            "persistent_pins", "mappings", "allocations", "pages_pinned")
+            "persistent_pins", "mappings", "allocations", "pages_pinned", "put_pages_not_found")
 _COUNTERS = struct.Struct("=%dQ" % (2 * len(FN_NAMES) + len(_SCALARS)))
 
 IOC_ALLOC = _IOWR("N", 1, _ALLOC.size)

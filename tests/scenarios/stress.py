@@ -75,6 +75,12 @@ def worker(nv, core, rng, deadline, stats, errors, lock, persistent):
                 a.free()
 
 
+def our_failures(op):
+    """Our module's failure lines ("<op> <errno> <count>") for one callback."""
+    with open("/sys/module/nvidia_peermem/nvpeer/failures") as f:
+        return [line.strip() for line in f if line.split()[:1] == [op]]
+
+
 def run(t, gen, pas, seconds, threads, seed):
     pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
     label = f"[ours {gen} persistent_api_support={pas}]"
@@ -103,6 +109,11 @@ def run(t, gen, pas, seconds, threads, seed):
                 c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
         t.eq(f"{label}: the NVIDIA stand-in holds no allocation", 0, c["allocations"])
         t.eq(f"{label}: stale page-table uses", 0, c["stale_table_uses"])
+        # A put_pages that lost the race to the free callback is answered 0 (as RM does); any
+        # refusal means we passed a table and an address that never belonged together.
+        t.eq(f"{label}: no put_pages refused ({c['put_pages_not_found']} lost the race to the free "
+             "callback and were answered 0)", 0, c["failures_put_pages"])
+        t.eq(f"{label}: no put_pages failure counted by our module", [], our_failures("put_pages"))
         s = our_stats()
         t.eq(f"{label}: our live contexts 0", 0, s["live_contexts"])
         t.eq(f"{label}: our pinned pages 0", 0, s["pinned_pages"])

@@ -92,6 +92,7 @@ struct nv_p2p_sim_counters {
 	__u64 mappings;             /* outstanding DMA mappings */
 	__u64 allocations;          /* live allocations */
 	__u64 pages_pinned;         /* 64 KiB pages in outstanding pins, both kinds */
+	__u64 put_pages_not_found;  /* put_pages of a table its free callback freed: 0, as RM */
 };
 #define NV_P2P_SIM_IOC_COUNTERS _IOR('N', 5, struct nv_p2p_sim_counters)
 /* Zero the call/failure/callback counters (not the outstanding ones) and clear faults. */

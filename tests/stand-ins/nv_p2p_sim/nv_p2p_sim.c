@@ -196,6 +196,7 @@ static struct {
 	atomic64_t mappings;
 	atomic64_t allocations;
 	atomic64_t pages_pinned;
+	atomic64_t put_pages_not_found;
 	atomic64_t backing_bytes;	/* debugfs only: bytes of backing pages held */
 } sim_cnt;
 
@@ -406,6 +407,43 @@ static struct sim_alloc *sim_find_mapped(struct mm_struct *mm, u64 va, u64 len)
 /* ---------------------------------------------------------------- pins */
 
 /* The live pin whose page table is pt, or NULL. Never dereferences pt. Under sim_lock. */
+/*
+ * Tables that a revocation freed after their free callback, most recent last. RM finds a
+ * non-persistent pin by its address and table, so a put_pages that lost the race to the
+ * callback gets OBJECT_NOT_FOUND (0) even when the table's memory already holds a new pin of
+ * another address (kmalloc reuses it at once). Here tables are found by pointer: these records
+ * tell that lost race from a client passing the wrong address for a live table. Under sim_lock.
+ */
+#define SIM_REVOKED_RECORDS 256
+static struct {
+	const struct nvidia_p2p_page_table *pt;
+	u64 va;
+} sim_revoked[SIM_REVOKED_RECORDS];
+static unsigned int sim_revoked_next;
+
+static void sim_remember_revoked(const struct sim_pin *pin)
+{
+	lockdep_assert_held(&sim_lock);
+	sim_revoked[sim_revoked_next].pt = &pin->pt;
+	sim_revoked[sim_revoked_next].va = pin->va;
+	sim_revoked_next = (sim_revoked_next + 1) % SIM_REVOKED_RECORDS;
+}
+
+/* Whether (pt, va) is a table a revocation freed; forgets the record. */
+static bool sim_forget_revoked(const struct nvidia_p2p_page_table *pt, u64 va)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&sim_lock);
+	for (i = 0; i < SIM_REVOKED_RECORDS; i++) {
+		if (sim_revoked[i].pt == pt && sim_revoked[i].va == va) {
+			sim_revoked[i].pt = NULL;
+			return true;
+		}
+	}
+	return false;
+}
+
 static struct sim_pin *sim_find_pin(const struct nvidia_p2p_page_table *pt)
 {
 	struct sim_pin *pin;
@@ -586,6 +624,9 @@ static void sim_revoke_pins(struct sim_alloc *a)
 			return;
 		atomic64_inc(&sim_cnt.free_callbacks);
 		found->free_callback(found->data);
+		mutex_lock(&sim_lock);
+		sim_remember_revoked(found);
+		mutex_unlock(&sim_lock);
 		sim_pin_destroy(found);
 	}
 }
@@ -777,6 +818,8 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 			ret = -EINVAL;
 		} else {
 			/* The free callback won: NVIDIA already freed it. */
+			sim_forget_revoked(pt, ALIGN_DOWN(va, SIM_PAGE_SIZE));
+			atomic64_inc(&sim_cnt.put_pages_not_found);
 			pr_debug("%s: page table %p already freed by the free callback\n",
 				 fn, pt);
 		}
@@ -784,6 +827,12 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 		pr_err_ratelimited("%s: page table %p was pinned by %s: -EINVAL\n", fn,
 				   pt, persistent ? "get_pages" : "get_pages_persistent");
 		ret = -EINVAL;
+	} else if (pin->va != ALIGN_DOWN(va, SIM_PAGE_SIZE) && !persistent &&
+		   sim_forget_revoked(pt, ALIGN_DOWN(va, SIM_PAGE_SIZE))) {
+		/* The callback won and the table's memory is another pin's now: not found, as RM. */
+		atomic64_inc(&sim_cnt.put_pages_not_found);
+		pr_debug("%s: page table %p of va 0x%llx was freed by the free callback\n",
+			 fn, pt, va);
 	} else if (pin->va != ALIGN_DOWN(va, SIM_PAGE_SIZE)) {
 		pr_err_ratelimited("%s: va 0x%llx is not the va 0x%llx of page table %p: -EINVAL\n",
 				   fn, va, pin->va, pt);
@@ -1369,6 +1418,7 @@ static void sim_snapshot(struct nv_p2p_sim_counters *c)
 	c->mappings = atomic64_read(&sim_cnt.mappings);
 	c->allocations = atomic64_read(&sim_cnt.allocations);
 	c->pages_pinned = atomic64_read(&sim_cnt.pages_pinned);
+	c->put_pages_not_found = atomic64_read(&sim_cnt.put_pages_not_found);
 }
 
 static long sim_ioc_counters(void __user *arg)
@@ -1391,6 +1441,7 @@ static void sim_reset(void)
 	atomic64_set(&sim_cnt.free_callbacks, 0);
 	atomic64_set(&sim_cnt.calls_in_callback, 0);
 	atomic64_set(&sim_cnt.stale_table_uses, 0);
+	atomic64_set(&sim_cnt.put_pages_not_found, 0);
 	spin_lock(&sim_fault_lock);
 	memset(sim_faults, 0, sizeof(sim_faults));
 	spin_unlock(&sim_fault_lock);
@@ -1484,6 +1535,7 @@ static int sim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "mappings %llu\n", c.mappings);
 	seq_printf(s, "allocations %llu\n", c.allocations);
 	seq_printf(s, "pages_pinned %llu\n", c.pages_pinned);
+	seq_printf(s, "put_pages_not_found %llu\n", c.put_pages_not_found);
 	seq_printf(s, "backing_bytes %lld\n", (long long)atomic64_read(&sim_cnt.backing_bytes));
 	return 0;
 }
