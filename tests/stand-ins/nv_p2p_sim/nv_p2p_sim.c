@@ -413,10 +413,12 @@ static struct sim_alloc *sim_find_mapped(struct mm_struct *mm, u64 va, u64 len)
  * callback gets OBJECT_NOT_FOUND (0) even when the table's memory already holds a new pin of
  * another address (kmalloc reuses it at once). Here tables are found by pointer: these records
  * tell that lost race from a client passing the wrong address for a live table. Under sim_lock.
+ * A table's address is kept inverted: kmemleak would take a plain copy for a reference to
+ * whatever object is allocated there next, and miss its leak.
  */
 #define SIM_REVOKED_RECORDS 256
 static struct {
-	const struct nvidia_p2p_page_table *pt;
+	unsigned long pt_inverted;
 	u64 va;
 } sim_revoked[SIM_REVOKED_RECORDS];
 static unsigned int sim_revoked_next;
@@ -424,7 +426,7 @@ static unsigned int sim_revoked_next;
 static void sim_remember_revoked(const struct sim_pin *pin)
 {
 	lockdep_assert_held(&sim_lock);
-	sim_revoked[sim_revoked_next].pt = &pin->pt;
+	sim_revoked[sim_revoked_next].pt_inverted = ~(unsigned long)&pin->pt;
 	sim_revoked[sim_revoked_next].va = pin->va;
 	sim_revoked_next = (sim_revoked_next + 1) % SIM_REVOKED_RECORDS;
 }
@@ -436,8 +438,8 @@ static bool sim_forget_revoked(const struct nvidia_p2p_page_table *pt, u64 va)
 
 	lockdep_assert_held(&sim_lock);
 	for (i = 0; i < SIM_REVOKED_RECORDS; i++) {
-		if (sim_revoked[i].pt == pt && sim_revoked[i].va == va) {
-			sim_revoked[i].pt = NULL;
+		if (sim_revoked[i].pt_inverted == ~(unsigned long)pt && sim_revoked[i].va == va) {
+			sim_revoked[i].pt_inverted = 0;
 			return true;
 		}
 	}
