@@ -131,11 +131,20 @@ def harvest_revocations():
     totals.add("revocations", c.get("free_callbacks", 0))
 
 
+OUR_SYSFS = "/sys/module/nvidia_peermem/nvpeer"
+
+
 def our_stats():
-    base = "/sys/module/nvidia_peermem/nvpeer/stats"
+    base = os.path.join(OUR_SYSFS, "stats")
     if not os.path.isdir(base):
         return {}
     return {n: int(open(os.path.join(base, n)).read()) for n in os.listdir(base)}
+
+
+def our_failures(op):
+    """Our module's failure lines ("<op> <errno> <count>") for one callback."""
+    with open(os.path.join(OUR_SYSFS, "failures")) as f:
+        return [line.strip() for line in f if line.split()[:1] == [op]]
 
 
 def log(*a):

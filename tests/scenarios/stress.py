@@ -17,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stack import Stack, Tally, our_stats  # noqa: E402
+from stack import Stack, Tally, our_failures, our_stats  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
 import totals  # noqa: E402
@@ -73,12 +73,6 @@ def worker(nv, core, rng, deadline, stats, errors, lock, persistent):
                     pass
             if not a.freed:
                 a.free()
-
-
-def our_failures(op):
-    """Our module's failure lines ("<op> <errno> <count>") for one callback."""
-    with open("/sys/module/nvidia_peermem/nvpeer/failures") as f:
-        return [line.strip() for line in f if line.split()[:1] == [op]]
 
 
 def run(t, gen, pas, seconds, threads, seed):

@@ -406,7 +406,6 @@ static struct sim_alloc *sim_find_mapped(struct mm_struct *mm, u64 va, u64 len)
 
 /* ---------------------------------------------------------------- pins */
 
-/* The live pin whose page table is pt, or NULL. Never dereferences pt. Under sim_lock. */
 /*
  * Tables that a revocation freed after their free callback, most recent last. RM finds a
  * non-persistent pin by its address and table, so a put_pages that lost the race to the
@@ -446,6 +445,7 @@ static bool sim_forget_revoked(const struct nvidia_p2p_page_table *pt, u64 va)
 	return false;
 }
 
+/* The live pin whose page table is pt, or NULL. Never dereferences pt. Under sim_lock. */
 static struct sim_pin *sim_find_pin(const struct nvidia_p2p_page_table *pt)
 {
 	struct sim_pin *pin;
