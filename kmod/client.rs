@@ -38,36 +38,55 @@ pub(crate) enum ClientKind {
 pub(crate) enum Form {
     /// `peer_memory_client_ex` with `PEER_MEM_INVALIDATE_UNMAPS` (MOFED >= 5.1 with it).
     ExUnmaps,
-    /// The common 136 bytes followed by 16 zero bytes: read as a zero legacy tail by 4.x cores
-    /// (which skip clients whose `get_context_private_data` is set) and ignored by 5.x.
-    Plain,
+    /// `peer_memory_client_legacy` with both private-data callbacks NULL: what 4.1-5.0 cores
+    /// read (they skip a client whose `get_context_private_data` is set); 5.x cores read its
+    /// first 136 bytes and find no `_ex` marker.
+    Legacy,
 }
 
 /// One client slot: its struct (which the core keeps a pointer to until unregistration), the
-/// invalidate function the core hands back, and the registration handle.
+/// invalidate function the core hands back, and the registration's state.
+///
+/// Ordering: `register` claims the slot, writes `raw`, registers, publishes `handle`, then
+/// sets `accepting`; `Registration::drop` clears `accepting`, unregisters, then clears
+/// `handle` and the claim. So `handle` is valid whenever a context of this slot exists: every
+/// context is created by an `acquire` that saw `accepting`, and the core's unregister returns
+/// only after every umem it acquired was released (MOFED 25.10 `peer_mem.c`).
 pub(crate) struct ClientSlot {
     kind: ClientKind,
+    /// A `peer_memory_client_ex` or, same size, a `peer_memory_client_legacy`.
     raw: Opaque<ffi::peer_memory_client_ex>,
     invalidate: Opaque<ffi::invalidate_peer_memory>,
-    /// Non-null once registered: until then `acquire` declines, so no context can need it.
+    /// Owned by one `Registration` at a time (its `register` to its `drop`).
+    claimed: Atomic<bool>,
+    /// New registrations are taken: cleared before unregistering, so a module being removed
+    /// declines what the core still offers it.
+    accepting: Atomic<bool>,
+    /// The core's handle: non-null from registration until unregistration returned.
     handle: Atomic<*mut c_void>,
 }
 
-// SAFETY: `raw` is written only by `register` before the core sees it (module init is single
-// threaded) and read by the core afterwards; `invalidate` is written by the core inside
-// `ib_register_peer_memory_client` and only read after `handle` is published with Release
-// ordering and read with Acquire; `handle` is atomic.
+// SAFETY: `raw` is written only by the `Registration` that claimed the slot (`claimed`, an
+// atomic compare-exchange), before the core is given it, and read by the core afterwards;
+// `invalidate` is written by the core inside `ib_register_peer_memory_client` and only read
+// after `handle` is published with Release ordering and read with Acquire; the rest is atomic.
 unsafe impl Sync for ClientSlot {}
 
 static INVALIDATING: ClientSlot = ClientSlot::new(ClientKind::Invalidating);
 static PERSISTENT: ClientSlot = ClientSlot::new(ClientKind::Persistent);
 
-/// `Layout::PerPage` when the core is a legacy 4.x one (it accounts `nmap * page_size` bytes,
-/// i.e. it assumes one page per SG entry), else coalesced entries.
+// The two forms share the slot's storage.
+const _: () = {
+    use core::mem::{align_of, size_of};
+    assert!(size_of::<ffi::peer_memory_client_legacy>() == size_of::<ffi::peer_memory_client_ex>());
+    assert!(align_of::<ffi::peer_memory_client_legacy>() == align_of::<ffi::peer_memory_client_ex>());
+};
+
+/// `Layout::PerPage` when the core counts one page per SG entry (`core_gen`), else coalesced.
 static PER_PAGE_SG: Atomic<bool> = Atomic::new(false);
 
-pub(crate) fn set_per_page_sg(per_page: bool) {
-    PER_PAGE_SG.store(per_page, Relaxed);
+pub(crate) fn set_layout(layout: Option<Layout>) {
+    PER_PAGE_SG.store(matches!(layout, Some(Layout::PerPage)), Relaxed);
 }
 
 impl ClientSlot {
@@ -76,6 +95,8 @@ impl ClientSlot {
             kind,
             raw: Opaque::zeroed(),
             invalidate: Opaque::zeroed(),
+            claimed: Atomic::new(false),
+            accepting: Atomic::new(false),
             handle: Atomic::new(ptr::null_mut()),
         }
     }
@@ -91,19 +112,21 @@ impl ClientSlot {
         self.kind
     }
 
-    fn handle(&self) -> *mut c_void {
-        self.handle.load(Acquire)
+    /// Whether `acquire` may take a new registration.
+    fn accepting(&self) -> bool {
+        self.accepting.load(Acquire)
     }
 
     /// Tells the core to stop the NIC's use of a registration (from NVIDIA's free callback).
     pub(crate) fn invalidate(&self, core_context: u64) {
-        let handle = self.handle();
+        let handle = self.handle.load(Acquire);
         // SAFETY: written by the core during registration, published by `handle` (Acquire).
         let func = unsafe { *self.invalidate.get() };
         match func {
-            // SAFETY: the core's own invalidate function and handle; it may sleep, which our
-            // caller (NVIDIA's free path) allows.
             Some(f) if !handle.is_null() => {
+                // SAFETY: the core's own invalidate function and its live handle (non-null:
+                // this context's umem is not released yet, so unregistration has not returned);
+                // it may sleep, which our caller (NVIDIA's free path) allows.
                 let _ = unsafe { f(handle, core_context) };
             }
             _ => {
@@ -114,8 +137,10 @@ impl ClientSlot {
     }
 }
 
-/// A registered client; unregisters on drop (the core then waits for every umem to go, which
-/// cannot block here: each context holds a module reference, so rmmod is refused before).
+/// A registered client; unregisters on drop. The core's unregister waits for every umem of the
+/// client to be released; it cannot wait for long here, since each context holds a module
+/// reference (`acquire` takes it with `try_module_get`, which fails once rmmod began), so rmmod
+/// only gets here when no context exists or while an `acquire` is being declined.
 pub(crate) struct Registration {
     slot: &'static ClientSlot,
     core: ffi::nvpeer_core_api,
@@ -131,7 +156,8 @@ fn c_array<const N: usize>(s: &str) -> [c_char; N] {
 }
 
 impl Registration {
-    /// Registers `kind` under `name` in the given ABI form.
+    /// Registers `kind` under `name` in the given ABI form; -EBUSY when that slot is registered
+    /// already.
     pub(crate) fn register(
         core: ffi::nvpeer_core_api,
         kind: ClientKind,
@@ -145,7 +171,12 @@ impl Registration {
             pr_err!("client name {} or version {} too long for the peer-memory ABI\n", name, version);
             return Err(EINVAL);
         }
+        let register = core.register_client.ok_or(ENODEV)?;
         let slot = ClientSlot::slot(kind);
+        if slot.claimed.cmpxchg(false, true, Acquire).is_err() {
+            pr_err!("peer-memory client {} ({:?}) is registered already\n", name, kind);
+            return Err(EBUSY);
+        }
         let mut client = ffi::peer_memory_client {
             name: c_array(name),
             version: c_array(version),
@@ -160,19 +191,29 @@ impl Registration {
             get_page_size: Some(get_page_size),
             release: Some(release),
         };
-        let (ex_size, flags) = match form {
+        match form {
             Form::ExUnmaps => {
                 client.version[VER_MAX - 1] = 1;
-                (
-                    core::mem::size_of::<ffi::peer_memory_client_ex>(),
-                    ffi::PEER_MEM_INVALIDATE_UNMAPS,
-                )
+                let ex = ffi::peer_memory_client_ex {
+                    client,
+                    ex_size: core::mem::size_of::<ffi::peer_memory_client_ex>(),
+                    flags: ffi::PEER_MEM_INVALIDATE_UNMAPS,
+                };
+                // SAFETY: we hold the slot's claim and the core is not given the struct yet:
+                // nobody else reads or writes it.
+                unsafe { slot.raw.get().write(ex) };
             }
-            Form::Plain => (0, 0),
-        };
-        // SAFETY: the slot is not registered (module init, single threaded): nobody reads it.
-        unsafe { slot.raw.get().write(ffi::peer_memory_client_ex { client, ex_size, flags }) };
-        let register = core.register_client.ok_or(ENODEV)?;
+            Form::Legacy => {
+                let legacy = ffi::peer_memory_client_legacy {
+                    client,
+                    get_context_private_data: None,
+                    put_context_private_data: None,
+                };
+                // SAFETY: as above; the legacy struct has the slot's size and alignment (const
+                // assertion above).
+                unsafe { slot.raw.get().cast::<ffi::peer_memory_client_legacy>().write(legacy) };
+            }
+        }
         let invalidate_out = match kind {
             ClientKind::Invalidating => slot.invalidate.get(),
             ClientKind::Persistent => ptr::null_mut(),
@@ -181,6 +222,7 @@ impl Registration {
         // `invalidate_out` is a static cell or NULL.
         let handle = unsafe { register(slot.raw.get().cast(), invalidate_out) };
         if handle.is_null() {
+            slot.claimed.store(false, Release);
             pr_err!(
                 "the IB core refused peer-memory client {}: a client of that name is already registered (NVIDIA's nvidia-peermem or Mellanox's nv_peer_mem loaded? rmmod it) or the core rejected the client; see the core's message above\n",
                 name
@@ -188,12 +230,13 @@ impl Registration {
             return Err(EINVAL);
         }
         if kind == ClientKind::Invalidating
-            // SAFETY: written by the core inside the call above.
+            // SAFETY: written by the core inside the call above, which returned.
             && unsafe { (*slot.invalidate.get()).is_none() }
         {
             pr_warn!("the IB core gave {} no invalidate callback: freed GPU memory cannot be revoked\n", name);
         }
         slot.handle.store(handle, Release);
+        slot.accepting.store(true, Release);
         Ok(Self { slot, core, name })
     }
 
@@ -204,11 +247,17 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let handle = self.slot.handle.xchg(ptr::null_mut(), Relaxed);
+        // First: an acquire the core is about to call declines from now on (REVIEW-KMOD C1).
+        self.slot.accepting.store(false, Release);
+        let handle = self.slot.handle.load(Acquire);
         if let Some(unregister) = self.core.unregister_client {
-            // SAFETY: the handle from a successful registration, unregistered once.
+            // SAFETY: the handle from a successful registration, unregistered once. After it
+            // returns the core calls no op of ours again and every umem is released.
             unsafe { unregister(handle) };
         }
+        // Only now: a free callback of a context the core still held needed the handle.
+        self.slot.handle.store(ptr::null_mut(), Release);
+        self.slot.claimed.store(false, Release);
     }
 }
 
@@ -229,7 +278,8 @@ fn acquire_common(
     client_context: *mut *mut c_void,
 ) -> c_int {
     let slot = ClientSlot::slot(kind);
-    if slot.handle().is_null() || client_context.is_null() {
+    if !slot.accepting() || client_context.is_null() {
+        stats::inc(Stat::Declined);
         return 0;
     }
     match RegContext::acquire(slot, addr as u64, size as u64) {
@@ -246,6 +296,11 @@ fn acquire_common(
     }
 }
 
+/// The invalidating client's `acquire`.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with `client_context` a writable out-pointer.
 unsafe extern "C" fn acquire_invalidating(
     addr: c_ulong,
     size: usize,
@@ -256,6 +311,11 @@ unsafe extern "C" fn acquire_invalidating(
     acquire_common(ClientKind::Invalidating, addr, size, client_context)
 }
 
+/// The persistent client's `acquire`.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with `client_context` a writable out-pointer.
 unsafe extern "C" fn acquire_persistent(
     addr: c_ulong,
     size: usize,
@@ -274,8 +334,14 @@ fn finish(op: Op, r: Result) -> c_int {
     })
 }
 
-// `write` is always 1 and `force` only says the MR is read-only (CoW-break semantics): GPU memory
-// is always writable and never copy-on-write, so neither changes how it is pinned.
+/// `get_pages`. `write` is always 1 and `force` only says the MR is read-only (CoW-break
+/// semantics): GPU memory is always writable and never copy-on-write, so neither changes how it
+/// is pinned.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
+/// not been released.
 unsafe extern "C" fn get_pages(
     addr: c_ulong,
     size: usize,
@@ -291,6 +357,12 @@ unsafe extern "C" fn get_pages(
     finish(Op::GetPages, ctx.get_pages(addr as u64, size as u64, core_context))
 }
 
+/// `dma_map`.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
+/// not been released, its own `sg_head` and `nmap`, and the live DMA device of its NIC.
 unsafe extern "C" fn dma_map(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -308,6 +380,12 @@ unsafe extern "C" fn dma_map(
     finish(Op::DmaMap, unsafe { ctx.dma_map(sg_head, dma_device, nmap, layout) })
 }
 
+/// `dma_unmap` (also called by old-style cores from inside our free callback's invalidate).
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
+/// not been released.
 unsafe extern "C" fn dma_unmap(
     _sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -318,18 +396,31 @@ unsafe extern "C" fn dma_unmap(
     0
 }
 
+/// `put_pages`.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
+/// not been released.
 unsafe extern "C" fn put_pages(_sg_head: *mut bindings::sg_table, client_context: *mut c_void) {
     // SAFETY: the core passes acquire's context before release.
     let ctx: Arc<RegContext> = unsafe { context(client_context) }.into();
     ctx.unpin();
 }
 
-unsafe extern "C" fn get_page_size(_client_context: *mut c_void) -> c_ulong {
-    // The GPU page size, as NVIDIA's modules answer: 4.x and 5.1-5.4 cores build their page
-    // shift from it, 5.5+ cores fix the first and last SG entry up from it (CONTRACT 1.6).
+/// `get_page_size`: the GPU page size, as NVIDIA's modules answer: 4.x and 5.1-5.4 cores build
+/// their page shift from it, 5.5+ cores fix the first and last SG entry up from it (CONTRACT
+/// 1.6). Touches nothing, so it is a safe function.
+extern "C" fn get_page_size(_client_context: *mut c_void) -> c_ulong {
     GPU_PAGE_SIZE as c_ulong
 }
 
+/// `release`: the core gives back the reference `acquire` handed it.
+///
+/// # Safety
+///
+/// Only called by the MOFED peer-memory core, once per successful `acquire`, with its
+/// `client_context`, after which the core uses that context no more.
 unsafe extern "C" fn release(client_context: *mut c_void) {
     if client_context.is_null() {
         return;

@@ -10,11 +10,14 @@
 //!   Pinning --pinned--> Acquired --get_pages--> Pinned --dma_map--> Mapping --ok--> Mapped
 //!      |                   |                    ^  |                   |             |
 //!      |                   |                    |  +--put_pages/release--> Unpinning --> Unpinned
+//!      |                   |                    |                              |
+//!      |                   |                    |                              +--NVIDIA refused--> UnpinFailed
 //!      |                   |                    +---------dma_unmap------------------------+
 //!      +----callback-------+------callback------+-----callback--------+--> Revoked     (no NIC use yet:
 //!                                                                          the core is told nothing)
 //!   Mapped --callback--> Invalidating (the core's invalidate runs, lock dropped) --> Revoked
-//!   Unpinning --callback--> Revoked (the callback won the race with put_pages)
+//!   Unpinning, UnpinFailed --callback--> Revoked (the callback won the race with put_pages,
+//!                                                 or freed what NVIDIA refused to unpin)
 //! ```
 //!
 //! In `Revoked` NVIDIA has freed (or is about to free, when the callback returns) the page table
@@ -28,11 +31,31 @@
 //! (state `Invalidating`): the MOFED 5.1-5.4 dereg path calls it under `mapping_lock` (the
 //! 2696789 deadlock), and NVIDIA frees the pin itself when the callback returns.
 //!
-//! Lock order (CONTRACT 5.3): MOFED `peer_memory_mutex` -> core `mapping_lock` -> `inner`;
-//! NVIDIA RM API lock -> `inner`. `inner` is the innermost lock: it is never held across a call
-//! into the IB core, nor into an NVIDIA function that takes the RM lock (`dma_map_pages` and
-//! `dma_unmap_pages` take none: the latter is called under `inner`, which keeps the callback from
-//! completing, and so NVIDIA from freeing the table, while it runs).
+//! What this cannot make safe, because it happens inside NVIDIA (CONTRACT 2.4, and `p2p`): a
+//! cudaFree while an invalidating registration is inside `dma_map_pages` (NVIDIA reads and
+//! writes the freed table), and on 515-530 drivers a `put_pages` that lost the race to the
+//! callback (NVIDIA reads the freed table). Our own state stays sound in both: the callback marks
+//! the context `Revoked` and we never touch the table again. The persistent client (the default)
+//! has no callback and meets neither.
+//!
+//! # Locks
+//!
+//! Edges that exist (A -> B: B taken while A is held; RM = NVIDIA's RM API lock):
+//! - MOFED `peer_memory_mutex` (4.x: also the per-client mutex) -> RM: `acquire` pins.
+//! - core `mapping_lock` -> RM: 5.x `dma_map` maps, 5.1-5.4-2 dereg `put_pages` unpins, and a
+//!   `get_pages` range mismatch unpins.
+//! - RM -> `mapping_lock` (4.x: the per-client mutex): the free callback calls the core's
+//!   invalidate.
+//! - `mapping_lock` -> `inner`, RM -> `inner`, `inner` -> NVIDIA's per-table mapping semaphore
+//!   (`dma_unmap_pages`, which takes no RM lock).
+//!
+//! `inner` is innermost: never held across a call into the IB core or into an NVIDIA function
+//! that takes the RM lock. The `mapping_lock <-> RM` cycle between lock classes is made safe per
+//! object by one rule, which lockdep cannot check (it sees neither RM's lock nor, in the
+//! stand-in, its semaphore): the callback waits for a umem's `mapping_lock` only after moving
+//! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
+//! that `mapping_lock` re-checks the state under `inner` before calling an RM-locking function
+//! and calls none in `Invalidating` (nor in `Revoked`).
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -43,8 +66,8 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::client::{ClientKind, ClientSlot};
 use crate::ffi;
-use crate::log::{nv_dbg, nv_err};
-use crate::p2p::{self, Api, GPU_PAGE_SIZE};
+use crate::log::{nv_dbg, nv_err, nv_warn};
+use crate::p2p::{self, Api, DmaMapping, PciDevRef, GPU_PAGE_SIZE};
 use crate::sg::{Layout, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -78,50 +101,83 @@ impl GpuRange {
 /// `table` was returned by a successful pin of the context's range and has not been unpinned.
 /// It stays valid while the owning context's state holds this `GpuPin` (a revocation first moves
 /// the state to `Invalidating`/`Revoked` under the context's lock, dropping the `GpuPin`).
+/// `nvidia_ref` is `Some` exactly for pins with a free callback.
 struct GpuPin {
     table: NonNull<ffi::nvidia_p2p_page_table>,
+    nvidia_ref: Option<NvidiaRef>,
 }
 
-/// A reference on the NIC's PCI device (the core's `dma_device`).
+// SAFETY: an NVIDIA handle and a reference count, usable from any thread.
+unsafe impl Send for GpuPin {}
+
+/// The context reference NVIDIA holds as the free callback's `data` (invalidating client).
 ///
 /// # Invariants
 ///
-/// `pdev` is a valid `pci_dev` on which this value holds a reference.
-struct PciDevRef {
-    pdev: *mut bindings::pci_dev,
+/// `ptr` came from `Arc::into_raw` and that reference is outstanding: it is taken back exactly
+/// once, by `free_callback` (NVIDIA calls it at most once) or by [`NvidiaRef::reclaim`] once
+/// NVIDIA will not call it. Dropping the token only forgets it: the callback owns the reference
+/// then, which is what the state machine does when a revocation replaces the pin.
+struct NvidiaRef {
+    ptr: *const RegContext,
 }
 
-impl PciDevRef {
-    /// The PCI device behind `dev`, or -EINVAL when it is not a PCI device.
-    fn from_dma_device(dev: *mut bindings::device) -> Result<Self> {
-        // SAFETY: the core hands a live device that outlives the registration.
-        if dev.is_null() || !unsafe { bindings::dev_is_pci(dev) } {
-            return Err(EINVAL);
-        }
-        // SAFETY: `dev` is embedded in a `pci_dev` (dev_is_pci above).
-        let pdev = unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) };
-        // SAFETY: live device; the reference is dropped in `Drop`.
-        unsafe { bindings::pci_dev_get(pdev) };
-        // INVARIANT: reference taken above.
-        Ok(Self { pdev })
+// SAFETY: stands for one `Arc<RegContext>` count, and `Arc<RegContext>` is `Send`.
+unsafe impl Send for NvidiaRef {}
+
+impl NvidiaRef {
+    fn new(ctx: &Arc<RegContext>) -> Self {
+        // INVARIANT: a reference of its own, not taken back yet.
+        Self { ptr: Arc::into_raw(ctx.clone()) }
+    }
+
+    /// The free callback's `data`.
+    fn data(&self) -> *mut c_void {
+        self.ptr.cast_mut().cast()
+    }
+
+    /// Takes the reference back.
+    ///
+    /// # Safety
+    ///
+    /// NVIDIA will never call the free callback with this `data`: `get_pages` failed, or
+    /// `put_pages` succeeded before the callback ran (RM unlinks the pin and calls the callback
+    /// in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
+    unsafe fn reclaim(self) -> Arc<RegContext> {
+        // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
+        // else takes it back.
+        unsafe { Arc::from_raw(self.ptr) }
     }
 }
 
-impl Drop for PciDevRef {
+/// A reference on this module, held by every context.
+///
+/// # Invariants
+///
+/// Holds one reference taken by a successful `try_module_get`.
+struct ModuleRef(());
+
+impl ModuleRef {
+    /// `None` once rmmod began: a module being removed takes no new registration
+    /// (`__module_get` would, and leave a context the core can no longer be told to revoke:
+    /// REVIEW-KMOD C1).
+    fn try_get() -> Option<Self> {
+        // SAFETY: this module's own `struct module`, valid while its code runs.
+        // INVARIANT: a reference is held when it returns true.
+        unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) }.then_some(Self(()))
+    }
+}
+
+impl Drop for ModuleRef {
     fn drop(&mut self) {
+        // The last thing a context does before its memory is freed (the field is declared
+        // last). On NVIDIA's free-callback path the thread still runs a few instructions of this
+        // module after it (the context's kfree and the returns into NVIDIA), so a rmmod that ran
+        // to its end within them would leave it in freed text (REVIEW-KMOD C5). Only NVIDIA
+        // could close that, by pinning the callback's module; its own module has the same gap.
         // SAFETY: by the invariant we hold a reference.
-        unsafe { bindings::pci_dev_put(self.pdev) };
+        unsafe { bindings::module_put(crate::THIS_MODULE.as_ptr()) };
     }
-}
-
-/// NVIDIA's DMA mapping of a pin for one NIC.
-///
-/// # Invariants
-///
-/// `mapping` was returned by `dma_map_pages` for `peer` on the pin it sits beside in `Mapped`.
-struct Mapping {
-    mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
-    peer: PciDevRef,
 }
 
 enum State {
@@ -134,15 +190,19 @@ enum State {
     /// `dma_map` is calling NVIDIA (lock dropped).
     Mapping(GpuPin),
     /// DMA addresses handed to the core: the NIC may use them.
-    Mapped(GpuPin, Mapping),
+    Mapped(GpuPin, DmaMapping),
     /// The free callback is telling the core to stop the NIC (lock dropped).
     Invalidating,
     /// NVIDIA revoked the memory: nothing of NVIDIA's may be touched.
     Revoked,
     /// `put_pages`/`release` is calling NVIDIA to unpin (lock dropped).
     Unpinning,
-    /// No pin.
+    /// No pin: never pinned, unpinned, or freed by NVIDIA's callback during `put_pages`.
     Unpinned,
+    /// NVIDIA refused to unpin: it may still hold the pin and, for a pin with a callback, our
+    /// reference and the callback. Still counted as pinned until that callback reports the
+    /// memory freed (a persistent pin stays counted: NVIDIA keeps it).
+    UnpinFailed,
 }
 
 impl State {
@@ -157,6 +217,7 @@ impl State {
             State::Revoked => "revoked",
             State::Unpinning => "unpinning",
             State::Unpinned => "unpinned",
+            State::UnpinFailed => "unpin-failed",
         }
     }
 }
@@ -170,36 +231,52 @@ struct Inner {
     sg: Option<SgTable>,
 }
 
-// SAFETY: the raw pointers in `State` are NVIDIA handles and a device reference, usable from
-// any thread; access is serialised by the `Mutex`.
-unsafe impl Send for Inner {}
-
 /// One registration.
+///
+/// # Invariants
+///
+/// - For an invalidating client, exactly one [`NvidiaRef`] is outstanding from a successful
+///   `get_pages` until `free_callback` takes it back or a successful `put_pages` that the
+///   callback did not race reclaims it (a failed `put_pages` leaves it with NVIDIA).
+/// - `module` holds a module reference for the whole life of the context.
+/// - `PinnedPages`/`PinnedBytes` count the range from a successful pin until NVIDIA no longer
+///   holds it (unpinned, or its callback ran).
 #[pin_data(PinnedDrop)]
 pub(crate) struct RegContext {
     client: &'static ClientSlot,
     range: GpuRange,
     #[pin]
     inner: Mutex<Inner>,
+    /// Last: dropped after everything else (see `ModuleRef::drop`).
+    module: ModuleRef,
 }
 
 impl RegContext {
     /// `acquire`: is `[addr, addr + size)` GPU memory? Answers by pinning it and keeps the pin
-    /// for `get_pages`. `None` means "not ours" (host memory, freed memory, ...).
+    /// for `get_pages`. `None` means "not ours" (host memory, freed memory, ...) or "cannot take
+    /// it" (the module is being removed, out of memory).
     pub(crate) fn acquire(client: &'static ClientSlot, addr: u64, size: u64) -> Option<Arc<Self>> {
         let range = GpuRange::covering(addr, size)?;
-        let ctx = Arc::pin_init(
+        let Some(module) = ModuleRef::try_get() else {
+            nv_dbg!("acquire {:#x}+{:#x}: the module is being removed: declined", addr, size);
+            return None;
+        };
+        let ctx = match Arc::pin_init(
             try_pin_init!(Self {
                 client,
                 range,
                 inner <- new_mutex!(Inner { state: State::Pinning, core_context: 0, sg: None }),
+                module,
             }? Error),
             GFP_KERNEL,
-        )
-        .ok()?;
-        // SAFETY: the matching `module_put` is in `Drop`, after NVIDIA's last reference is gone,
-        // so the module (and the callback code) outlives every context.
-        unsafe { bindings::__module_get(crate::THIS_MODULE.as_ptr()) };
+        ) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                stats::failure(Op::Acquire, e);
+                nv_err!("acquire {:#x}+{:#x}: cannot allocate a context: {:?}\n", addr, size, e);
+                return None;
+            }
+        };
         stats::inc(Stat::LiveContexts);
         match ctx.pin() {
             Ok(pin) => {
@@ -209,6 +286,16 @@ impl RegContext {
                     addr, size, range.start, range.len, client.kind()
                 );
                 Some(ctx)
+            }
+            Err(e) if e == ENOTSUPP && client.kind() == ClientKind::Persistent => {
+                // The persistent API refuses MIG instances and vGPU (nv-p2p.h): the user only
+                // sees EFAULT from ibv_reg_mr, so say why here.
+                stats::failure(Op::Acquire, e);
+                nv_warn!(
+                    "acquire {:#x}+{:#x}: NVIDIA refused a persistent pin (-ENOTSUPP: MIG or vGPU?); load with persistent_api_support=0 for an invalidating nv_mem\n",
+                    addr, size
+                );
+                None
             }
             Err(e) => {
                 // Most often host memory or a freed VA: not a failure, just not ours.
@@ -227,33 +314,38 @@ impl RegContext {
             ClientKind::Persistent => {
                 // SAFETY: not called from a free callback (acquire/get_pages context).
                 unsafe { api.get_pages_persistent(self.range.start, self.range.len) }
+                    .map(|table| (table, None))
             }
             ClientKind::Invalidating => {
-                // NVIDIA holds this reference for the callback; it comes back through
-                // `free_callback` or after `put_pages` (see `unpin`).
-                let data = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
+                // NVIDIA holds this reference for the callback (see `NvidiaRef`).
+                let nvidia_ref = NvidiaRef::new(self);
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
-                // pin is put (we hold a reference for NVIDIA).
-                let r = unsafe { api.get_pages(self.range.start, self.range.len, free_callback, data) };
-                if r.is_err() {
-                    // No callback was registered: take NVIDIA's reference back.
-                    // SAFETY: from `Arc::into_raw` above, not used by NVIDIA.
-                    drop(unsafe { Arc::from_raw(data.cast::<Self>()) });
+                // pin is put (it is a context reference of its own).
+                let r = unsafe {
+                    api.get_pages(self.range.start, self.range.len, free_callback, nvidia_ref.data())
+                };
+                match r {
+                    Ok(table) => Ok((table, Some(nvidia_ref))),
+                    Err(e) => {
+                        // SAFETY: get_pages failed, so no callback was registered.
+                        drop(unsafe { nvidia_ref.reclaim() });
+                        Err(e)
+                    }
                 }
-                r
             }
         };
         let mut inner = self.inner.lock();
         match result {
-            Ok(table) => {
+            Ok((table, nvidia_ref)) => {
                 if matches!(inner.state, State::Revoked) {
-                    // The memory was freed while get_pages returned: the table is gone.
+                    // The memory was freed while get_pages returned: the table is gone, and the
+                    // callback took NVIDIA's reference (dropping the token forgets it).
                     return Err(EFAULT);
                 }
                 stats::add(Stat::PinnedPages, self.range.pages());
                 stats::add(Stat::PinnedBytes, self.range.len);
-                // INVARIANT: a successful pin, not revoked.
-                Ok(GpuPin { table })
+                // INVARIANT: a successful pin, not revoked; the token exactly for callbacks.
+                Ok(GpuPin { table, nvidia_ref })
             }
             Err(e) => {
                 inner.state = State::Unpinned;
@@ -304,7 +396,8 @@ impl RegContext {
         layout: Option<Layout>,
     ) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
-        let peer = PciDevRef::from_dma_device(dma_device).inspect_err(|_| {
+        // SAFETY: the core's live DMA device (caller).
+        let peer = unsafe { PciDevRef::from_dma_device(dma_device) }.inspect_err(|_| {
             nv_err!("dma_map: the DMA device is not a PCI device\n");
         })?;
         let table = {
@@ -313,7 +406,15 @@ impl RegContext {
                 State::Pinned(pin) => {
                     // SAFETY: not revoked while we hold `inner`: the table is live.
                     let info = match unsafe { p2p::table_info(pin.table) } {
-                        Ok(info) => info,
+                        Ok(info) if u64::from(info.entries) == self.range.pages() => info,
+                        Ok(info) => {
+                            inner.state = State::Pinned(pin);
+                            nv_err!(
+                                "dma_map {:#x}: NVIDIA's page table has {} pages, the range {}\n",
+                                self.range.start, info.entries, self.range.pages()
+                            );
+                            return Err(EINVAL);
+                        }
                         Err(e) => {
                             inner.state = State::Pinned(pin);
                             return Err(e);
@@ -339,9 +440,11 @@ impl RegContext {
                 }
             }
         };
-        // SAFETY: not in a callback; `peer` is a referenced PCI device; a concurrent revocation
-        // is serialised by NVIDIA's RM lock.
-        let mapped = unsafe { api.dma_map_pages(peer.pdev, table) };
+        // SAFETY: not in a callback; the table was live under `inner` just now. A cudaFree can
+        // still free it while NVIDIA reads it (invalidating client only; `p2p` module
+        // documentation): then the callback leaves `Revoked` and we touch neither the table
+        // nor the mapping afterwards. NVIDIA's RM lock does not prevent it.
+        let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut inner = self.inner.lock();
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
             State::Mapping(pin) => pin,
@@ -353,15 +456,23 @@ impl RegContext {
             }
         };
         let mapping = match mapped {
-            Ok(m) => Mapping { mapping: m, peer },
+            Ok(m) => m,
             Err(e) => {
                 inner.state = State::Pinned(pin);
                 nv_err!("dma_map {:#x}: nvidia_p2p_dma_map_pages failed: {:?}\n", self.range.start, e);
                 return Err(e);
             }
         };
-        // SAFETY: live mapping (not revoked, `inner` held).
-        let built = unsafe { p2p::mapping_addresses(mapping.mapping) }.and_then(|addrs| {
+        // SAFETY: live mapping (not revoked, `inner` held until the table is built).
+        let built = unsafe { mapping.addresses() }.and_then(|addrs| {
+            if addrs.len() as u64 != self.range.pages() {
+                // A short table would give the NIC less than `umem->length` (REVIEW-KMOD C9).
+                nv_err!(
+                    "dma_map {:#x}: NVIDIA mapped {} pages of {}\n",
+                    self.range.start, addrs.len(), self.range.pages()
+                );
+                return Err(EINVAL);
+            }
             let layout = layout.unwrap_or_else(|| Layout::coalesced_for(dma_device));
             SgTable::build(addrs, layout)
         });
@@ -384,7 +495,7 @@ impl RegContext {
             }
             Err(e) => {
                 // SAFETY: table and mapping live (`inner` held, not revoked); no RM lock taken.
-                let _ = unsafe { api.dma_unmap_pages(mapping.peer.pdev, pin.table, mapping.mapping) };
+                let _ = unsafe { api.dma_unmap_pages(pin.table, &mapping) };
                 inner.state = State::Pinned(pin);
                 nv_err!("dma_map {:#x}: building the sg_table failed: {:?}\n", self.range.start, e);
                 Err(e)
@@ -400,7 +511,7 @@ impl RegContext {
             State::Mapped(pin, mapping) => {
                 if let Some(api) = Api::get() {
                     // SAFETY: live table and mapping (`inner` held, not revoked); takes no RM lock.
-                    if let Err(e) = unsafe { api.dma_unmap_pages(mapping.peer.pdev, pin.table, mapping.mapping) } {
+                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table, &mapping) } {
                         stats::failure(Op::DmaUnmap, e);
                         nv_err!("dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n", self.range.start, e);
                     }
@@ -422,53 +533,56 @@ impl RegContext {
             // The core skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
             self.dma_unmap();
         }
+        let Some(api) = Api::get() else { return };
         let pin = {
             let mut inner = self.inner.lock();
             inner.sg = None;
             match core::mem::replace(&mut inner.state, State::Unpinning) {
                 State::Acquired(pin) | State::Pinned(pin) => pin,
                 other => {
-                    // Revoked, being revoked (NVIDIA frees it) or never pinned.
+                    // Revoked, being revoked (NVIDIA frees it), never pinned or already tried.
                     inner.state = other;
                     return;
                 }
             }
         };
-        let Some(api) = Api::get() else { return };
         stats::inc(Stat::UnpinCalls);
+        let GpuPin { table, nvidia_ref } = pin;
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
         let result = match self.client.kind() {
             // SAFETY: see above; the persistent pin is ours and not used afterwards.
-            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, pin.table) },
-            // SAFETY: see above; the pin is ours and not used afterwards.
-            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, pin.table) },
+            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table) },
+            // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
+            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table) },
         };
         let mut inner = self.inner.lock();
         let callback_ran = matches!(inner.state, State::Revoked);
-        inner.state = State::Unpinned;
-        drop(inner);
         nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.range.start, result, callback_ran);
+        if callback_ran {
+            // The callback won the race for the RM lock: NVIDIA freed the pin and the table
+            // before our call reached RM (which answered 0, or met another pin's table: the
+            // `p2p` module documentation), took its reference back and uncounted the pin.
+            inner.state = State::Unpinned;
+            return;
+        }
         match result {
             Ok(()) => {
-                if !callback_ran {
-                    stats::sub(Stat::PinnedPages, self.range.pages());
-                    stats::sub(Stat::PinnedBytes, self.range.len);
-                    if self.client.kind() == ClientKind::Invalidating {
-                        // NVIDIA dropped the callback: give back its reference.
-                        // SAFETY: the reference handed over in `pin`, not used since.
-                        drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
-                    }
+                inner.state = State::Unpinned;
+                drop(inner);
+                stats::sub(Stat::PinnedPages, self.range.pages());
+                stats::sub(Stat::PinnedBytes, self.range.len);
+                if let Some(nvidia_ref) = nvidia_ref {
+                    // SAFETY: put_pages succeeded and the callback had not run: NVIDIA dropped
+                    // it. Not the last reference (the caller holds `self`).
+                    drop(unsafe { nvidia_ref.reclaim() });
                 }
             }
-            // The callback won the race for the RM lock: NVIDIA freed the pin and the table
-            // before our call reached RM, so whatever it answered there was nothing left to
-            // unpin (RM answers 0; a stale table pointer may also meet another pin's table).
-            // Logged by the debug line above, not a failure.
-            Err(_) if callback_ran => {}
             Err(e) => {
-                // The pin may still be registered with NVIDIA: keep its reference (the callback
-                // will drop it when the memory is freed) rather than risk a dangling `data`.
+                // The pin may still be registered with NVIDIA: it keeps its reference (the
+                // callback takes it back when the memory is freed), and the pin stays counted.
+                inner.state = State::UnpinFailed;
+                drop(inner);
                 stats::failure(Op::PutPages, e);
                 nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.range.start, e);
             }
@@ -478,15 +592,17 @@ impl RegContext {
     /// NVIDIA's free callback: the memory is being freed (cudaFree) under its RM lock.
     fn revoke(self: &Arc<Self>) {
         let mut inner = self.inner.lock();
+        let old = core::mem::replace(&mut inner.state, State::Revoked);
         // (mapped: the NIC may be using it; counted: the pin is in PinnedPages/Bytes)
-        let (was_mapped, counted) = match core::mem::replace(&mut inner.state, State::Revoked) {
+        let (was_mapped, counted) = match &old {
             State::Mapped(..) => (true, true),
-            State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning => (false, true),
+            State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning
+            | State::UnpinFailed => (false, true),
             // Fired inside get_pages: `pin` sees `Revoked` and reports the pin as failed.
             State::Pinning => (false, false),
-            other => {
+            State::Invalidating | State::Revoked | State::Unpinned => {
                 // Already revoked or unpinned: nothing to do.
-                inner.state = other;
+                inner.state = old;
                 return;
             }
         };
@@ -495,21 +611,25 @@ impl RegContext {
             stats::sub(Stat::PinnedPages, self.range.pages());
             stats::sub(Stat::PinnedBytes, self.range.len);
         }
-        if !was_mapped {
+        if was_mapped {
+            inner.state = State::Invalidating;
+            let core_context = inner.core_context;
+            drop(inner);
+            nv_dbg!("free callback {:#x}: invalidating core_context {}", self.range.start, core_context);
+            stats::inc(Stat::InvalidateCalls);
+            // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
+            self.client.invalidate(core_context);
+            // The sg_table stays: a dereg that took the core's mapping_lock before this
+            // invalidate may still restore its first/last-entry fix-ups in it and call dma_unmap
+            // with it (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the
+            // context.
+            self.inner.lock().state = State::Revoked;
+        } else {
+            drop(inner);
             nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", self.range.start);
-            return;
         }
-        inner.state = State::Invalidating;
-        let core_context = inner.core_context;
-        drop(inner);
-        nv_dbg!("free callback {:#x}: invalidating core_context {}", self.range.start, core_context);
-        stats::inc(Stat::InvalidateCalls);
-        // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
-        self.client.invalidate(core_context);
-        // The sg_table stays: a dereg that took the core's mapping_lock before this invalidate
-        // may still restore its first/last-entry fix-ups in it and call dma_unmap with it
-        // (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the context.
-        self.inner.lock().state = State::Revoked;
+        // NVIDIA frees the mapping when we return: its PCI device reference goes only now.
+        drop(old);
     }
 }
 
@@ -523,20 +643,22 @@ impl Inner {
 impl PinnedDrop for RegContext {
     fn drop(self: core::pin::Pin<&mut Self>) {
         stats::sub(Stat::LiveContexts, 1);
-        // SAFETY: pairs with `__module_get` in `acquire`.
-        unsafe { bindings::module_put(crate::THIS_MODULE.as_ptr()) };
     }
 }
 
 /// NVIDIA's free callback for non-persistent pins; `data` is the context reference from `pin`.
+///
+/// # Safety
+///
+/// Only called by NVIDIA, at most once per successful `nvidia_p2p_get_pages`, with the `data`
+/// given there, and never after a successful `nvidia_p2p_put_pages` of that pin.
 unsafe extern "C" fn free_callback(data: *mut c_void) {
     if data.is_null() {
         stats::failure(Op::FreeCallback, EINVAL);
         nv_err!("free callback without a context\n");
         return;
     }
-    // SAFETY: `data` is the reference we handed NVIDIA in `pin`; NVIDIA calls this at most once
-    // and never after a successful put_pages, so we own that reference now.
+    // SAFETY: `data` is an `NvidiaRef` of ours (caller), now taken back, once.
     let ctx = unsafe { Arc::from_raw(data.cast::<RegContext>()) };
     ctx.revoke();
     // Dropping NVIDIA's reference last: the context outlives everything above.

@@ -11,16 +11,33 @@ use kernel::str::CString;
 
 use crate::ffi;
 
-/// A rate-limited `pr_err!` (one budget for the whole module: 10 lines per 5 s).
+/// A rate-limited `pr_err!` (one budget for the whole module: 10 lines per 5 s). Every error on
+/// a per-registration path goes through it: an application can make them at any rate.
 macro_rules! nv_err {
     ($($arg:tt)*) => {
-        // SAFETY: the rate-limit state is a static of the C glue.
-        if unsafe { $crate::ffi::nvpeer_glue_ratelimit() } {
+        if $crate::log::ratelimit() {
             kernel::pr_err!($($arg)*);
         }
     };
 }
 pub(crate) use nv_err;
+
+/// A rate-limited `pr_warn!`, sharing `nv_err!`'s budget.
+macro_rules! nv_warn {
+    ($($arg:tt)*) => {
+        if $crate::log::ratelimit() {
+            kernel::pr_warn!($($arg)*);
+        }
+    };
+}
+pub(crate) use nv_warn;
+
+/// Whether a rate-limited line may be printed now.
+pub(crate) fn ratelimit() -> bool {
+    // SAFETY: no preconditions: `__ratelimit` on a static state of the C glue, callable from
+    // any context that may print.
+    unsafe { ffi::nvpeer_glue_ratelimit() }
+}
 
 /// A debug trace, printed only when dynamic debug enables it for this module.
 macro_rules! nv_dbg {
@@ -33,7 +50,7 @@ macro_rules! nv_dbg {
 pub(crate) use nv_dbg;
 
 pub(crate) fn debug_enabled() -> bool {
-    // SAFETY: reads the glue's static dynamic-debug descriptor.
+    // SAFETY: no preconditions: reads the glue's static dynamic-debug descriptor.
     unsafe { ffi::nvpeer_glue_debug_enabled() }
 }
 

@@ -17,8 +17,12 @@
 #include "nvpeer_glue.h"
 
 MODULE_VERSION(NVPEER_VERSION);
-/* Load after the providers of the symbols we use; modprobe ignores missing soft dependencies. */
-MODULE_SOFTDEP("pre: nvidia ib_core");
+/*
+ * Load after the providers of the symbols we use; modprobe ignores missing soft dependencies.
+ * MOFED links the peer-memory core into ib_core up to 23.x and into ib_uverbs from DOCA-OFED
+ * 24.07 on (CONTRACT 1.1): name both.
+ */
+MODULE_SOFTDEP("pre: nvidia ib_core ib_uverbs");
 
 static int peerdirect_support;
 module_param(peerdirect_support, int, 0444);
@@ -60,6 +64,16 @@ extern typeof(nvidia_p2p_put_pages_persistent) nvidia_p2p_put_pages_persistent _
 extern int nvidia_p2p_cap_persistent_pages __weak;
 extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
 extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+/*
+ * Only taken the address of, never called: which of these the running core exports tells its
+ * generation (CONTRACT 1.1, checked on every MOFED release 4.0 ... 25.10): the first only the
+ * legacy 4.1 ... 5.0 cores, the second only cores that honour PEER_MEM_INVALIDATE_UNMAPS.
+ */
+struct ib_ucontext;
+struct ib_umem;
+extern int ib_get_peer_private_data(struct ib_ucontext *context, u64 peer_id,
+				    char *peer_name) __weak;
+extern void ib_umem_stop_invalidation_notifier(struct ib_umem *umem) __weak;
 
 void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core)
 {
@@ -73,6 +87,8 @@ void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *cor
 				    nvidia_p2p_cap_persistent_pages : -1;
 	core->register_client = ib_register_peer_memory_client;
 	core->unregister_client = ib_unregister_peer_memory_client;
+	core->exports_peer_private_data = ib_get_peer_private_data != NULL;
+	core->exports_stop_invalidation_notifier = ib_umem_stop_invalidation_notifier != NULL;
 }
 
 bool nvpeer_glue_module_loaded(const char *name)
@@ -177,6 +193,15 @@ static ssize_t implementation_show(struct kobject *kobj, struct kobj_attribute *
 }
 static struct kobj_attribute implementation_attr = __ATTR_RO(implementation);
 
+/* The core generation detected at load (core_gen.rs), e.g. "5x-unmaps"; set before the file exists. */
+static const char *nvpeer_core_id = "unknown";
+
+static ssize_t core_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", nvpeer_core_id);
+}
+static struct kobj_attribute core_attr = __ATTR_RO(core);
+
 /* "<callback> <errno> <count>" per non-zero cell: failures by callback and errno. */
 static ssize_t failures_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
@@ -202,6 +227,7 @@ static struct kobj_attribute failures_attr = __ATTR_RO(failures);
 
 static struct attribute *top_attrs[] = {
 	&implementation_attr.attr,
+	&core_attr.attr,
 	&failures_attr.attr,
 	NULL,
 };
@@ -217,12 +243,14 @@ static const struct attribute_group *nvpeer_groups[] = {
 
 static struct kobject *nvpeer_kobj;
 
-int nvpeer_glue_sysfs_init(void)
+int nvpeer_glue_sysfs_init(const char *core_id)
 {
 	unsigned int i;
 	int ret;
 
+	nvpeer_core_id = core_id;
 	for (i = 0; i < NVPEER_STAT_COUNT; i++) {
+		/* Filled at run time: gives kernfs a lockdep key for the files' active references. */
 		sysfs_attr_init(&stat_attrs[i].attr.attr);
 		stat_attrs[i].attr.attr.name = stat_names[i];
 		stat_attrs[i].attr.attr.mode = 0444;

@@ -46,6 +46,9 @@ struct nvpeer_core_api {
 	void *(*register_client)(const struct peer_memory_client *peer_client,
 				 invalidate_peer_memory *invalidate_callback);
 	void (*unregister_client)(void *reg_handle);
+	/* The generation markers (core_gen.rs): whether the core exports these two symbols. */
+	bool exports_peer_private_data;
+	bool exports_stop_invalidation_notifier;
 };
 
 void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core);
@@ -105,8 +108,11 @@ uint64_t nvpeer_stat_value(unsigned int stat);
 uint64_t nvpeer_failure_count(unsigned int op, unsigned int bucket);
 int nvpeer_failure_bucket_errno(unsigned int bucket);
 
-/* /sys/module/<name>/nvpeer/: returns 0 or -errno. */
-int nvpeer_glue_sysfs_init(void);
+/*
+ * /sys/module/<name>/nvpeer/: returns 0 or -errno. core_id (a static string) is shown in
+ * nvpeer/core.
+ */
+int nvpeer_glue_sysfs_init(const char *core_id);
 void nvpeer_glue_sysfs_exit(void);
 
 #endif

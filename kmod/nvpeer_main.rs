@@ -4,14 +4,16 @@
 //! peer-memory interface and pins GPU memory through the NVIDIA P2P API, replacing NVIDIA's
 //! `nvidia-peermem` and Mellanox's `nv_peer_mem`.
 //!
-//! Files: `params` (module parameters), `client` (the clients and their C callbacks),
-//! `context` (the per-registration state machine), `p2p` (NVIDIA's API), `sg` (the SG table),
-//! `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
+//! Files: `params` (module parameters), `core_gen` (the IB core's generation, detected at load),
+//! `client` (the clients and their C callbacks), `context` (the per-registration state
+//! machine), `p2p` (NVIDIA's API), `sg` (the SG table), `stats` and `log`; `nvpeer_glue.c` holds
+//! what Rust cannot express.
 
 use kernel::prelude::*;
 
 mod client;
 mod context;
+mod core_gen;
 mod ffi;
 mod log;
 mod p2p;
@@ -20,8 +22,9 @@ mod sg;
 mod stats;
 
 use client::{ClientKind, Form, Registration};
+use core_gen::{CoreGeneration, CorePlan};
 use p2p::{Api, PersistentApi};
-use params::{Params, PeerDirectSupport, PersistentApiSupport};
+use params::{Params, PersistentApiSupport};
 
 #[cfg(not(nvpeer_legacy_name))]
 module! {
@@ -48,10 +51,10 @@ const OTHER_IMPLEMENTATIONS: [&CStr; 2] = [c"nvidia_peermem", c"nv_peer_mem"];
 struct SysfsDir;
 
 impl SysfsDir {
-    fn create() -> Result<Self> {
+    fn create(core_id: &'static CStr) -> Result<Self> {
         // SAFETY: called once from module init; the glue keeps its kobject in a static that only
-        // `nvpeer_glue_sysfs_exit` (our `Drop`) releases.
-        kernel::error::to_result(unsafe { ffi::nvpeer_glue_sysfs_init() })
+        // `nvpeer_glue_sysfs_exit` (our `Drop`) releases; `core_id` is a static string.
+        kernel::error::to_result(unsafe { ffi::nvpeer_glue_sysfs_init(core_id.as_char_ptr().cast()) })
             .inspect_err(|e| pr_err!("cannot create /sys/module/<name>/nvpeer: {:?}\n", e))?;
         Ok(Self)
     }
@@ -124,13 +127,13 @@ impl kernel::Module for NvPeer {
             return Err(ENODEV);
         }
         let api = Api::resolve(p2p_raw)?;
-
-        let form = match params.peerdirect {
-            PeerDirectSupport::Default => Form::ExUnmaps,
-            PeerDirectSupport::Legacy => Form::Plain,
+        let Some(generation) = CoreGeneration::detect(&core) else {
+            pr_err!("this IB core exports both ib_get_peer_private_data (MOFED 4.1-5.0) and ib_umem_stop_invalidation_notifier (5.4-3+): no known core does; refusing to guess its client ABI\n");
+            return Err(ENODEV);
         };
-        client::set_per_page_sg(params.peerdirect == PeerDirectSupport::Legacy);
-        let sysfs = SysfsDir::create()?;
+        let core_plan = CorePlan::new(generation, params.peerdirect, params.peerdirect_value);
+        client::set_layout(core_plan.layout);
+        let sysfs = SysfsDir::create(generation.id())?;
         // SAFETY: returns a static NUL-terminated string.
         let version = unsafe { CStr::from_char_ptr(ffi::nvpeer_glue_version()) }
             .to_str()
@@ -138,7 +141,11 @@ impl kernel::Module for NvPeer {
 
         let mut clients = KVec::new();
         for (kind, name) in plan(&params, api.persistent())? {
-            let client_form = if kind == ClientKind::Invalidating { form } else { Form::Plain };
+            let client_form = match kind {
+                ClientKind::Invalidating => core_plan.invalidating_form,
+                // No invalidation, so nothing for the `_ex` flags to say.
+                ClientKind::Persistent => Form::Legacy,
+            };
             // On failure the clients registered so far are unregistered as `clients` drops.
             let reg = Registration::register(core, kind, name, version, client_form)?;
             let pinning = match (kind, api.persistent()) {
@@ -155,15 +162,17 @@ impl kernel::Module for NvPeer {
             );
             clients.push(reg, GFP_KERNEL)?;
         }
-        let sg_entries = match params.peerdirect {
-            PeerDirectSupport::Legacy => "one per 64 KiB page",
-            PeerDirectSupport::Default => "coalesced",
+        let sg_entries = match core_plan.layout {
+            Some(_) => "one per 64 KiB page",
+            None => "coalesced",
         };
         pr_info!(
-            "nvpeer {} loaded: peerdirect_support={:?} persistent_api_support={:?}, sg entries {}\n",
+            "nvpeer {} loaded: core {} ({}), peerdirect_support={} persistent_api_support={}, sg entries {}\n",
             version,
-            params.peerdirect,
-            params.persistent_api,
+            generation.id().to_str().unwrap_or("?"),
+            generation.description(),
+            params.peerdirect_value,
+            params.persistent_api_value,
             sg_entries
         );
         Ok(Self {

@@ -9,15 +9,26 @@
 //! - After a successful `put_pages*` or after the free callback *returns*, the page table and
 //!   every DMA mapping on it are freed by NVIDIA: no call may touch them again.
 //! - `dma_unmap_pages` must precede `put_pages` (which frees remaining mappings).
-
+//!
+//! Two hazards of NVIDIA's API that no client can close (CONTRACT 2.4, REVIEW-KMOD C2, C3); both
+//! need a free callback, so the persistent client (the default) never meets them:
+//! - `dma_map_pages` reads the page table before taking its RM lock and links the new mapping into
+//!   it after dropping it: a cudaFree while an invalidating registration is being DMA-mapped makes
+//!   NVIDIA read and write freed memory.
+//! - `put_pages` after the free callback won the race: 515-530 read the freed table (its
+//!   `gpu_uuid` before the RM lookup, `bPersistent` after it); every version looks the pin up by
+//!   (VA, table address), so a new pin of the same VA whose table reuses that address is unpinned
+//!   instead.
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
+use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::SetOnce;
 
 use crate::ffi;
+use crate::log::nv_err;
 
 /// 64 KiB: the only page size NVIDIA's P2P API produces.
 pub(crate) const GPU_PAGE_SIZE: u64 = 1 << 16;
@@ -132,10 +143,12 @@ impl Api {
     ///
     /// # Safety
     ///
-    /// Not from inside a free callback; `table` came from `get_pages` at `va`.
+    /// Not from inside a free callback; `table` came from `get_pages` at `va` and was not put.
+    /// The free callback may have freed it meanwhile: 535+ then only looks (va, table) up; for
+    /// what 515-530 and a reused table address do, see the module documentation.
     pub(crate) unsafe fn put_pages(&self, va: u64, table: NonNull<ffi::nvidia_p2p_page_table>) -> Result {
         let f = self.raw.put_pages.ok_or(ENODEV)?;
-        // SAFETY: guaranteed by the caller; NVIDIA only looks the table up.
+        // SAFETY: guaranteed by the caller.
         to_result(unsafe { f(0, 0, va, table.as_ptr()) })
     }
 
@@ -166,35 +179,125 @@ impl Api {
     ///
     /// # Safety
     ///
-    /// Not from inside a free callback; `peer` is a valid PCI device; `table` is live or being
-    /// revoked concurrently (NVIDIA serialises that under its RM lock).
+    /// Not from inside a free callback; `table` is live when the call starts. For a pin with a
+    /// free callback, a cudaFree may free it while NVIDIA reads it (module documentation): then
+    /// neither the table nor the returned mapping may be touched again.
     pub(crate) unsafe fn dma_map_pages(
         &self,
-        peer: *mut kernel::bindings::pci_dev,
+        peer: PciDevRef,
         table: NonNull<ffi::nvidia_p2p_page_table>,
-    ) -> Result<NonNull<ffi::nvidia_p2p_dma_mapping>> {
+    ) -> Result<DmaMapping> {
         let f = self.raw.dma_map_pages.ok_or(ENODEV)?;
         let mut mapping = ptr::null_mut();
-        // SAFETY: guaranteed by the caller; valid out-pointer.
-        to_result(unsafe { f(peer, table.as_ptr(), &mut mapping) })?;
-        NonNull::new(mapping).ok_or(EINVAL)
+        // SAFETY: guaranteed by the caller; `peer` holds a reference on the PCI device; valid
+        // out-pointer.
+        to_result(unsafe { f(peer.pdev, table.as_ptr(), &mut mapping) })?;
+        let mapping = NonNull::new(mapping).ok_or(EINVAL)?;
+        // INVARIANT: returned by a successful `dma_map_pages` for `peer`.
+        Ok(DmaMapping { mapping, peer })
     }
 
-    /// Unmaps a mapping from `dma_map_pages`. Allowed inside the free callback.
+    /// Unmaps a mapping from `dma_map_pages`. Allowed inside the free callback (takes no RM
+    /// lock, only the table's mapping-list semaphore).
     ///
     /// # Safety
     ///
-    /// `table` and `mapping` are not freed yet (no successful `put_pages`, no completed free
-    /// callback); `peer` is the device the mapping was made for.
+    /// `table` is the pin `mapping` was made on; neither is freed yet (no successful
+    /// `put_pages`, no completed free callback).
     pub(crate) unsafe fn dma_unmap_pages(
         &self,
-        peer: *mut kernel::bindings::pci_dev,
         table: NonNull<ffi::nvidia_p2p_page_table>,
-        mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
+        mapping: &DmaMapping,
     ) -> Result {
         let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
-        // SAFETY: guaranteed by the caller.
-        to_result(unsafe { f(peer, table.as_ptr(), mapping.as_ptr()) })
+        // SAFETY: guaranteed by the caller; the peer is the device the mapping was made for.
+        to_result(unsafe { f(mapping.peer.pdev, table.as_ptr(), mapping.mapping.as_ptr()) })
+    }
+}
+
+/// A reference on the NIC's PCI device (the core's `dma_device`), which NVIDIA maps for.
+///
+/// # Invariants
+///
+/// `pdev` is a valid `pci_dev` on which this value holds a reference.
+pub(crate) struct PciDevRef {
+    pdev: *mut bindings::pci_dev,
+}
+
+// SAFETY: a counted device reference, usable and droppable from any thread.
+unsafe impl Send for PciDevRef {}
+
+impl PciDevRef {
+    /// The PCI device behind `dev`, or -EINVAL when it is not a PCI device.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is NULL or a live device.
+    pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Result<Self> {
+        // SAFETY: live device (caller).
+        if dev.is_null() || !unsafe { bindings::dev_is_pci(dev) } {
+            return Err(EINVAL);
+        }
+        // SAFETY: `dev` is embedded in a `pci_dev` (dev_is_pci above).
+        let pdev = unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) };
+        // SAFETY: live device; the reference is dropped in `Drop`.
+        unsafe { bindings::pci_dev_get(pdev) };
+        // INVARIANT: reference taken above.
+        Ok(Self { pdev })
+    }
+}
+
+impl Drop for PciDevRef {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant we hold a reference.
+        unsafe { bindings::pci_dev_put(self.pdev) };
+    }
+}
+
+/// NVIDIA's DMA mapping of a pin for one NIC.
+///
+/// # Invariants
+///
+/// `mapping` was returned by a successful `dma_map_pages` for `peer`. It is live until it is
+/// unmapped, its pin is put, or the pin's free callback returns; whoever holds the value must
+/// stop using it before then (the context's state machine does: see `context`).
+pub(crate) struct DmaMapping {
+    mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
+    peer: PciDevRef,
+}
+
+// SAFETY: an NVIDIA handle and a device reference, usable from any thread.
+unsafe impl Send for DmaMapping {}
+
+impl DmaMapping {
+    /// Checks the mapping's version and returns its DMA addresses (one per 64 KiB page), for
+    /// as long as the mapping is borrowed.
+    ///
+    /// # Safety
+    ///
+    /// The mapping is live (not unmapped, its pin neither put nor revoked) while the result is
+    /// used.
+    pub(crate) unsafe fn addresses(&self) -> Result<&[u64]> {
+        let m = self.mapping.as_ptr();
+        // SAFETY: live mapping (caller).
+        let (version, page_size, entries, addrs) =
+            unsafe { ((*m).version, (*m).page_size_type, (*m).entries, (*m).dma_addresses) };
+        let want = ffi::NVIDIA_P2P_DMA_MAPPING_VERSION;
+        if version >> 16 != want >> 16 || (version & 0xffff) < (want & 0xffff) {
+            nv_err!("incompatible NVIDIA DMA mapping version {:#010x} (want {:#010x})\n", version, want);
+            return Err(EINVAL);
+        }
+        if page_size != ffi::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
+            nv_err!("NVIDIA DMA mapping has page size type {}, expected 64 KiB\n", page_size);
+            return Err(EINVAL);
+        }
+        if addrs.is_null() {
+            nv_err!("NVIDIA DMA mapping of {} pages has no address array\n", entries);
+            return Err(EINVAL);
+        }
+        // SAFETY: NVIDIA allocates `entries` addresses, alive as long as the mapping, which the
+        // caller keeps live while `self` is borrowed.
+        Ok(unsafe { core::slice::from_raw_parts(addrs, entries as usize) })
     }
 }
 
@@ -223,12 +326,12 @@ pub(crate) unsafe fn table_info(table: NonNull<ffi::nvidia_p2p_page_table>) -> R
         // SAFETY: 2.x tables carry `flags` (580.65.06+).
         2 => unsafe { (*t).flags },
         _ => {
-            pr_err!("unsupported NVIDIA page table version {:#010x} (want 1.2+ or 2.x)\n", version);
+            nv_err!("unsupported NVIDIA page table version {:#010x} (want 1.2+ or 2.x)\n", version);
             return Err(EINVAL);
         }
     };
     if page_size != ffi::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB {
-        pr_err!("NVIDIA page table has page size type {}, expected 64 KiB\n", page_size);
+        nv_err!("NVIDIA page table has page size type {}, expected 64 KiB\n", page_size);
         return Err(EINVAL);
     }
     Ok(TableInfo {
@@ -236,29 +339,4 @@ pub(crate) unsafe fn table_info(table: NonNull<ffi::nvidia_p2p_page_table>) -> R
         entries,
         cpu_cacheable: flags & ffi::NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE != 0,
     })
-}
-
-/// Checks a DMA mapping's version and returns its DMA addresses (one per 64 KiB page).
-///
-/// # Safety
-///
-/// `mapping` is live and stays live while the returned slice is used.
-pub(crate) unsafe fn mapping_addresses<'a>(
-    mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
-) -> Result<&'a [u64]> {
-    let m = mapping.as_ptr();
-    // SAFETY: live mapping (caller).
-    let (version, page_size, entries, addrs) =
-        unsafe { ((*m).version, (*m).page_size_type, (*m).entries, (*m).dma_addresses) };
-    let want = ffi::NVIDIA_P2P_DMA_MAPPING_VERSION;
-    if version >> 16 != want >> 16 || (version & 0xffff) < (want & 0xffff) {
-        pr_err!("incompatible NVIDIA DMA mapping version {:#010x} (want {:#010x})\n", version, want);
-        return Err(EINVAL);
-    }
-    if page_size != ffi::nvidia_p2p_page_size_type_NVIDIA_P2P_PAGE_SIZE_64KB || addrs.is_null() {
-        pr_err!("NVIDIA DMA mapping has page size type {}, expected 64 KiB\n", page_size);
-        return Err(EINVAL);
-    }
-    // SAFETY: NVIDIA allocates `entries` addresses, alive as long as the mapping (caller).
-    Ok(unsafe { core::slice::from_raw_parts(addrs, entries as usize) })
 }

@@ -8,6 +8,7 @@ use kernel::prelude::*;
 use crate::ffi;
 
 /// Which MOFED peer-memory ABI the invalidating client is registered with (`peerdirect_support`).
+/// Only a hint since the core's generation is detected at load (`core_gen`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PeerDirectSupport {
     /// 0: MOFED >= 5.1: the `peer_memory_client_ex` form with `PEER_MEM_INVALIDATE_UNMAPS`.
@@ -29,7 +30,11 @@ pub(crate) enum PersistentApiSupport {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Params {
     pub(crate) peerdirect: PeerDirectSupport,
+    /// `peerdirect_support` as given, for log lines.
+    pub(crate) peerdirect_value: i32,
     pub(crate) persistent_api: PersistentApiSupport,
+    /// `persistent_api_support` as given, for log lines.
+    pub(crate) persistent_api_value: i32,
 }
 
 impl Params {
@@ -44,6 +49,7 @@ impl Params {
                 ffi::nvpeer_glue_persistent_api_support(),
             )
         };
+        let (peerdirect_value, persistent_api_value) = (peerdirect, persistent_api);
         let peerdirect = match peerdirect {
             0 => PeerDirectSupport::Default,
             1 => PeerDirectSupport::Legacy,
@@ -68,7 +74,9 @@ impl Params {
         };
         Ok(Self {
             peerdirect,
+            peerdirect_value,
             persistent_api,
+            persistent_api_value,
         })
     }
 }

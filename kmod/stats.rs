@@ -31,6 +31,7 @@ pub(crate) enum Stat {
 #[derive(Clone, Copy, Debug)]
 #[repr(u32)]
 pub(crate) enum Op {
+    Acquire = ffi::nvpeer_op_NVPEER_OP_ACQUIRE,
     GetPages = ffi::nvpeer_op_NVPEER_OP_GET_PAGES,
     DmaMap = ffi::nvpeer_op_NVPEER_OP_DMA_MAP,
     DmaUnmap = ffi::nvpeer_op_NVPEER_OP_DMA_UNMAP,

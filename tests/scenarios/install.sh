@@ -26,7 +26,7 @@ expect_eq "manifest lists the five files" "$want" "$(cat $manifest 2>&1)"
 while IFS= read -r f; do expect "installed: $f" test -f "$f"; done < $manifest
 expect "module identical to the built one" cmp "$REPO/kmod/nvidia_peermem.ko" "/lib/modules/$kver/updates/nvidia_peermem.ko"
 expect_eq "modules-load.d names the module" nvidia_peermem "$(grep -v '^#' /etc/modules-load.d/nvpeer.conf)"
-expect "modprobe.d has the softdep" grep -qx "softdep nvidia_peermem pre: nvidia ib_core" /etc/modprobe.d/nvpeer.conf
+expect "modprobe.d has the softdep" grep -qx "softdep nvidia_peermem pre: nvidia ib_core ib_uverbs" /etc/modprobe.d/nvpeer.conf
 expect "modprobe.d kept the user's options" grep -qx "options nvidia_peermem peerdirect_support=1" /etc/modprobe.d/nvpeer.conf
 expect "depmod ran: modules.dep lists updates/nvidia_peermem.ko" grep -q "^updates/nvidia_peermem.ko:" /lib/modules/$kver/modules.dep
 expect_eq "modinfo -n resolves to the installed module" "/lib/modules/$kver/updates/nvidia_peermem.ko" "$(modinfo -n nvidia_peermem 2>&1)"
@@ -36,7 +36,7 @@ expect "unit runs nvpeer check after" grep -qx "ExecStartPost=-/usr/local/bin/nv
 # The stand-ins are not installed: load them first, as nvidia.ko and ib_core would be.
 expect "insmod nv_p2p_sim" insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
 expect "insmod peer_core_sim" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko"
-expect "modprobe nvidia_peermem (softdeps nvidia, ib_core absent: skipped)" modprobe nvidia_peermem
+expect "modprobe nvidia_peermem (softdeps nvidia, ib_core, ib_uverbs absent: skipped)" modprobe nvidia_peermem
 expect_eq "ours is loaded" "nvpeer $(modinfo -F version "$REPO/kmod/nvidia_peermem.ko")" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
 expect_eq "modprobe.d option in effect (peerdirect_support=1)" 1 "$(cat /sys/module/nvidia_peermem/parameters/peerdirect_support 2>&1)"
 /usr/local/bin/nvpeer check >/tmp/check.out 2>&1; rc=$?

@@ -8,7 +8,7 @@ expect "modinfo has a version" test -n "$version"
 expect_eq "modinfo license" "GPL" "$(modinfo -F license "$ko")"
 expect "modinfo description" test -n "$(modinfo -F description "$ko")"
 expect "modinfo author" test -n "$(modinfo -F author "$ko")"
-expect_eq "modinfo softdep" "pre: nvidia ib_core" "$(modinfo -F softdep "$ko")"
+expect_eq "modinfo softdep" "pre: nvidia ib_core ib_uverbs" "$(modinfo -F softdep "$ko")"
 expect_eq "modinfo name" "nvidia_peermem" "$(modinfo -F name "$ko")"
 
 # Without the providers the load fails with our diagnosis, not the loader's "Unknown symbol".

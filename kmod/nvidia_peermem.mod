@@ -1,2 +1,0 @@
-./nvpeer_main.o
-./nvpeer_glue.o
