@@ -19,14 +19,20 @@ pub mod symbols {
     pub const P2P_CAP_PERSISTENT_PAGES: &str = "nvidia_p2p_cap_persistent_pages";
     /// MOFED's peer-memory core (PeerDirect).
     pub const REGISTER_PEER_MEMORY_CLIENT: &str = "ib_register_peer_memory_client";
+    /// Exported only by the legacy 4.1 ... 5.0 cores (peer private data; CONTRACT 1.1, 1.8).
+    pub const GET_PEER_PRIVATE_DATA: &str = "ib_get_peer_private_data";
+    /// Exported only by cores that honour `PEER_MEM_INVALIDATE_UNMAPS` (CONTRACT 1.1).
+    pub const STOP_INVALIDATION_NOTIFIER: &str = "ib_umem_stop_invalidation_notifier";
     /// ib_core's dma-buf umem support (kernel >= 5.12): the kernel side of DMA-BUF registration.
     pub const IB_UMEM_DMABUF_GET: &str = "ib_umem_dmabuf_get";
 
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 7] = [
         P2P_GET_PAGES,
         P2P_GET_PAGES_PERSISTENT,
         P2P_CAP_PERSISTENT_PAGES,
         REGISTER_PEER_MEMORY_CLIENT,
+        GET_PEER_PRIVATE_DATA,
+        STOP_INVALIDATION_NOTIFIER,
         IB_UMEM_DMABUF_GET,
     ];
 }

@@ -42,6 +42,9 @@ pub struct LoadedModule {
     pub marker: Option<String>,
     /// `/sys/module/<name>/parameters/*`
     pub parameters: BTreeMap<String, String>,
+    /// `/sys/module/<name>/nvpeer/core` (ours only): the core generation the module detected
+    /// at load time (`4x`, `5x`, `5x-unmaps`), as written.
+    pub core: Option<String>,
 }
 
 /// Every peer-memory module currently loaded (normally zero or one).
@@ -56,6 +59,7 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
         }
         let version = host.read_sys(format!("{dir}/version"))?;
         let marker = host.read_sys(format!("{dir}/nvpeer/implementation"))?;
+        let core = host.read_sys(format!("{dir}/nvpeer/core"))?;
         let implementation = if marker.is_some() {
             Implementation::Nvpeer
         } else if name == "nv_peer_mem" {
@@ -75,12 +79,22 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
             implementation,
             marker: marker.map(|m| m.trim().to_owned()),
             parameters,
+            core: core.map(|c| c.trim().to_owned()),
         });
     }
     Ok(found)
 }
 
 impl LoadedModule {
+    /// Whether its `nv_mem` is persistent (`persistent_api_support=1`: the default of ours and
+    /// of NVIDIA's >= 560; older NVIDIA modules and nv_peer_mem have no such parameter and an
+    /// invalidating `nv_mem`).
+    pub fn persistent_nv_mem(&self) -> bool {
+        self.parameters
+            .get("persistent_api_support")
+            .is_some_and(|v| v.trim() == "1")
+    }
+
     /// The peer clients this module must have registered, given its parameters in effect
     /// (CONTRACT 3.2): ours with `persistent_api_support=1` (default) one persistent `nv_mem`;
     /// with `0` an invalidating `nv_mem` plus a persistent `nv_mem_nc` (only `nv_mem` when the

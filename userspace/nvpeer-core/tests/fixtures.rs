@@ -104,7 +104,10 @@ fn every_fixture_with_a_matrix_is_tested() {
         })
         .collect();
     with_matrix.sort();
-    assert_eq!(with_matrix, ["node", "phb", "pix", "pxb", "sys", "vm"]);
+    assert_eq!(
+        with_matrix,
+        ["doca", "node", "phb", "pix", "pxb", "sys", "vm"]
+    );
 }
 
 #[test]
@@ -136,11 +139,17 @@ fn the_ready_fixture_is_ready() {
     assert_eq!(acs.status, Status::Warn);
     assert!(acs.detail.contains("0000:02:00.0") && acs.detail.contains("P2P Request Redirect"));
     assert!(!acs.detail.contains("0000:02:01.0"), "{}", acs.detail);
-    assert!(report
-        .get("ib_core")
-        .unwrap()
-        .detail
-        .contains("24.10-1.1.4"));
+    let ib_core = &report.get("ib_core").unwrap().detail;
+    assert!(
+        ib_core.starts_with("ib_core exports ib_register_peer_memory_client")
+            && ib_core.contains("MOFED 23.10-1.1.9")
+            && ib_core.contains("generation 5x-unmaps"),
+        "{ib_core}"
+    );
+    // MLNX_OFED 23.10 with our persistent client: the `!=` bug of 5.4-3 ... 24.10. The core is
+    // in ib_core, so nothing is said about ib_uverbs.
+    assert_eq!(status("core_bugs"), Status::Warn);
+    assert!(report.get("driver_reload").is_none());
     assert!(report
         .get("iommu")
         .unwrap()
@@ -151,6 +160,174 @@ fn the_ready_fixture_is_ready() {
     assert_eq!(json["schema"], "nvpeer.check/1");
     assert_eq!(json["facts"]["nvidia"]["version"], "570.86.15");
     assert_eq!(json["facts"]["memory_peers"][0]["name"], "nv_mem");
+}
+
+#[test]
+fn doca_fixture_core_in_ib_uverbs() {
+    assert_matrix("doca");
+    let report = check::run(&host("doca"), &Inputs::fixture());
+    assert!(report.ready, "{}", render::check(&report, false));
+    let get = |id: &str| {
+        report
+            .get(id)
+            .unwrap_or_else(|| panic!("no {id} check: {}", render::check(&report, false)))
+    };
+    let ib_core = get("ib_core");
+    assert_eq!(ib_core.status, Status::Ok, "{ib_core:?}");
+    for part in [
+        "ib_uverbs exports ib_register_peer_memory_client",
+        "DOCA-OFED >= 24.07",
+        "MOFED 24.10-3.2.5 (/sys/module/ib_core/version)",
+        "generation 5x-unmaps: UNMAPS-capable (MOFED 5.1-2.5.8.0.60, 5.4-3 and later) (from kallsyms)",
+        "nvidia_peermem detected 5x-unmaps too",
+    ] {
+        assert!(ib_core.detail.contains(part), "{part}: {}", ib_core.detail);
+    }
+    let reload = get("driver_reload");
+    assert_eq!(reload.status, Status::Warn);
+    assert!(
+        reload
+            .detail
+            .contains("nvidia_peermem (/sys/module/ib_uverbs/holders/nvidia_peermem, refcnt 3)")
+            && reload.detail.contains("`/etc/init.d/openibd restart`")
+            && reload.detail.contains("doca-driver-build#481")
+            // Holders that are not peer-memory modules are openibd's own business.
+            && !reload.detail.contains("mlx5_ib"),
+        "{}",
+        reload.detail
+    );
+    let fix = reload.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("rmmod nvidia_peermem; /etc/init.d/openibd restart; modprobe nvidia_peermem"),
+        "{fix}"
+    );
+    let bugs = get("core_bugs");
+    assert_eq!(bugs.status, Status::Warn);
+    for part in [
+        "MOFED 24.10-3.2.5",
+        "ib_umem_stop_invalidation_notifier `!=` bug",
+        "fixed in MOFED/DOCA-OFED 25.04",
+        "nvidia_peermem is persistent (persistent_api_support=1)",
+        "'bad unlock balance'",
+        "self-deadlocks",
+    ] {
+        assert!(bugs.detail.contains(part), "{part}: {}", bugs.detail);
+    }
+    let fix = bugs.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("upgrade to DOCA-OFED 25.04") && fix.contains("lock debugging"),
+        "{fix}"
+    );
+    // No memory_peers on this kernel: our counters stand in, and older NCCL is warned about.
+    assert_eq!(get("peer_clients").status, Status::Warn);
+    let mut warned: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| c.status != Status::Ok)
+        .map(|c| c.id)
+        .collect();
+    warned.sort_unstable();
+    assert_eq!(
+        warned,
+        [
+            "core_bugs",
+            "driver_reload",
+            "nccl<=2.9.6",
+            "nccl=2.22.3",
+            "nccl=2.9.8..2.21.5",
+            "peer_clients"
+        ]
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    let core = &json["facts"]["ib_core"]["peer_core"];
+    assert_eq!(core["provider"], "ib_uverbs");
+    assert_eq!(core["version"], "24.10-3.2.5");
+    assert_eq!(core["generation"], "5x-unmaps");
+    assert_eq!(core["generation_from"], "kallsyms");
+    assert_eq!(core["holders"][1], "nvidia_peermem");
+    assert_eq!(json["facts"]["modules"][0]["core"], "5x-unmaps");
+    assert!(json["facts"]["memory_peers"].is_null());
+}
+
+/// A copy of a fixture (symlinks as symlinks) in a temporary directory, to be changed.
+fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (sys, proc) = (dir.path().join("sys"), dir.path().join("proc"));
+    copy_tree(&fixtures().join(name).join("sys"), &sys);
+    copy_tree(&fixtures().join(name).join("proc"), &proc);
+    (dir, sys, proc)
+}
+
+#[test]
+fn the_module_disagreeing_with_kallsyms_is_named() {
+    let (_dir, sys, proc) = fixture_copy("doca");
+    let detected = sys.join("module/nvidia_peermem/nvpeer/core");
+    for (written, status, says) in [
+        (
+            "4x\n",
+            Status::Fail,
+            "but nvidia_peermem detected 4x (/sys/module/nvidia_peermem/nvpeer/core) where kallsyms says 5x-unmaps",
+        ),
+        (
+            "5x\n",
+            Status::Warn,
+            "but nvidia_peermem detected 5x (/sys/module/nvidia_peermem/nvpeer/core) where kallsyms says 5x-unmaps",
+        ),
+        (
+            "6x\n",
+            Status::Warn,
+            "nvidia_peermem reports core \"6x\" in /sys/module/nvidia_peermem/nvpeer/core",
+        ),
+    ] {
+        fs::write(&detected, written).unwrap();
+        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        let c = report.get("ib_core").unwrap();
+        assert_eq!(c.status, status, "{written}: {c:?}");
+        assert!(c.detail.contains(says), "{written}: {}", c.detail);
+        assert!(c.fix.is_some());
+    }
+}
+
+#[test]
+fn old_mofed_has_neither_warning() {
+    // The ready fixture's host with an older MLNX_OFED: 5.4-2 (UNMAPS not yet: neither marker)
+    // and 4.9 LTS (the legacy core, ib_get_peer_private_data). Both put the core in ib_core and
+    // predate the `!=` bug, our persistent client notwithstanding; the module holds ib_core.
+    for (version, kallsyms_marker) in [
+        ("5.4-2.4.1.3\n", None),
+        (
+            "4.9-7.1.0.0\n",
+            Some("ffffffffc0800080 T ib_get_peer_private_data\t[ib_core]\n"),
+        ),
+    ] {
+        let (_dir, sys, proc) = fixture_copy("pix");
+        fs::write(sys.join("module/ib_core/version"), version).unwrap();
+        fs::create_dir_all(sys.join("module/ib_core/holders/nvidia_peermem")).unwrap();
+        let kallsyms: String = fs::read_to_string(proc.join("kallsyms"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("ib_umem_stop_invalidation_notifier"))
+            .map(|l| format!("{l}\n"))
+            .chain(kallsyms_marker.map(str::to_owned))
+            .collect();
+        fs::write(proc.join("kallsyms"), kallsyms).unwrap();
+        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        let bugs = report.get("core_bugs").unwrap();
+        assert_eq!(bugs.status, Status::Ok, "{version}: {bugs:?}");
+        assert!(bugs.detail.contains("predates"), "{}", bugs.detail);
+        assert!(report.get("driver_reload").is_none(), "{version}");
+        let ib_core = &report.get("ib_core").unwrap().detail;
+        let generation = if kallsyms_marker.is_some() {
+            "generation 4x: MOFED 4.1-5.0 (legacy PeerDirect) (from kallsyms)"
+        } else {
+            "generation 5x: MOFED 4.0 or 5.1-5.4-2 (no INVALIDATE_UNMAPS) (from kallsyms)"
+        };
+        assert!(ib_core.contains(generation), "{ib_core}");
+        assert!(
+            ib_core.contains(&format!("MOFED {}", version.trim())),
+            "{ib_core}"
+        );
+    }
 }
 
 #[test]

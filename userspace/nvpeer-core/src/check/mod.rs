@@ -27,8 +27,8 @@ use platform::{
     acs_findings, check_acs, check_bar1, check_gpus, check_iommu, check_topology, gpu_facts,
 };
 use stack::{
-    check_ib_core, check_memlock, check_module, check_nvidia_driver, check_parameters,
-    check_peer_clients, check_rdma_devices, check_verbs,
+    check_core_bugs, check_driver_reload, check_ib_core, check_memlock, check_module,
+    check_nvidia_driver, check_parameters, check_peer_clients, check_rdma_devices, check_verbs,
 };
 
 /// The schema of `nvpeer check --json`.
@@ -281,9 +281,13 @@ pub fn run(host: &Host, inputs: &Inputs) -> Report {
         Err(e) => Check::error("nvidia_driver", e),
     });
     checks.push(match &ib_core {
-        Ok(c) => check_ib_core(c),
+        Ok(c) => check_ib_core(c, &modules_ok),
         Err(e) => Check::error("ib_core", e),
     });
+    if let Some(c) = &ib_core_ok {
+        checks.extend(check_driver_reload(c, &modules_ok));
+        checks.extend(check_core_bugs(c, &modules_ok));
+    }
     checks.push(match &rdma_devices {
         Ok(d) => check_rdma_devices(d),
         Err(e) => Check::error("rdma_devices", e),
@@ -525,6 +529,39 @@ mod tests {
         assert_eq!(failed, ["gpus"]);
     }
 
+    /// `peerdirect_support=0` on a 4.1-5.0 core: NVIDIA's module registers a client that core
+    /// misreads (a failure); ours detects the core and follows it (fine, said so).
+    #[test]
+    fn contradicting_peerdirect_support_fails_only_for_modules_that_obey_it() {
+        for (marker, want) in [(Some("nvpeer 0.1.0\n"), Status::Ok), (None, Status::Fail)] {
+            let sys = tempfile::tempdir().unwrap();
+            let proc = tempfile::tempdir().unwrap();
+            let s = sys.path();
+            write(s, "module/nvidia_peermem/version", "0.1.0\n");
+            if let Some(m) = marker {
+                write(s, "module/nvidia_peermem/nvpeer/implementation", m);
+                write(s, "module/nvidia_peermem/nvpeer/core", "4x\n");
+            }
+            write(
+                s,
+                "module/nvidia_peermem/parameters/peerdirect_support",
+                "0\n",
+            );
+            write(s, "module/ib_core/version", "4.9-7.1.0.0\n");
+            write(
+                proc.path(),
+                "kallsyms",
+                "0 T ib_register_peer_memory_client\t[ib_core]\n0 T ib_get_peer_private_data\t[ib_core]\n",
+            );
+            let report = run_on(s, proc.path());
+            let p = report.get("parameters").unwrap();
+            assert_eq!(p.status, want, "{marker:?}: {}", p.detail);
+            if marker.is_some() {
+                assert!(p.detail.contains("nvpeer follows"), "{}", p.detail);
+            }
+        }
+    }
+
     #[test]
     fn memory_peers_off_warns_and_older_nccl_loses_detection() {
         let sys = tempfile::tempdir().unwrap();
@@ -565,13 +602,10 @@ mod tests {
 
     #[test]
     fn legacy_parameter_on_a_new_core_and_the_reverse() {
+        // NVIDIA's module obeys the parameter (ours follows the core: the test above).
         let sys = tempfile::tempdir().unwrap();
         let s = sys.path();
-        write(
-            s,
-            "module/nvidia_peermem/nvpeer/implementation",
-            "nvpeer 0.1.0\n",
-        );
+        write(s, "module/nvidia_peermem/version", "550.163.01\n");
         write(
             s,
             "module/nvidia_peermem/parameters/peerdirect_support",
@@ -592,6 +626,180 @@ mod tests {
         );
         let report = run_on(s, std::path::Path::new("/nonexistent"));
         assert_eq!(report.get("parameters").unwrap().status, Status::Warn);
+    }
+
+    /// NVIDIA's module (no nvpeer marker) and a MOFED core in `exporter`, with kallsyms.
+    fn nvidia_module_on(
+        exporter: &str,
+        mofed: &str,
+        persistent: Option<&str>,
+    ) -> (tempfile::TempDir, tempfile::TempDir) {
+        let sys = tempfile::tempdir().unwrap();
+        let proc = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        write(s, "module/nvidia_peermem/version", "550.163.01\n");
+        write(
+            s,
+            "module/nvidia_peermem/parameters/peerdirect_support",
+            "0\n",
+        );
+        if let Some(p) = persistent {
+            write(
+                s,
+                "module/nvidia_peermem/parameters/persistent_api_support",
+                p,
+            );
+        }
+        write(s, "module/ib_core/version", mofed);
+        write(
+            proc.path(),
+            "kallsyms",
+            &format!(
+                "0 T ib_register_peer_memory_client\t[{exporter}]\n\
+                 0 T ib_umem_stop_invalidation_notifier\t[{exporter}]\n"
+            ),
+        );
+        (sys, proc)
+    }
+
+    #[test]
+    fn ib_uverbs_held_without_a_holders_directory() {
+        let (sys, proc) = nvidia_module_on("ib_uverbs", "24.07-0.6.1\n", Some("1\n"));
+        // No holders directory and no refcnt: kallsyms alone says the module uses ib_uverbs.
+        let report = run_on(sys.path(), proc.path());
+        let reload = report.get("driver_reload").unwrap();
+        assert_eq!(reload.status, Status::Warn);
+        assert!(
+            reload.detail.contains(
+                "nvidia_peermem (kallsyms: ib_uverbs exports the core it registers with)"
+            ),
+            "{}",
+            reload.detail
+        );
+        assert!(reload
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("rmmod nvidia_peermem;"));
+        // A refcnt of 0: nothing holds ib_uverbs, whatever is loaded.
+        write(sys.path(), "module/ib_uverbs/refcnt", "0\n");
+        let report = run_on(sys.path(), proc.path());
+        assert_eq!(report.get("driver_reload").unwrap().status, Status::Ok);
+        // A holders directory that does not list the module: it does not hold ib_uverbs.
+        fs::create_dir_all(sys.path().join("module/ib_uverbs/holders/mlx5_ib")).unwrap();
+        write(sys.path(), "module/ib_uverbs/refcnt", "1\n");
+        let report = run_on(sys.path(), proc.path());
+        assert_eq!(report.get("driver_reload").unwrap().status, Status::Ok);
+    }
+
+    #[test]
+    fn the_stop_notifier_bug_by_release_and_client() {
+        // NVIDIA < 560 (no persistent_api_support): an invalidating nv_mem meets the
+        // self-deadlock half of the bug.
+        let (sys, proc) = nvidia_module_on("ib_core", "5.4-3.0.3\n", None);
+        let report = run_on(sys.path(), proc.path());
+        let bugs = report.get("core_bugs").unwrap();
+        assert_eq!(bugs.status, Status::Warn);
+        assert!(
+            bugs.detail.contains("nvidia_peermem is invalidating")
+                && bugs.detail.contains("self-deadlocks (a hung task"),
+            "{}",
+            bugs.detail
+        );
+        // The ib_core exporter is no reason for the ib_uverbs warning.
+        assert!(report.get("driver_reload").is_none());
+        for (version, persistent, says) in [
+            ("25.04-0.6.1\n", Some("1\n"), "has the fix"),
+            ("5.4-1.0.3.0\n", Some("1\n"), "predates"),
+            ("24.10\n", Some("1\n"), "no claim"),
+            ("OFED-internal-24.10\n", Some("1\n"), "no claim"),
+        ] {
+            let (sys, proc) = nvidia_module_on("ib_uverbs", version, persistent);
+            let report = run_on(sys.path(), proc.path());
+            let bugs = report.get("core_bugs").unwrap();
+            assert_eq!(bugs.status, Status::Ok, "{version}: {bugs:?}");
+            assert!(bugs.detail.contains(says), "{version}: {}", bugs.detail);
+        }
+        // No peer-memory module loaded: the bug is named, nothing meets it.
+        let (sys, proc) = nvidia_module_on("ib_uverbs", "24.10-3.2.5\n", Some("1\n"));
+        fs::remove_dir_all(sys.path().join("module/nvidia_peermem")).unwrap();
+        let report = run_on(sys.path(), proc.path());
+        let bugs = report.get("core_bugs").unwrap();
+        assert_eq!(bugs.status, Status::Ok);
+        assert!(
+            bugs.detail.contains("no peer-memory module is loaded"),
+            "{}",
+            bugs.detail
+        );
+        assert!(report.get("driver_reload").is_none());
+        // A core without a MOFED version (NV-Kernels, Ubuntu): no claim at all.
+        fs::remove_file(sys.path().join("module/ib_core/version")).unwrap();
+        let report = run_on(sys.path(), proc.path());
+        assert!(report.get("core_bugs").is_none());
+        assert!(report
+            .get("ib_core")
+            .unwrap()
+            .detail
+            .contains("not MOFED's"));
+    }
+
+    #[test]
+    fn a_stand_in_marker_wins_over_its_parameter_and_the_module_is_compared() {
+        let sys = tempfile::tempdir().unwrap();
+        let proc = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.1.0\n",
+        );
+        write(s, "module/nvidia_peermem/nvpeer/core", "5x\n");
+        write(
+            s,
+            "module/peer_core_sim/parameters/generation",
+            "5x-unmaps\n",
+        );
+        write(
+            proc.path(),
+            "kallsyms",
+            "0 T ib_register_peer_memory_client\t[peer_core_sim]\n",
+        );
+        // The stand-in exports no marker: its parameter says 5x-unmaps, the module 5x.
+        let report = run_on(s, proc.path());
+        let c = report.get("ib_core").unwrap();
+        assert_eq!(c.status, Status::Warn);
+        assert!(
+            c.detail.contains("nvidia_peermem detected 5x (/sys/module/nvidia_peermem/nvpeer/core) where peer_core_sim's generation parameter says 5x-unmaps"),
+            "{}",
+            c.detail
+        );
+        assert!(report.get("core_bugs").is_none() && report.get("driver_reload").is_none());
+        // A marker it exports is what a client sees.
+        write(
+            proc.path(),
+            "kallsyms",
+            "0 T ib_register_peer_memory_client\t[peer_core_sim]\n0 T ib_get_peer_private_data\t[peer_core_sim]\n",
+        );
+        write(s, "module/nvidia_peermem/nvpeer/core", "4x\n");
+        let report = run_on(s, proc.path());
+        let c = report.get("ib_core").unwrap();
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.detail
+                .contains("generation 4x: MOFED 4.1-5.0 (legacy PeerDirect) (from kallsyms)"),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.detail.contains("nvidia_peermem detected 4x too"),
+            "{}",
+            c.detail
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            json["facts"]["ib_core"]["peer_core"]["generation_from"],
+            "kallsyms"
+        );
     }
 
     #[test]
