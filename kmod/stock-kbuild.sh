@@ -220,13 +220,15 @@ build)
     cp "$root/nvpeer/kmod/$name.ko" "$out/"
     [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
+        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim_5x.ko" \
+        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim_4x.ko" \
         "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
     vm=$(modinfo -F vermagic "$out/$name.ko")
     if [ $reference = 1 ]; then
         mkdir -p "$out/reference"
         cp "$root/nvpeer/reference/nvidia-peermem.ko" "$out/reference/"
     fi
-    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko nvpeer_plant.ko"
+    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko peer_core_sim_5x.ko peer_core_sim_4x.ko nvpeer_plant.ko"
     [ $reference = 0 ] || built="$built reference/nvidia-peermem.ko"
     log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;

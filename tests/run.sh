@@ -58,10 +58,13 @@ step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --loc
 step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
 fatal "cli: cargo build --release" bash -c 'cd userspace && cargo build --locked --release -q'
 step "cli: nvpeer --version/--help" tests/cli-smoke.sh
+step "docs: every documented nvpeer flag and JSON field exists" tests/docs/check-docs.sh
+step "docs: self-test (planted bogus flag and fields fail the check)" tests/docs/check-docs.sh --self-test
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
+step "vm: core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" tests/vm/run.sh --kdir "$KDIR" core-detect
 step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
 step "vm: DKMS add/build/install, modprobe, remove" tests/vm/run.sh --kdir "$KDIR" dkms
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
@@ -84,6 +87,8 @@ step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
 step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" \
     tests/vm/run.sh --kdir "$KDIR" revocation reference "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
 step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known" tests/reference/expect-breaks.sh "$KDIR"
+step "vm: rmmod racing an in-flight acquire, then cudaFree (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" unload-race ours
+step "vm: rmmod racing an in-flight acquire, NVIDIA's nvidia-peermem (outcome recorded)" tests/vm/run.sh --kdir "$KDIR" unload-race reference
 step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps
 step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/reference/expect-4x-uaf.sh "$KDIR"

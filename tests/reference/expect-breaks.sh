@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # expect-breaks.sh KDIR: the revocation cases that break NVIDIA's nvidia-peermem
-# (REFERENCE_BREAKS in tests/scenarios/revocation.py), each in a VM of its own. Passes when each
+# (REFERENCE_BREAKS in tests/scenarios/revocation.py) or NVIDIA's driver itself whatever the
+# client (NVIDIA_BREAKS), each in a VM of its own. Passes when each
 # run fails on the kernel report that is the known break, and ours passes the same case cleanly
 # (the plain revocation steps of tests/run.sh). If the reference stops breaking, this fails and
 # says so: then move the case back into the regular reference matrix.
@@ -12,6 +13,8 @@
 #   cudaFree holds the RM lock and its callback waits for mapping_lock (CONTRACT 1.10): a hung task.
 #   dereg_in_callback (5x, 5x-unmaps): a dereg runs to release() while the core's invalidate
 #   returns into its free callback, which then writes into the freed context: see the block below.
+#   in_dma_map (NVIDIA_BREAKS, both clients): a cudaFree inside nvidia_p2p_dma_map_pages of a
+#   callback pin: nvidia.ko writes into the table freed under it: see its block.
 #   put_pages failing at dereg (faults.py): see the block at the end.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,6 +82,44 @@ else
     echo "reference dereg_in_callback: writes into its freed context, as known ($seen reports:" \
          "$reported), log $out"
 fi
+
+# in_dma_map (NVIDIA_BREAKS in revocation.py): the free callback fires inside
+# nvidia_p2p_dma_map_pages between its reads of the table and its link of the new mapping; the
+# stand-in, as nvidia.ko, then writes into the freed pin (the head of its mapping list) and
+# returns 0 with a mapping nobody frees. Not the client's doing: both clients, each in a VM of
+# its own, on every generation it runs on; each generation's case validates every slab cache, so
+# the write is reported there: SLUB "Poison overwritten", or KFENCE when it sampled that pin;
+# kmemleak may add the leaked mapping. The suite's own checks pass (the stand-in counts the
+# write as a stale table use; ours fails the registration with EFAULT).
+for client in ours reference; do
+    if [ $client = ours ]; then gens="--gen 4x --gen 5x --gen 5x-unmaps"; n=3; else gens="--gen 5x --gen 5x-unmaps"; n=2; fi
+    mkdir -p /tmp/nvpeer-vm
+    out=$(mktemp -d "/tmp/nvpeer-vm/$client-in_dma_map.XXXXXX")
+    # shellcheck disable=SC2086 # $gens is a list of options
+    msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="NVIDIA's dma_map_pages writes into the page table freed during the call ($client)" \
+          "$repo/tests/vm/run.sh" --kdir "$kdir" revocation $client --only in_dma_map $gens 2>&1)
+    rc=$?
+    echo "$msg" | grep -E "^(FAIL|\[suite)|^vm: " | head -n 10
+    reported=$(sed -n 's/^vm: FAIL: the guest kernel reported: \([^ ]*\) .*/\1/p' <<<"$msg" | head -n1)
+    seen=$(cat "$out/console.txt" 2>/dev/null | grep -cE "Poison overwritten|KFENCE: use-after-free write")
+    if ! grep -q "^\[suite revocation-$client\] [1-9][0-9]* ok, 0 failed" "$out/suite.log" 2>/dev/null; then
+        echo "$client in_dma_map: the suite's checks did not all pass; see $out" >&2
+        fail=1
+    elif [ $rc -eq 0 ] || [ -z "$reported" ] || [ "$seen" -lt $n ]; then
+        echo "$client in_dma_map: expected a use-after-free report on each of $n generations," \
+             "got ${seen} (kernel reports: ${reported:-none}); see $out" >&2
+        fail=1
+    else
+        for k in ${reported//,/ }; do
+            case "$k" in
+            SLUB|KFENCE|kmemleak|WARN|BUG) ;;
+            *) echo "$client in_dma_map: unexpected report $k; see $out" >&2; fail=1 ;;
+            esac
+        done
+        echo "$client in_dma_map: NVIDIA's dma_map_pages writes into the freed page table, as" \
+             "known ($seen reports: $reported), log $out"
+    fi
+done
 
 # put_pages failing at dereg (faults.py reference --only put_pages): NVIDIA's module frees its
 # context although the pin and its free callback stay with NVIDIA; every cudaFree afterwards runs

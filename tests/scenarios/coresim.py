@@ -29,11 +29,13 @@ REG = struct.Struct("<QQIIIIII64s")   # peer_core_sim_reg: addr size access kind
 DMA = struct.Struct("<IIQQQ")          # peer_core_sim_dma: id dir offset len buf
 MR_INFO = struct.Struct("<IIIIQQQII")  # peer_core_sim_mr_info
 SGE = struct.Struct("<QQ")             # peer_core_sim_sge: dma_address length
+PEER_INFO = struct.Struct("<Q64s")     # peer_core_sim_peer_info: peer_id name
 U32 = struct.Struct("<I")
 C_TYPES = {
     "struct peer_core_sim_reg": REG.size,
     "struct peer_core_sim_dma": DMA.size,
     "struct peer_core_sim_mr_info": MR_INFO.size,
+    "struct peer_core_sim_peer_info": PEER_INFO.size,
     "__u32": 4,
     "__u64": 8,
 }
@@ -84,11 +86,31 @@ STALL = {"after_acquire": CONSTS["PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE"],
          "invalidate_return": CONSTS["PEER_CORE_SIM_REG_STALL_INVALIDATE_RETURN"]}
 IOC_STALL_WAIT = IOCTLS["PEER_CORE_SIM_IOC_STALL_WAIT"]
 IOC_STALL_RESUME = IOCTLS["PEER_CORE_SIM_IOC_STALL_RESUME"]
+IOC_PEER_PRIVATE_DATA = IOCTLS["PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA"]
 DMA_TO_MR = CONSTS["PEER_CORE_SIM_DMA_TO_MR"]
 DMA_FROM_MR = CONSTS["PEER_CORE_SIM_DMA_FROM_MR"]
 STATES = {CONSTS["PEER_CORE_SIM_MR_MAPPED"]: "mapped",
           CONSTS["PEER_CORE_SIM_MR_INVALIDATED"]: "invalidated",
           CONSTS["PEER_CORE_SIM_MR_HOST"]: "host"}
+
+# The core stand-in's builds (tests/stand-ins/peer_core_sim/pcs.h): one per generation, each
+# exporting what that generation's cores export, so a client's load-time detection sees the
+# generation the stand-in acts; DOCA_CORE is the 5x-unmaps one under DOCA-OFED 24.07+'s name.
+CORE_MODULES = {"4x": "peer_core_sim_4x", "5x": "peer_core_sim_5x", "5x-unmaps": "peer_core_sim"}
+DOCA_CORE = "ib_uverbs"
+CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stand-ins",
+                        "peer_core_sim")
+
+
+def core_module(generation):
+    """The module name of the core stand-in of GENERATION."""
+    return CORE_MODULES[generation]
+
+
+def core_ko(generation, ko_dir=None):
+    """Its .ko: in the stand-in's build tree, or in KO_DIR (a flat directory of modules)."""
+    return os.path.join(ko_dir or CORE_DIR, core_module(generation) + ".ko")
+
 
 DEBUGFS = "/sys/kernel/debug/peer_core_sim/stats"
 MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
@@ -209,6 +231,13 @@ class PeerCoreSim:
 
     def dereg_mr(self, mr_id):
         fcntl.ioctl(self.fd, IOC_DEREG_MR, bytearray(U32.pack(mr_id)), True)
+
+    def peer_private_data(self, name, peer_id=1):
+        """ib_get_peer_private_data(ucontext, peer_id, name), as uverbs' SET_CONTEXT_PEER_INFO
+        reaches it on a 4.1-5.0 core: returns on 0, raises OSError otherwise (ENOENT: no client
+        of that name has both legacy ctx callbacks; EINVAL: they returned NULL; EOPNOTSUPP: not
+        a 4x core)."""
+        fcntl.ioctl(self.fd, IOC_PEER_PRIVATE_DATA, bytearray(PEER_INFO.pack(peer_id, name.encode())))
 
     def _dma(self, mr_id, direction, offset, cbuf, n):
         req = bytearray(DMA.pack(mr_id, direction, offset, n, ctypes.addressof(cbuf)))

@@ -59,6 +59,11 @@ def register(core, va, size):
         return e.errno, None
 
 
+# Every case frees its buffer only after the registration returned: never while one is inside
+# nvidia_p2p_dma_map_pages (NVIDIA's own use-after-free for invalidating pins, revocation.py
+# NVIDIA_BREAKS).
+
+
 def pin_fault(t, nv, core, label, fn, err, persistent_only):
     a = nv.alloc(2 * MIB)
     nv.fault(fn, 1, err)
@@ -93,14 +98,23 @@ def map_fault(t, nv, core, label, err):
 
 
 def teardown_fault(t, nv, core, label, fn, err):
+    ours = CLIENT[0] == "ours"
+    p0 = our_stats().get("pinned_pages", 0) if ours else 0
     a = nv.alloc(2 * MIB)
     reg = core.reg(a.va, 2 * MIB)
     f0 = our_stats().get("failures", 0)
     nv.fault(fn, 1, err)
     core.dereg_mr(reg["id"])  # dereg itself cannot fail: the core ignores these errors
-    if fn.startswith("put_pages") and CLIENT[0] == "ours":
+    if fn.startswith("put_pages") and ours:
         t.eq(f"{label}: {fn} fails {name(err)}: counted as a failure", 1, our_stats()["failures"] - f0)
+        # NVIDIA refused to unpin, so it still holds the 32 pages: they stay counted.
+        t.eq(f"{label}: {fn} fails {name(err)}: the pin NVIDIA kept stays counted",
+             p0 + 32, our_stats()["pinned_pages"])
     a.free()
+    if fn == "put_pages" and ours:
+        # The cudaFree's callback frees what NVIDIA kept: the count comes back, no drift.
+        t.eq(f"{label}: put_pages fails {name(err)}: the cudaFree uncounts the pin",
+             p0, our_stats()["pinned_pages"])
     if fn == "put_pages_persistent":
         # The driver refused to unpin a persistent pin: nothing a client can do; the stand-in
         # frees such leftovers at unload. Our side must still be clean.
@@ -163,6 +177,9 @@ def reference_main(only):
 
 def main():
     CLIENT[0] = sys.argv[1] if len(sys.argv) > 1 else "ours"
+    if CLIENT[0] not in ("ours", "reference"):
+        print(f"faults.py: unknown client {CLIENT[0]!r}: use ours or reference", file=sys.stderr)
+        return 2
     if CLIENT[0] == "reference":
         return reference_main("--only" in sys.argv and "put_pages" in sys.argv)
     t = Tally("faults")

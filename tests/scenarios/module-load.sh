@@ -21,7 +21,12 @@ expect_fail "insmod without nvidia.ko is refused" insmod "$ko"
 expect "... naming the missing nvidia_p2p_* symbols" grep -q "nvidia_p2p_\* symbols not found" <(dmesg_since no-nvidia)
 expect "insmod nv_p2p_sim (the nvidia.ko stand-in)" insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
 
+mark defaults
 expect "insmod with defaults" insmod "$ko"
+# peer_core_sim.ko is the 5x-unmaps core: it exports ib_umem_stop_invalidation_notifier.
+expect_eq "nvpeer/core names the detected core generation" 5x-unmaps "$(cat /sys/module/nvidia_peermem/nvpeer/core 2>&1)"
+expect "the load log names it" grep -q "nvidia_peermem: nvpeer [^ ]* loaded: core 5x-unmaps (MOFED" <(dmesg_since defaults)
+expect_fail "... and reports no contradiction for the default peerdirect_support=0" grep -q "contradicts the detected core" <(dmesg_since defaults)
 expect_eq "/sys/module/nvidia_peermem/version" "$version" "$(cat /sys/module/nvidia_peermem/version 2>&1)"
 expect_eq "implementation marker" "nvpeer $version" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
 for p in peerdirect_support persistent_api_support; do
@@ -32,7 +37,11 @@ expect_eq "default persistent_api_support" 1 "$(cat /sys/module/nvidia_peermem/p
 expect "rmmod" rmmod nvidia_peermem
 expect_fail "gone from /sys/module after rmmod" test -e /sys/module/nvidia_peermem
 
+mark legacy-params
 expect "insmod peerdirect_support=1 persistent_api_support=0" insmod "$ko" peerdirect_support=1 persistent_api_support=0
+expect_eq "peerdirect_support=1 on an UNMAPS core: one line, the detection wins" 1 \
+    "$(dmesg_since legacy-params | grep -c 'peerdirect_support=1 contradicts the detected core 5x-unmaps (.*): following the core')"
+expect "... so nv_mem is still registered in the _ex UNMAPS form" grep -q "registered peer-memory client nv_mem (Invalidating, ExUnmaps" <(dmesg_since legacy-params)
 expect_eq "peerdirect_support=1 in effect" 1 "$(cat /sys/module/nvidia_peermem/parameters/peerdirect_support)"
 expect_eq "persistent_api_support=0 in effect" 0 "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)"
 expect "rmmod" rmmod nvidia_peermem
@@ -90,7 +99,7 @@ core = coresim.PeerCoreSim()
 core.dereg_mr(core.reg_mr(va, 1 << 20))
 PY
 }
-insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko" generation=4x
+insmod "$SIM_DIR/peer_core_sim/peer_core_sim_4x.ko"
 insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
 expect "insmod peerdirect_support=1 over a 4.x core" insmod "$ko" peerdirect_support=1
 mark dyndbg-off
@@ -101,5 +110,5 @@ mark dyndbg-on
 expect "register host memory again" register_host_memory
 expect "debug trace of acquire declining host memory" grep -q "nvidia_peermem: acquire 0x[0-9a-f]*+0x100000: not GPU memory" <(dmesg_since dyndbg-on)
 expect "declined counted" test "$(cat /sys/module/nvidia_peermem/nvpeer/stats/declined)" -ge 2
-expect "rmmod all" rmmod nvidia_peermem nv_p2p_sim peer_core_sim
+expect "rmmod all" rmmod nvidia_peermem nv_p2p_sim peer_core_sim_4x
 finish

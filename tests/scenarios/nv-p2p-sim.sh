@@ -470,15 +470,26 @@ eq("IN_GET_PAGES: the table is already freed", 0, sim.counters()["pins"])
 eq("IN_GET_PAGES: put_pages afterwards -> 0", 0, t.put(s))
 eq("the point fires once: next get_pages is normal", (0, 0), (lambda r: (r[0], t.info(r[1])["cb_runs"]))(t.get(a.va, K64)))
 t.reset()
-# In dma_map: callbacks of every pin of the allocation, then dma_map fails.
-r, s1 = t.get(a.va, K64)
+# In dma_map: after the table was read, before the mapping is linked, every callback pin of
+# the allocation is revoked. Mapping a persistent pin there is safe (no callback; NVIDIA keeps
+# it). Mapping a callback pin there is nvidia.ko's use-after-free (the pin is freed under the
+# call, which then writes into it): that case fails a VM by design and runs in
+# tests/reference/expect-breaks.sh (revocation in_dma_map, for both clients).
+r, s1 = t.get(a.va, M2, mode=GET_PERSISTENT)
 r, s2 = t.get(a.va + K64, K64)
+r, s3 = t.get(a.va + M2, K64)
 sim.revoke_at(a.va, "in_dma_map")
 b = sim.counters()
-eq("IN_DMA_MAP: dma_map_pages -> -EINVAL", -errno.EINVAL, t.map(s1)[0])
-eq("IN_DMA_MAP: every pin of the allocation revoked", (1, 1), (t.info(s1)["cb_runs"], t.info(s2)["cb_runs"]))
+ret, m = t.map(s1)
+eq("IN_DMA_MAP on a persistent pin: dma_map_pages -> 0", 0, ret)
+eq("IN_DMA_MAP: every callback pin of the allocation revoked, the persistent one not", (1, 1, 0),
+   (t.info(s2)["cb_runs"], t.info(s3)["cb_runs"], t.info(s1)["cb_runs"]))
 c = sim.counters()
-eq("IN_DMA_MAP: free_callbacks +2, stale use +1 (the table was gone)", (2, 1), delta(b, c, "free_callbacks", "stale_table_uses"))
+eq("IN_DMA_MAP: free_callbacks +2, no stale use, the new mapping linked", (2, 0, 1),
+   delta(b, c, "free_callbacks", "stale_table_uses", "mappings"))
+eq("IN_DMA_MAP: the mapping reaches the persistent pin's pages", bytes(a.mm[:64]), t.rw(s1, m, 0, length=64))
+eq("IN_DMA_MAP: put_pages_persistent frees it with its mapping -> 0", 0, t.put(s1, mode=PUT_PERSISTENT))
+eq("IN_DMA_MAP: the point fires once: next dma_map of a callback pin is normal", 0, t.map(t.get(a.va, K64)[1])[0])
 t.reset()
 # In put_pages: the callback wins, put_pages returns 0 and frees nothing twice.
 r, s = t.get(a.va, K64)
@@ -497,6 +508,92 @@ t.reset()
 a.free()
 EOF
 
+# ------------------------------------------------------------------ stall points
+echo "== STALL_AT"
+py "stall" <<'EOF'
+import threading
+sim.reset()
+a = sim.alloc(M4)
+b = sim.alloc(M2)
+eq("STALL_AT an unknown VA -> EINVAL", errno.EINVAL, err_of(sim.stall_at, a.va + M4, "in_get_pages"))
+eq("STALL_AT an unknown point -> EINVAL", errno.EINVAL, err_of(sim.stall_at, a.va, 9))
+eq("STALL_RESUME with nothing stalled -> ESRCH", errno.ESRCH, err_of(sim.stall_resume))
+t0 = time.monotonic()
+eq("STALL_WAIT with nothing stalled -> ETIMEDOUT", errno.ETIMEDOUT, err_of(sim.stall_wait))
+check("... after 10 s", 9.5 <= time.monotonic() - t0 < 15, "%.1f s" % (time.monotonic() - t0))
+def stalled_get(*args, **kw):
+    """get_pages* in a thread; returns (thread, result dict) once STALL_WAIT said it stalled."""
+    res = {}
+    th = threading.Thread(target=lambda: res.update(r=t.get(*args, **kw)))
+    th.start()
+    res["wait"] = err_of(sim.stall_wait)
+    return th, res
+def free_in_thread(va):
+    """cudaFree of VA from another thread: True when it completed within 5 s."""
+    done = threading.Event()
+    th = threading.Thread(target=lambda: (sim.free_va(va), done.set()))
+    th.start()
+    ok = done.wait(5)
+    th.join()
+    return ok
+# A callback pin on b, made before the stall: its cudaFree needs the RM lock and sim_lock.
+r, sb = t.get(b.va, K64)
+sim.stall_at(a.va, "in_get_pages")
+eq("a second STALL_AT while one is armed -> EBUSY", errno.EBUSY, err_of(sim.stall_at, b.va, "in_get_pages"))
+th, res = stalled_get(a.va, M4, opts=OPT_NO_READ)
+eq("STALL_WAIT returns 0 once get_pages stalls", 0, res["wait"])
+check("the stalled get_pages has not returned", th.is_alive())
+c = sim.counters()
+eq("the stalled pin is registered already", (2, 1 + M4 // K64), (c["pins"], c["pages_pinned"]))
+eq("STALL_AT while a call is stalled -> EBUSY", errno.EBUSY, err_of(sim.stall_at, b.va, "in_get_pages"))
+check("the stall holds neither the RM lock nor sim_lock: a cudaFree of another pinned buffer completes",
+      free_in_thread(b.va))
+check("a cudaFree of the stalled call's own buffer completes", free_in_thread(a.va))
+check("... the get_pages is still stalled", th.is_alive())
+c = sim.counters()
+eq("... both callbacks ran, nothing pinned", (2, 0), (c["free_callbacks"], c["pins"]))
+eq("STALL_RESUME -> 0", 0, err_of(sim.stall_resume))
+th.join(5)
+check("the resumed get_pages returns", not th.is_alive())
+eq("... with 0 (its table already freed by its callback)", 0, res.get("r", (None,))[0])
+eq("... its callback ran once", 1, t.info(res["r"][1])["cb_runs"])
+eq("STALL_RESUME after it went on -> ESRCH", errno.ESRCH, err_of(sim.stall_resume))
+b.unmap()
+a.unmap()
+t.reset()
+# get_pages_persistent stalls the same way; calls on other allocations do not stall.
+a = sim.alloc(M4)
+b = sim.alloc(M2)
+sim.stall_at(a.va, "in_get_pages")
+t0 = time.monotonic()
+eq("get_pages on another allocation -> 0", 0, t.get(b.va, K64)[0])
+check("... without stalling", time.monotonic() - t0 < 5, time.monotonic() - t0)
+th, res = stalled_get(a.va, M2, mode=GET_PERSISTENT, opts=OPT_NO_READ)
+eq("STALL_WAIT returns 0 once get_pages_persistent stalls", 0, res["wait"])
+eq("... its persistent pin registered", 1, sim.counters()["persistent_pins"])
+eq("STALL_RESUME -> 0", 0, err_of(sim.stall_resume))
+th.join(5)
+eq("the resumed get_pages_persistent returns 0", (False, 0), (th.is_alive(), res.get("r", (None,))[0]))
+eq("... the pin works: dma_map -> 0", 0, t.map(res["r"][1])[0])
+t.reset()
+# The point fires once; RESET and a cudaFree disarm an armed stall (a stall would take 60 s).
+t0 = time.monotonic()
+eq("the point fired once: the next get_pages -> 0", 0, t.get(a.va, K64)[0])
+sim.stall_at(a.va, "in_get_pages")
+sim.reset()
+eq("RESET disarms it: get_pages -> 0", 0, t.get(a.va, K64)[0])
+sim.stall_at(b.va, "in_get_pages")
+t.reset()
+b.free()
+eq("a cudaFree of the armed allocation disarms it: STALL_AT elsewhere -> 0", 0,
+   err_of(sim.stall_at, a.va, "in_get_pages"))
+sim.reset()
+check("... and no call stalled meanwhile", time.monotonic() - t0 < 10, "%.1f s" % (time.monotonic() - t0))
+t.reset()
+a.free()
+settled("after the stall checks")
+EOF
+
 # ------------------------------------------------------------------ races
 echo "== cudaFree and munmap racing get/dma_map/put (lockdep, hung tasks, leaks)"
 py "races" <<'EOF'
@@ -504,25 +601,30 @@ import threading
 sim.reset()
 bad = []
 pinned = [0]
-def worker(a, stop):
+# Callback pins are pinned and put, persistent pins also DMA-mapped: a cudaFree during the
+# dma_map of a callback pin is nvidia.ko's use-after-free (see REVOKE_AT above), which the
+# stand-in reproduces faithfully; a run here must stay clean.
+def worker(a, stop, persistent):
+    mode, put = (GET_PERSISTENT, PUT_PERSISTENT) if persistent else (GET_CB, PUT_PAGES)
     while not stop.is_set():
-        ret, s = t.get(a.va, M2, opts=OPT_NO_READ)
+        ret, s = t.get(a.va, M2, mode=mode, opts=OPT_NO_READ)
         if ret == -errno.EINVAL:
             continue                 # already freed
         if ret != 0:
             bad.append(("get_pages", ret))
             continue
         pinned[0] += 1
-        mret = t.map(s)[0]
-        if mret not in (0, -errno.EINVAL):
-            bad.append(("dma_map", mret))
-        pret = t.put(s)
+        if persistent:
+            mret = t.map(s)[0]
+            if mret != 0:
+                bad.append(("dma_map", mret))
+        pret = t.put(s, mode=put)
         if pret != 0:
             bad.append(("put_pages", pret))
 for r in range(16):
     a = sim.alloc(M2, fragmented=bool(r & 4))
     stop = threading.Event()
-    th = [threading.Thread(target=worker, args=(a, stop)) for _ in range(2)]
+    th = [threading.Thread(target=worker, args=(a, stop, k == 1)) for k in range(2)]
     for x in th:
         x.start()
     time.sleep(0.02 * (r % 4))
@@ -535,7 +637,8 @@ for r in range(16):
 eq("no unexpected return value while freeing under the workers", [], bad[:5])
 check("the workers pinned while racing", pinned[0] > 0, pinned[0])
 c = sim.counters()
-print("%d pins taken, %d revoked by the frees, %d stale dma_maps" % (pinned[0], c["free_callbacks"], c["stale_table_uses"]))
+print("%d pins taken, %d revoked by the frees" % (pinned[0], c["free_callbacks"]))
+eq("no stale table use", 0, c["stale_table_uses"])
 eq("every allocation freed", 0, c["allocations"])
 settled("after the races")
 t.reset()
@@ -574,6 +677,7 @@ check("rmmod of a client with a file open is refused", r.returncode != 0, r.retu
 a = sim.alloc(M4)
 t.get(a.va, M4)
 t.get(a.va, K64, mode=GET_PERSISTENT)
+sim.stall_at(a.va, "in_get_pages")  # left armed: the unload below must not wait for it
 EOF
 expect "rmmod the test client holding pins (it puts them)" rmmod nv_p2p_sim_test
 py "settled" <<'EOF'
@@ -652,6 +756,31 @@ a.free()
 eq("530 build: cudaFree revokes the callback pin", 1, t.info(s2)["cb_runs"])
 eq("530 build: put_pages of the persistent pin -> 0", 0, t.put(s))
 settled("530 build")
+t.reset()
+# 515-530 put_pages reads the table (gpu_uuid, bPersistent) itself: after its callback won, it
+# reads freed memory. Still answered 0 (RM does not find it), but counted as a stale use.
+sim.reset()
+a = sim.alloc(M4)
+ret, s = t.get(a.va, M2)
+sim.free_va(a.va)
+eq("530 build: put_pages after the callback -> 0", 0, t.put(s))
+c = sim.counters()
+eq("... not found, and a stale use (it read the freed table)", (1, 1), (c["put_pages_not_found"], c["stale_table_uses"]))
+a.unmap()
+sim.reset()
+a = sim.alloc(M4)
+ret, s = t.get(a.va, M2)
+t.map(s)
+sim.revoke_at(a.va, "in_put_pages")
+eq("530 build: IN_PUT_PAGES: put_pages -> 0", 0, t.put(s))
+c = sim.counters()
+eq("530 build: IN_PUT_PAGES: the callback ran, the freed table was read (stale use +1)", (1, 1, 1),
+   (t.info(s)["cb_runs"], c["free_callbacks"], c["stale_table_uses"]))
+ret, s = t.get(a.va, M2)
+eq("530 build: put_pages of a live table -> 0, no stale use", (0, 1), (t.put(s), sim.counters()["stale_table_uses"]))
+a.free()
+settled("530 build put_pages")
+sim.reset()
 t.reset()
 EOF
 unload_all

@@ -5,6 +5,8 @@
     buf = sim.alloc(4 << 20)              # "cudaMalloc": .va .size .id .mm (an mmap object)
     buf.mm[0:4] = b"abcd"                 # CPU access through the mapping
     sim.revoke_at(buf.va, "in_get_pages") # next get_pages on it fires the free callbacks
+    sim.stall_at(buf.va, "in_get_pages")  # next get_pages* on it stops once registered ...
+    sim.stall_wait(); sim.stall_resume()  # ... until resumed (from another thread)
     sim.fault("dma_map", nth=1, err=errno.ENOMEM)
     buf.free()                            # "cudaFree": free callbacks fire, tables are freed
     sim.counters()["pins"]                # same names as /sys/kernel/debug/nv_p2p_sim/counters
@@ -58,6 +60,8 @@ FN_NAMES = ("get_pages", "get_pages_persistent", "put_pages", "put_pages_persist
             "dma_map", "dma_unmap")
 FN = {name: i for i, name in enumerate(FN_NAMES)}
 REVOKE_POINTS = {"in_get_pages": 1, "in_dma_map": 2, "in_put_pages": 3}
+_STALL_AT = struct.Struct("=QII")        # va, point, pad
+STALL_POINTS = {"in_get_pages": 1}
 _SCALARS = ("free_callbacks", "calls_in_callback", "stale_table_uses", "pins",
             "persistent_pins", "mappings", "allocations", "pages_pinned", "put_pages_not_found")
 _COUNTERS = struct.Struct("=%dQ" % (2 * len(FN_NAMES) + len(_SCALARS)))
@@ -68,6 +72,9 @@ IOC_FAULT = _IOW("N", 3, _FAULT.size)
 IOC_REVOKE_AT = _IOW("N", 4, _REVOKE_AT.size)
 IOC_COUNTERS = _IOR("N", 5, _COUNTERS.size)
 IOC_RESET = _IO("N", 6)
+IOC_STALL_AT = _IOW("N", 7, _STALL_AT.size)
+IOC_STALL_WAIT = _IO("N", 8)
+IOC_STALL_RESUME = _IO("N", 9)
 
 DEV = "/dev/nv_p2p_sim"
 DEBUGFS_COUNTERS = "/sys/kernel/debug/nv_p2p_sim/counters"
@@ -158,6 +165,20 @@ class NvP2pSim:
     def revoke_at(self, va, point):
         point = REVOKE_POINTS[point] if isinstance(point, str) else point
         _ioctl(self.fd, IOC_REVOKE_AT, _REVOKE_AT.pack(va, point, 0))
+
+    def stall_at(self, va, point):
+        """The next call on the allocation at VA stops at POINT (holding no lock) until
+        stall_resume(); EBUSY while another stall is armed or stalled."""
+        point = STALL_POINTS[point] if isinstance(point, str) else point
+        _ioctl(self.fd, IOC_STALL_AT, _STALL_AT.pack(va, point, 0))
+
+    def stall_wait(self):
+        """Returns once a call is stalled; OSError(ETIMEDOUT) after 10 s."""
+        _ioctl(self.fd, IOC_STALL_WAIT)
+
+    def stall_resume(self):
+        """Lets the stalled call go on; OSError(ESRCH) when none is stalled."""
+        _ioctl(self.fd, IOC_STALL_RESUME)
 
     def counters(self):
         """Flat dict, names as in debugfs: calls_<fn>, failures_<fn>, free_callbacks, ..."""

@@ -96,8 +96,8 @@ def run_generation(t, gen, nv_version):
     try:
         if not (insmod(t, os.path.join(STANDINS, "nv_p2p_sim", "nv_p2p_sim.ko"), "nv_p2p_sim",
                        loaded=loaded)
-                and insmod(t, os.path.join(STANDINS, "peer_core_sim", "peer_core_sim.ko"),
-                           "peer_core_sim", "generation=" + gen, "sysfs=1", loaded=loaded)
+                and insmod(t, coresim.core_ko(gen), coresim.core_module(gen),
+                           "generation=" + gen, "sysfs=1", loaded=loaded)
                 and insmod(t, REFERENCE, MOD, "peerdirect_support=%d" % pd, loaded=loaded)):
             return
         t.eq("[%s] /sys/module/%s/version" % (gen, MOD), nv_version, read("/sys/module/%s/version" % MOD))
@@ -173,7 +173,7 @@ def run_generation(t, gen, nv_version):
         for name in reversed(loaded):
             r = subprocess.run(["rmmod", name], capture_output=True, text=True)
             t.check("[%s] rmmod %s" % (gen, name), r.returncode == 0, r.stderr.strip())
-        for name in ("nvidia_peermem", "peer_core_sim", "nv_p2p_sim"):
+        for name in ("nvidia_peermem", coresim.core_module(gen), "nv_p2p_sim"):
             t.check("[%s] %s gone" % (gen, name), not os.path.exists("/sys/module/" + name))
         validate_slabs()
 

@@ -9,15 +9,21 @@ page-table use, and the VM's detectors (lockdep, KFENCE, kmemleak, hung tasks) s
 
 The same matrix runs against NVIDIA's reference module (client "reference", on 5x and
 5x-unmaps; on 4x it writes into freed memory: tests/reference/expect-4x-uaf.sh). A case that
-breaks it is listed in REFERENCE_BREAKS and runs against it only when named with --only
-(tests/reference/expect-breaks.sh, in VMs of their own: a deadlocked or corrupted kernel cannot
-go on).
+breaks it is listed in REFERENCE_BREAKS; a case that breaks inside NVIDIA's own driver whatever
+the client (a free during nvidia_p2p_dma_map_pages of a non-persistent pin) in NVIDIA_BREAKS.
+Such a case runs only when named with --only (tests/reference/expect-breaks.sh, in VMs of their
+own: a deadlocked or corrupted kernel cannot go on).
+
+For ours two smaller passes follow the matrix on each generation: our default parameters
+(persistent API) with in_dma_map_persistent, and the 530 API stand-in with in_put_pages (515-530
+put_pages reads the table its callback freed: counted as the stand-in's stale use).
 
 Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only CASE] [--gen G]"""
 
 import argparse
 import errno
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -65,6 +71,23 @@ REFERENCE_BREAKS = {
                                   "free_in_dereg_unlocked stale unmap, reached by timing"),
 }
 
+# Breaks inside NVIDIA's driver, for every client of a non-persistent (callback) pin:
+# nvidia_p2p_dma_map_pages reads the page table, runs its RM part and links the new mapping into
+# the table's mem_info after dropping the RM lock; a cudaFree in between frees the table under
+# it, and the link writes into freed memory (REVIEW-KMOD 1.3, CONTRACT 2.4). SLUB poisoning or
+# KFENCE report the write, kmemleak may report the mapping nobody frees. No client can prevent
+# it; the persistent API (our default) has no callback and never meets it
+# (in_dma_map_persistent).
+_DMA_MAP_UAF = ("use-after-free write inside nvidia_p2p_dma_map_pages: the free callback frees "
+                "the page table between its reads and its link of the new mapping")
+NVIDIA_BREAKS = {("in_dma_map", gen): (CORRUPTS, _DMA_MAP_UAF) for gen in ("4x", "5x", "5x-unmaps")}
+
+
+def known_break(client, name, gen):
+    """(how, why) when case NAME breaks CLIENT on GEN, else None."""
+    return NVIDIA_BREAKS.get((name, gen)) or \
+        (REFERENCE_BREAKS.get((name, gen)) if client == "reference" else None)
+
 
 def validate_slabs():
     """Has SLUB check every free object's poison now (slub_debug=FZP), so a write into freed
@@ -89,13 +112,22 @@ class Case:
     def ours(self):
         return self.st.client == "ours"
 
+    @property
+    def persistent_default(self):
+        """Ours with its default parameters: nv_mem pins with the persistent API."""
+        return self.ours and "persistent_api_support=0" not in self.st.client_params
+
     def settled(self, case, stale=0, stale_why=""):
         """Checks the case left nothing behind, then zeroes the stand-in's event counters."""
         t, label = self.t, f"{self.label} {case}"
         c = self.nv.counters()
         t.check(f"{label}: nothing pinned or mapped afterwards",
                 c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
-        t.eq(f"{label}: stale page-table uses{stale_why}", stale, c["stale_table_uses"])
+        if isinstance(stale, tuple):  # a known race whose outcome is timing
+            t.check(f"{label}: stale page-table uses in {stale}{stale_why}",
+                    c["stale_table_uses"] in stale, c["stale_table_uses"])
+        else:
+            t.eq(f"{label}: stale page-table uses{stale_why}", stale, c["stale_table_uses"])
         t.eq(f"{label}: no P2P call from inside a callback", 0, c["calls_in_callback"])
         self.nv.reset()
         if self.ours:
@@ -233,7 +265,14 @@ def free_in_dereg(c):
     reg = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["in_dereg"])
     free_while_stalled(c, "free_in_dereg", lambda: c.core.dereg_mr(reg["id"]), a.va)
     a.unmap()
-    c.settled("free_in_dereg")
+    if not c.ours and c.st.generation == "5x-unmaps":
+        # The core drops mapping_lock before its unmap (UNMAPS client): the blocked cudaFree
+        # then races dereg's dma_unmap, and when its callback returns first NVIDIA's module
+        # unmaps the freed table (free_in_dereg_unlocked's stale use, reached by timing).
+        c.settled("free_in_dereg", stale=(0, 1),
+                  stale_why=" (0 or 1: NVIDIA's module may unmap the table freed after its callback)")
+    else:
+        c.settled("free_in_dereg")
 
 
 def free_in_dereg_unlocked(c):
@@ -284,20 +323,66 @@ def dereg_in_callback(c):
 
 
 def in_dma_map(c):
+    """NVIDIA_BREAKS: the free callback fires inside nvidia_p2p_dma_map_pages, after it read the
+    table and before it links the new mapping; the stand-in, as nvidia.ko, then writes into the
+    freed table and returns 0. Our module must still fail the registration (the context was
+    revoked meanwhile); the write is reported by SLUB (validated here) or KFENCE."""
     a = c.nv.alloc(2 * MIB)
     c.nv.revoke_at(a.va, "in_dma_map")
     rc, reg = reg_error(c.core, a.va + 0x1000, MIB)
+    c.t.eq(f"{c.label} in_dma_map: the callback ran inside dma_map", 1,
+           c.nv.counters()["free_callbacks"])
     if c.ours:
-        c.t.eq(f"{c.label} in_dma_map: freed inside dma_map: registration fails cleanly (EFAULT)",
+        c.t.eq(f"{c.label} in_dma_map: freed inside dma_map: registration fails (EFAULT)",
                errno.EFAULT, rc)
     else:
-        c.t.check(f"{c.label} in_dma_map: freed inside dma_map: registration fails", rc != 0, rc)
+        # NVIDIA's module takes dma_map_pages' 0 at its word: the MR is created over a pin that
+        # NVIDIA revoked and freed (its callback came before the core had an MR to invalidate),
+        # and the NIC still reaches the pages; its dereg then unmaps the freed table.
+        c.t.eq(f"{c.label} in_dma_map: the reference registers an MR over the revoked pin",
+               0, rc)
+        if reg:
+            c.t.check(f"{c.label} in_dma_map: ... which still does NIC DMA (known break)",
+                      not dma_fails(c.core, reg["id"]))
     if reg:
         c.core.dereg_mr(reg["id"])
     a.free()
-    # The stand-in's own dma_map_pages finds the table freed by the racing callback (its one
-    # "stale use" is NVIDIA's side of the race, not the client's).
-    c.settled("in_dma_map", stale=1)
+    validate_slabs()
+    # The stand-in's dma_map_pages counts its own write into the table freed under it; the
+    # reference's dereg adds its dma_unmap of that table.
+    c.settled("in_dma_map", stale=1 if c.ours else 2,
+              stale_why=" (nvidia_p2p_dma_map_pages links its mapping into the table freed during the call"
+              + ("" if c.ours else "; NVIDIA's module then unmaps that table at dereg") + ")")
+
+
+def revoke_points_fired(point):
+    """How often the stand-in logged that a REVOKE_AT POINT fired (it may revoke nothing)."""
+    r = subprocess.run(["dmesg"], capture_output=True, text=True)
+    return r.stdout.count(f"nv_p2p_sim: REVOKE_AT {point} fired")
+
+
+def in_dma_map_persistent(c):
+    """The same free, armed at the same point, with a persistent registration: persistent pins
+    have no callback, so NVIDIA never frees the table under dma_map; the registration succeeds
+    and the NIC reaches the memory."""
+    case = "in_dma_map_persistent"
+    a = c.nv.alloc(2 * MIB)
+    fired = revoke_points_fired("in_dma_map")
+    c.nv.revoke_at(a.va, "in_dma_map")
+    # Our defaults: nv_mem itself is persistent; otherwise CQ umems go to nv_mem_nc.
+    reg = c.core.reg(a.va + 0x1000, MIB, kind="mr" if c.persistent_default else "cq")
+    c.t.eq(f"{c.label} {case}: a persistent client takes it",
+           "nv_mem" if c.persistent_default else "nv_mem_nc", reg["client"])
+    c.t.eq(f"{c.label} {case}: the free armed in dma_map fired there", fired + 1,
+           revoke_points_fired("in_dma_map"))
+    c.t.eq(f"{c.label} {case}: no free callback (a persistent pin has none)", 0,
+           c.nv.counters()["free_callbacks"])
+    c.t.eq(f"{c.label} {case}: NIC DMA lands", b"p" * 8,
+           (c.core.dma_write(reg["id"], 0, b"p" * 8), bytes(a.mm[0x1000:0x1008]))[1])
+    c.core.dereg_mr(reg["id"])
+    a.free()
+    validate_slabs()
+    c.settled(case)
 
 
 def in_put_pages(c):
@@ -308,7 +393,13 @@ def in_put_pages(c):
     c.t.eq(f"{c.label} in_put_pages: freed inside put_pages: the callback ran once",
            1, c.nv.counters()["free_callbacks"])
     a.free()
-    c.settled("in_put_pages")
+    if c.st.api == 530:
+        # Known NVIDIA 515-530 behaviour (REVIEW-KMOD 1.4): its put_pages copies gpu_uuid before
+        # the RM lookup and reads bPersistent after it, from the table the callback freed.
+        c.settled("in_put_pages", stale=1,
+                  stale_why=" (NVIDIA 515-530 put_pages reads the table its callback just freed)")
+    else:
+        c.settled("in_put_pages")
 
 
 def two_registrations(c):
@@ -364,7 +455,9 @@ def other_process(c):
 
 def dereg_race(c, iterations, threads):
     """THREADS pairs at once, each racing a dereg against the cudaFree of its buffer,
-    ITERATIONS times; every interleaving must be clean."""
+    ITERATIONS times; every interleaving must be clean. Each buffer is freed only after its
+    registration returned: a free while the registration is inside nvidia_p2p_dma_map_pages is
+    NVIDIA's own use-after-free (NVIDIA_BREAKS), which would make this race flaky."""
     errors, lock = [], threading.Lock()
 
     def pair(k):
@@ -402,19 +495,22 @@ def dereg_race(c, iterations, threads):
     c.settled("dereg_race")
 
 
-CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, after_dma_map, in_put_pages,
-         free_in_dereg, free_in_dereg_unlocked, dereg_in_callback, two_registrations,
-         freed_twice, other_process)
+CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, in_dma_map_persistent,
+         after_dma_map, in_put_pages, free_in_dereg, free_in_dereg_unlocked, dereg_in_callback,
+         two_registrations, freed_twice, other_process)
 
 
 def combinations(client, gens):
+    """(gen, api, page-table version, client parameters, cases or None for all + dereg_race)."""
     for gen in gens:
         if client == "reference":
             # NVIDIA 550: nv_mem + nv_mem_nc (535 stand-in, persistent API), _ex on 5.x cores.
-            yield gen, ["peerdirect_support=0"]
+            yield gen, 535, 0x00020000, ["peerdirect_support=0"], None
         else:
             pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
-            yield gen, [pd, "persistent_api_support=0"]
+            yield gen, 535, 0x00020000, [pd, "persistent_api_support=0"], None
+            yield gen, 535, 0x00020000, [pd], (in_dma_map_persistent,)
+            yield gen, 530, 0x00010002, [pd, "persistent_api_support=0"], (in_put_pages,)
 
 
 def breaking_case(name, gen, iterations, threads):
@@ -440,11 +536,11 @@ def breaking_case(name, gen, iterations, threads):
         if done:
             print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
             print(f"FAIL  reference {name}: finished (exit {os.waitstatus_to_exitcode(status)}); "
-                  f"it was expected to break: {REFERENCE_BREAKS[(name, gen)][1]}", flush=True)
+                  f"it was expected to break: {known_break('reference', name, gen)[1]}", flush=True)
             return 1
         time.sleep(1)
     print("".join(f"child: {line}" for line in open(logf)), end="", flush=True)
-    print(f"ok    reference {name}: hung, as known ({REFERENCE_BREAKS[(name, gen)][1]})", flush=True)
+    print(f"ok    reference {name}: hung, as known ({known_break('reference', name, gen)[1]})", flush=True)
     return 0
 
 
@@ -458,31 +554,40 @@ def main():
     ap.add_argument("--in-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client == "reference" and not args.in_child and args.gen and len(args.gen) == 1 \
-            and REFERENCE_BREAKS.get((args.only, args.gen[0]), ("",))[0] == HANGS:
+            and (known_break(args.client, args.only, args.gen[0]) or ("",))[0] == HANGS:
         return breaking_case(args.only, args.gen[0], args.iterations, args.threads)
     default_gens = ("5x", "5x-unmaps") if args.client == "reference" else ("4x", "5x", "5x-unmaps")
     t = Tally(f"revocation-{args.client}")
-    for gen, params in combinations(args.client, args.gen or default_gens):
-        label = f"[{args.client} {gen}]"
+    for gen, api, ptv, params, only_cases in combinations(args.client, args.gen or default_gens):
+        cases = only_cases or CASES
+        if args.only and args.only not in [case.__name__ for case in cases] + \
+                ([] if only_cases else ["dereg_race"]):
+            continue
+        label = f"[{args.client} {gen}" + (f" api{api}" if api != 535 else "") + \
+            (" defaults" if args.client == "ours" and "persistent_api_support=0" not in params
+             else "") + "]"
         print(f"--- {label}", flush=True)
         try:
-            with Stack(gen, client=args.client, pt_version=0x00020000, client_params=params) as st:
+            with Stack(gen, client=args.client, api=api, pt_version=ptv, client_params=params) as st:
                 nv = nvsim.NvP2pSim()
                 core = coresim.PeerCoreSim()
                 nv.reset()
                 c = Case(t, nv, core, st, label)
-                for case in CASES:
+                for case in cases:
                     name = case.__name__
                     if args.only and name != args.only or gen not in getattr(case, "gens", (gen,)):
                         continue
-                    why = REFERENCE_BREAKS.get((name, gen))
-                    if args.client == "reference" and why and not args.only:
-                        print(f"skip  {label} {name}: {why[0]} the reference ({why[1]}); "
+                    why = known_break(args.client, name, gen)
+                    if why and not args.only:
+                        where = "NVIDIA's driver" if (name, gen) in NVIDIA_BREAKS else "the reference"
+                        print(f"skip  {label} {name}: {why[0]} {where} ({why[1]}); "
                               "tests/reference/expect-breaks.sh runs it", flush=True)
                         continue
                     case(c)
-                why = REFERENCE_BREAKS.get(("dereg_race", gen))
-                if args.client == "reference" and why and args.only != "dereg_race":
+                why = known_break(args.client, "dereg_race", gen)
+                if only_cases:
+                    pass  # a pass of its own for the listed cases only
+                elif why and args.only != "dereg_race":
                     print(f"skip  {label} dereg_race: {why[0]} the reference ({why[1]})", flush=True)
                 elif not args.only or args.only == "dereg_race":
                     dereg_race(c, args.iterations, args.threads)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coresim  # noqa: E402
 import totals  # noqa: E402
 
 REPO = os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -55,7 +56,9 @@ def loaded(name):
 
 
 class Stack:
-    """nv_p2p_sim (api 535 or 530, page-table version) + peer_core_sim (generation, sysfs) +
+    """nv_p2p_sim (api 535 or 530, page-table version) + the core stand-in's build of the
+    generation (peer_core_sim, peer_core_sim_5x or peer_core_sim_4x: each exports what that
+    generation's cores export, so a client detects the generation the stand-in acts; sysfs) +
     a client module. Use as a context manager: unloads in reverse order."""
 
     def __init__(self, generation, client="ours", api=535, pt_version=0x00010002,
@@ -73,6 +76,10 @@ class Stack:
     def client_module(self):
         return "nvidia_peermem"
 
+    @property
+    def core_module(self):
+        return coresim.core_module(self.generation)
+
     def path(self, module):
         """Where MODULE's .ko is: the build trees of the test kernel, or KO_DIR (the flat
         directory `kmod/stock-kbuild.sh build --stand-ins [--reference]` fills for a stock kernel;
@@ -84,13 +91,16 @@ class Stack:
             return REFERENCE
         if module == "nvidia_peermem":
             return OURS
+        if module in coresim.CORE_MODULES.values() or module == coresim.DOCA_CORE:
+            return os.path.join(STANDINS, "peer_core_sim", f"{module}.ko")
         return os.path.join(STANDINS, module.replace("_530", ""), f"{module}.ko")
 
     def __enter__(self):
         totals.set_client(self.client)
         sim = "nv_p2p_sim" if self.api == 535 else "nv_p2p_sim_530"
         self._insmod(self.path(sim), sim, f"pt_version={self.pt_version:#x}")
-        self._insmod(self.path("peer_core_sim"), "peer_core_sim",
+        # generation= is what the build is (it refuses another): a wrong mapping fails here.
+        self._insmod(self.path(self.core_module), self.core_module,
                      f"generation={self.generation}", f"sysfs={self.sysfs}")
         ko = self.path("nvidia_peermem" if self.client == "ours" else "reference")
         self._insmod(ko, self.client_module, *self.client_params)

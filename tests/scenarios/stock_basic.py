@@ -62,7 +62,7 @@ def main(argv):
                 core.close()
         except Exception as e:  # a crash of the case is a failure, not an abort of the suite
             t.check(f"{label}: ran to the end", False, repr(e))
-        for name in ("nvidia_peermem", "peer_core_sim", "nv_p2p_sim"):
+        for name in ("nvidia_peermem", coresim.core_module(gen), "nv_p2p_sim"):
             t.check(f"{label}: {name} unloaded", not loaded(name))
     return t.finish()
 

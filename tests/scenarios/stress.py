@@ -27,6 +27,10 @@ SIZES = (64 * KIB, 256 * KIB, MIB, 2 * MIB, 8 * MIB)
 
 
 def worker(nv, core, rng, deadline, stats, errors, lock, persistent):
+    # Each thread frees only its own buffer, and only once reg_mr returned: a cudaFree while an
+    # invalidating registration is inside nvidia_p2p_dma_map_pages is a use-after-free inside
+    # NVIDIA's driver (revocation.py NVIDIA_BREAKS), which the stand-in reproduces and which
+    # would make this run fail by timing. The frees race dereg and DMA, never the mapping.
     while time.monotonic() < deadline:
         size = rng.choice(SIZES)
         a = nv.alloc(size, fragmented=rng.random() < 0.3)

@@ -76,7 +76,8 @@ fi
 {
     printf 'export NVPEER_CACHE=%q\n' "$NVPEER_CACHE"
     printf 'exec bash %q %q %q' "$here/guest.sh" "$out" "$suite"
-    printf ' %q' "$@"
+    # No arguments must stay none: `printf ' %q'` alone would pass one empty argument.
+    [ $# -eq 0 ] || printf ' %q' "$@"
     printf '\n'
 } > "$out/cmd.sh"
 

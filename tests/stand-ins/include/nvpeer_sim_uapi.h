@@ -67,11 +67,15 @@ struct nv_p2p_sim_fault {
 enum nv_p2p_sim_revoke_point {
 	/* inside get_pages, after the callback is registered, before get_pages returns 0 */
 	NV_P2P_SIM_REVOKE_IN_GET_PAGES = 1,
-	/* inside dma_map_pages, before mapping: the callback runs, the table is freed and
-	 * dma_map_pages then fails with -EINVAL as the table is gone (NVIDIA's RM lookup fails) */
+	/* inside dma_map_pages, after it read the table and the RM part ran, before it links the
+	 * new mapping into the table's list: every callback pin of the allocation is revoked and
+	 * freed, the call being mapped included. As nvidia.ko, dma_map_pages then writes into the
+	 * freed pin (SLUB poisoning or KFENCE report it), counts a stale table use and returns 0
+	 * with a mapping nobody frees. Harmless for persistent pins (no callback). */
 	NV_P2P_SIM_REVOKE_IN_DMA_MAP,
 	/* inside put_pages, before it takes the RM lock: the callback wins the race and put_pages
-	 * returns 0 without freeing anything */
+	 * returns 0 without freeing anything (nv_p2p_sim_530.ko then reads the freed table, as
+	 * 515-530 do, and counts a stale table use) */
 	NV_P2P_SIM_REVOKE_IN_PUT_PAGES,
 };
 struct nv_p2p_sim_revoke_at {
@@ -86,7 +90,9 @@ struct nv_p2p_sim_counters {
 	__u64 failures[NV_P2P_SIM_FN_COUNT];  /* calls that returned an error */
 	__u64 free_callbacks;       /* client free callbacks invoked */
 	__u64 calls_in_callback;    /* P2P calls (other than dma_unmap) made from inside a callback */
-	__u64 stale_table_uses;     /* calls passing a page table or mapping already freed */
+	/* calls passing a page table or mapping already freed; dma_maps whose table was freed
+	 * while they ran; (530 build) put_pages reading a table its free callback freed */
+	__u64 stale_table_uses;
 	__u64 pins;                 /* outstanding non-persistent pins (page tables) */
 	__u64 persistent_pins;      /* outstanding persistent pins */
 	__u64 mappings;             /* outstanding DMA mappings */
@@ -95,8 +101,32 @@ struct nv_p2p_sim_counters {
 	__u64 put_pages_not_found;  /* put_pages of a table its free callback freed: 0, as RM */
 };
 #define NV_P2P_SIM_IOC_COUNTERS _IOR('N', 5, struct nv_p2p_sim_counters)
-/* Zero the call/failure/callback counters (not the outstanding ones) and clear faults. */
+/* Zero the call/failure/callback counters (not the outstanding ones); clear faults, revocation
+ * points and an armed (not yet stalled) stall. */
 #define NV_P2P_SIM_IOC_RESET _IO('N', 6)
+
+/*
+ * Stall the next P2P call on the allocation at va (of this process) at a chosen point until
+ * NV_P2P_SIM_IOC_STALL_RESUME, holding neither the RM lock nor any lock of the stand-in, so a
+ * test can act (cudaFree another buffer, rmmod the client) while the call is in flight. One
+ * armed or stalled call at a time (-EBUSY otherwise). A stalled call goes on by itself after
+ * 60 s or on a signal; unloading the stand-in disarms a pending stall.
+ */
+enum nv_p2p_sim_stall_point {
+	/* inside get_pages or get_pages_persistent: the pin is registered (a cudaFree revokes it)
+	 * and the RM lock dropped, before the call returns 0 */
+	NV_P2P_SIM_STALL_IN_GET_PAGES = 1,
+};
+struct nv_p2p_sim_stall_at {
+	__u64 va;
+	__u32 point; /* enum nv_p2p_sim_stall_point */
+	__u32 pad;
+};
+#define NV_P2P_SIM_IOC_STALL_AT _IOW('N', 7, struct nv_p2p_sim_stall_at)
+/* Waits until a call is stalled (-ETIMEDOUT after 10 s), then returns 0. */
+#define NV_P2P_SIM_IOC_STALL_WAIT _IO('N', 8)
+/* Lets the stalled call go on (-ESRCH when none is stalled). */
+#define NV_P2P_SIM_IOC_STALL_RESUME _IO('N', 9)
 
 /* ------------------------------------------------------------------ peer_core_sim */
 
@@ -188,5 +218,18 @@ struct peer_core_sim_mr_info {
 #define PEER_CORE_SIM_IOC_STALL_WAIT _IO('P', 5)
 /* Lets the stalled registration go on (-ESRCH when none is stalled). */
 #define PEER_CORE_SIM_IOC_STALL_RESUME _IO('P', 6)
+
+/*
+ * What uverbs' experimental SET_CONTEXT_PEER_INFO does on a 4.1 ... 5.0 core (any user may):
+ * ib_get_peer_private_data(context, peer_id, name), whose result it returns (peer_core_sim_4x:
+ * 0 data returned, -EINVAL the clients of that name returned NULL, -ENOENT no client of that
+ * name implements both legacy ctx callbacks). -EOPNOTSUPP on the other builds, whose cores
+ * have no such function.
+ */
+struct peer_core_sim_peer_info {
+	__u64 peer_id;
+	char name[64];    /* NUL-terminated client name */
+};
+#define PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA _IOW('P', 7, struct peer_core_sim_peer_info)
 
 #endif /* NVPEER_SIM_UAPI_H */

@@ -8,8 +8,11 @@
  * munmap or close, which fire the free callbacks of its pins as cudaFree does. The exported
  * nvidia_p2p_* functions pin ranges of it, give out page tables and DMA mappings, and enforce
  * the rules a client must follow; breaking one is reported (pr_err, counters) rather than
- * crashing as the real driver may. See tests/stand-ins/include/nvpeer_sim_uapi.h for the user
- * interface and tests/scenarios/nv-p2p-sim.sh for what is proven about this module.
+ * crashing as the real driver may. Where nvidia.ko itself is unsafe whatever the client does
+ * (a cudaFree during dma_map_pages of a non-persistent pin; 515-530 put_pages after the free
+ * callback won) the stand-in is as unsafe, observably: see sim_dma_map() and sim_put_pages().
+ * See tests/stand-ins/include/nvpeer_sim_uapi.h for the user interface and
+ * tests/scenarios/nv-p2p-sim.sh for what is proven about this module.
  *
  * Built twice from this file: nv_p2p_sim.ko (535+ API, persistent calls exported) and
  * nv_p2p_sim_530.ko (nv_p2p_sim_530.c defines NV_P2P_SIM_API_530: <= 530 API, no persistent
@@ -22,13 +25,15 @@
  *                lockdep, and clients legitimately take their own locks in both orders around it
  *                (registration: core lock -> RM lock; revocation: RM lock -> core lock), so a
  *                deadlock shows up as a hung task, as it would in production. Held for the whole
- *                of get_pages*, put_pages*, dma_map_pages, revocation and cudaFree, free
- *                callbacks included; sim_rm_owner is its holder. Not held by dma_unmap_pages.
- *                Only holders of sim_rm_sem create or destroy pins, so a pin found under it stays
- *                live until it is released.
- *   sim_lock     mutex over the registry: sim_allocs, the pin hash, each pin's mapping list and
- *                each allocation's state, mapping and pin fields. Never held across a client
- *                callback, a user copy, a wait for sim_rm_sem or a kref_put of an allocation.
+ *                of get_pages*, put_pages*, revocation and cudaFree, free callbacks included,
+ *                and for the RM part of dma_map_pages only (as nv-p2p.c: it reads the table
+ *                before and links the mapping after); sim_rm_owner is its holder. Not held by
+ *                dma_unmap_pages. Only holders of sim_rm_sem create or destroy pins, so a pin
+ *                found under it stays live until it is released.
+ *   sim_lock     mutex over the registry: sim_allocs, the pin hash, each pin's mapping list,
+ *                each allocation's state, mapping and pin fields, the dma_map calls in flight
+ *                and the test stall. Never held across a client callback, a user copy, a wait
+ *                for sim_rm_sem, a test stall or a kref_put of an allocation.
  *   sim_fault_lock  spinlock over the pending fault injections (innermost).
  * Order: mmap_lock -> sim_lock; sim_rm_sem -> sim_lock -> sim_fault_lock.
  */
@@ -126,6 +131,7 @@ struct sim_alloc {
 	struct list_head pins;		/* struct sim_pin */
 	unsigned int persistent_pins;
 	u32 revoke_at;			/* enum nv_p2p_sim_revoke_point, 0: none */
+	u32 stall_at;			/* enum nv_p2p_sim_stall_point, 0: none */
 	struct work_struct free_work;	/* cudaFree after munmap/exit (close runs under mmap_lock) */
 };
 
@@ -161,6 +167,16 @@ struct sim_map {
 	struct nvidia_p2p_dma_mapping map;
 };
 
+/*
+ * A dma_map_pages call between its reads of a table and the link of its mapping, on
+ * sim_dma_map_calls (under sim_lock): sim_pin_unlink() marks it when that table is freed, so the
+ * call learns that it raced without reading the freed pin.
+ */
+struct sim_dma_map_call {
+	struct list_head node;
+	const struct nvidia_p2p_page_table *pt;
+	bool table_freed;
+};
 struct sim_fault {
 	u32 countdown;			/* 0: none pending */
 	int err;
@@ -206,6 +222,7 @@ static struct task_struct *sim_rm_owner;
 static DEFINE_MUTEX(sim_lock);
 static LIST_HEAD(sim_allocs);
 static DEFINE_HASHTABLE(sim_pins, 10);
+static LIST_HEAD(sim_dma_map_calls);	/* struct sim_dma_map_call */
 static u32 sim_next_id;
 
 static DEFINE_SPINLOCK(sim_fault_lock);
@@ -548,9 +565,13 @@ static void sim_pin_link(struct sim_pin *pin)
 static bool sim_pin_unlink(struct sim_pin *pin, struct list_head *maps)
 {
 	struct sim_alloc *a = pin->alloc;
+	struct sim_dma_map_call *call;
 	struct sim_map *m;
 
 	lockdep_assert_held(&sim_lock);
+	list_for_each_entry(call, &sim_dma_map_calls, node)
+		if (call->pt == &pin->pt)
+			call->table_freed = true;
 	hash_del(&pin->hnode);
 	list_del_init(&pin->alloc_node);
 	list_for_each_entry(m, &pin->maps, node)
@@ -633,14 +654,72 @@ static void sim_revoke_pins(struct sim_alloc *a)
 	}
 }
 
-/* Consumes a REVOKE_AT point set on a; under sim_lock. */
+/*
+ * Consumes a REVOKE_AT point set on a; under sim_lock. Logged, so that a test can tell that the
+ * point fired even where it revokes nothing (an allocation with persistent pins only).
+ */
 static bool sim_take_revoke(struct sim_alloc *a, u32 point)
 {
+	static const char *const names[] = {
+		[NV_P2P_SIM_REVOKE_IN_GET_PAGES] = "in_get_pages",
+		[NV_P2P_SIM_REVOKE_IN_DMA_MAP] = "in_dma_map",
+		[NV_P2P_SIM_REVOKE_IN_PUT_PAGES] = "in_put_pages",
+	};
+
 	lockdep_assert_held(&sim_lock);
 	if (a->revoke_at != point)
 		return false;
 	a->revoke_at = 0;
+	pr_info("REVOKE_AT %s fired on allocation %u\n", names[point], a->id);
 	return true;
+}
+
+/*
+ * Test stall (NV_P2P_SIM_IOC_STALL_*): one armed or stalled call at a time. sim_stall_armed is
+ * under sim_lock. sim_stalled goes SIM_STALL_TAKEN under sim_lock when a call takes the armed
+ * point (STALL_AT stays busy until that call went on), SIM_STALL_WAITING once the call holds
+ * nothing and waits (what STALL_WAIT waits for), and back to SIM_STALL_NONE when it goes on.
+ * The stalled thread waits interruptibly, with a bound, so a test that never resumes it cannot
+ * hang the VM.
+ */
+enum { SIM_STALL_NONE, SIM_STALL_TAKEN, SIM_STALL_WAITING };
+static bool sim_stall_armed;
+static atomic_t sim_stalled = ATOMIC_INIT(SIM_STALL_NONE);
+static atomic_t sim_stall_resume = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(sim_stall_wq);
+
+/* Consumes a STALL_AT point set on a; the caller then calls sim_stall(). Under sim_lock. */
+static bool sim_take_stall(struct sim_alloc *a, u32 point)
+{
+	lockdep_assert_held(&sim_lock);
+	if (a->stall_at != point)
+		return false;
+	a->stall_at = 0;
+	sim_stall_armed = false;
+	atomic_set(&sim_stall_resume, 0);
+	atomic_set(&sim_stalled, SIM_STALL_TAKEN);
+	return true;
+}
+
+/* Disarms a STALL_AT point set on a (it is being freed or reset). Under sim_lock. */
+static void sim_disarm_stall(struct sim_alloc *a)
+{
+	lockdep_assert_held(&sim_lock);
+	if (!a->stall_at)
+		return;
+	a->stall_at = 0;
+	sim_stall_armed = false;
+}
+
+/* Waits for STALL_RESUME, holding nothing. */
+static void sim_stall(const char *fn)
+{
+	atomic_set(&sim_stalled, SIM_STALL_WAITING);
+	wake_up_all(&sim_stall_wq);
+	if (wait_event_interruptible_timeout(sim_stall_wq, atomic_read(&sim_stall_resume),
+					     60 * HZ) <= 0)
+		pr_warn("%s: stalled call not resumed within 60 s (or signalled), going on\n", fn);
+	atomic_set(&sim_stalled, SIM_STALL_NONE);
 }
 
 /* ---------------------------------------------------------------- cudaFree */
@@ -678,6 +757,7 @@ static void sim_cuda_free(struct sim_alloc *a, bool zap)
 
 	mutex_lock(&sim_lock);
 	a->state = SIM_FREED;
+	sim_disarm_stall(a);
 	list_del_init(&a->node);
 	atomic64_dec(&sim_cnt.allocations);
 	free_pages = !a->persistent_pins && !a->pages_freed;
@@ -706,7 +786,7 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	struct sim_alloc *a;
 	struct sim_pin *pin;
 	u64 start, end;
-	bool revoke;
+	bool revoke, stall;
 
 	if (!page_table || !len || len > SIM_MAX_SIZE || va > TASK_SIZE - len) {
 		pr_err_ratelimited("%s: invalid argument (va 0x%llx len 0x%llx table %p)\n",
@@ -747,10 +827,13 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	mutex_lock(&sim_lock);
 	sim_pin_link(pin);
 	revoke = kind != SIM_PIN_PERSISTENT && sim_take_revoke(a, NV_P2P_SIM_REVOKE_IN_GET_PAGES);
+	stall = sim_take_stall(a, NV_P2P_SIM_STALL_IN_GET_PAGES);
 	mutex_unlock(&sim_lock);
 	if (revoke)
 		sim_revoke_pins(a);	/* the race window: the table is freed before we return */
 	sim_rm_unlock();
+	if (stall)
+		sim_stall(fn);		/* registered, nothing held: a cudaFree may revoke it now */
 	sim_alloc_put(a);
 	return 0;
 }
@@ -782,15 +865,51 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
+#ifdef NV_P2P_SIM_API_530
+/*
+ * 515-530's nvidia_p2p_put_pages reads the table itself: it copies 16 bytes from
+ * page_table->gpu_uuid before the RM lookup and reads mem_info->bPersistent (here the pin's
+ * kind) after it, so a put_pages that lost the race to the free callback reads freed memory
+ * (535+ hands only the VA and the pointer to RM). The same reads are made here, through the
+ * caller's pointer, but as nofault copies: NVIDIA's plain loads would oops on SLUB's poisoned
+ * gpu_uuid pointer, and KFENCE would see them only when it sampled that pin. The suites get a
+ * stale table use instead, every time.
+ */
+static bool sim_530_read_uuid(const struct nvidia_p2p_page_table *pt,
+			      u8 uuid[NVIDIA_P2P_GPU_UUID_LEN])
+{
+	const u8 *p;
+
+	return !copy_from_kernel_nofault(&p, &pt->gpu_uuid, sizeof(p)) &&
+	       !copy_from_kernel_nofault(uuid, p, NVIDIA_P2P_GPU_UUID_LEN);
+}
+
+/* mem_info->bPersistent: 1 for a NULL-callback pin, -1 when unreadable. */
+static int sim_530_read_persistent(const struct nvidia_p2p_page_table *pt)
+{
+	const struct sim_pin *pin = container_of(pt, struct sim_pin, pt);
+	enum sim_pin_kind kind;
+
+	if (copy_from_kernel_nofault(&kind, &pin->kind, sizeof(kind)))
+		return -1;
+	return kind == SIM_PIN_LEGACY;
+}
+#endif
+
 /* put_pages, put_pages_persistent once the arguments are checked. */
 static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *pt,
 			 bool persistent)
 {
 	struct sim_alloc *revoke = NULL;
 	struct sim_pin *pin;
-	bool free_pages = false;
+	bool free_pages = false, gone = false;
 	LIST_HEAD(maps);
 	int ret = 0;
+#ifdef NV_P2P_SIM_API_530
+	u8 uuid[NVIDIA_P2P_GPU_UUID_LEN];
+	bool uuid_read;
+	int bpersistent;
+#endif
 
 	/* REVOKE_IN_PUT_PAGES: the callbacks win the race for the RM lock. */
 	if (!persistent) {
@@ -809,6 +928,9 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 		}
 	}
 
+#ifdef NV_P2P_SIM_API_530
+	uuid_read = sim_530_read_uuid(pt, uuid);
+#endif
 	sim_rm_lock();
 	mutex_lock(&sim_lock);
 	pin = sim_find_pin(pt);
@@ -822,6 +944,7 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 			/* The free callback won: NVIDIA already freed it. */
 			sim_forget_revoked(pt, ALIGN_DOWN(va, SIM_PAGE_SIZE));
 			atomic64_inc(&sim_cnt.put_pages_not_found);
+			gone = true;
 			pr_debug("%s: page table %p already freed by the free callback\n",
 				 fn, pt);
 		}
@@ -833,6 +956,7 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 		   sim_forget_revoked(pt, ALIGN_DOWN(va, SIM_PAGE_SIZE))) {
 		/* The callback won and the table's memory is another pin's now: not found, as RM. */
 		atomic64_inc(&sim_cnt.put_pages_not_found);
+		gone = true;
 		pr_debug("%s: page table %p of va 0x%llx was freed by the free callback\n",
 			 fn, pt, va);
 	} else if (pin->va != ALIGN_DOWN(va, SIM_PAGE_SIZE)) {
@@ -845,6 +969,15 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 	}
 	mutex_unlock(&sim_lock);
 	sim_rm_unlock();
+#ifdef NV_P2P_SIM_API_530
+	/* After the lookup, before the table is freed (nv_p2p_free_page_table comes last). */
+	bpersistent = sim_530_read_persistent(pt);
+	if (gone) {
+		atomic64_inc(&sim_cnt.stale_table_uses);
+		pr_err_ratelimited("%s: page table %p was freed by its free callback: read gpu_uuid (%s) and bPersistent (%d) from freed memory, as 515-530 do\n",
+				   fn, pt, uuid_read ? "readable" : "unreadable", bpersistent);
+	}
+#endif
 	if (ret == 1) {
 		sim_pin_free(pin, &maps, free_pages);
 		ret = 0;
@@ -939,10 +1072,9 @@ EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
 
 /* ---------------------------------------------------------------- exported API: DMA mapping */
 
-/* A mapping of pin for peer: the real physical address of each page (no IOMMU in the VM). */
-static struct sim_map *sim_map_create(struct sim_pin *pin, struct pci_dev *peer)
+/* An unlinked mapping for peer of entries pages; dma_addresses left to the caller. */
+static struct sim_map *sim_map_alloc(struct pci_dev *peer, u32 entries)
 {
-	u32 i, entries = pin->pt.entries;
 	struct sim_map *m;
 
 	m = kzalloc_obj(*m);
@@ -953,75 +1085,126 @@ static struct sim_map *sim_map_create(struct sim_pin *pin, struct pci_dev *peer)
 		kfree(m);
 		return NULL;
 	}
+	INIT_LIST_HEAD(&m->node);
 	m->map.version = NVIDIA_P2P_DMA_MAPPING_VERSION;
 	m->map.page_size_type = NVIDIA_P2P_PAGE_SIZE_64KB;
 	m->map.entries = entries;
 	m->map.pci_dev = peer;
-	for (i = 0; i < entries; i++)
-		m->map.dma_addresses[i] = pin->alloc->phys[pin->first + i];
 	return m;
 }
 
-/* The live pin of pt, after a REVOKE_IN_DMA_MAP point of its allocation fired. RM lock held. */
-static struct sim_pin *sim_dma_map_find(struct nvidia_p2p_page_table *pt)
-{
-	struct sim_alloc *revoke = NULL;
-	struct sim_pin *pin;
-
-	mutex_lock(&sim_lock);
-	pin = sim_find_pin(pt);
-	if (pin && sim_take_revoke(pin->alloc, NV_P2P_SIM_REVOKE_IN_DMA_MAP)) {
-		revoke = pin->alloc;
-		kref_get(&revoke->ref);
-	}
-	mutex_unlock(&sim_lock);
-	if (!revoke)
-		return pin;
-	sim_revoke_pins(revoke);
-	sim_alloc_put(revoke);
-	mutex_lock(&sim_lock);
-	pin = sim_find_pin(pt);
-	mutex_unlock(&sim_lock);
-	return pin;
-}
-
+/*
+ * As nv-p2p.c (515 and 570+ alike): the table is read through the caller's pointer without the
+ * RM lock (gpu_uuid, container_of to the pin, force_bar1, entries, page_size, every
+ * physical_address), only the RM part runs under it, and the mapping is linked into the pin
+ * after it is dropped; there is no lookup of the table. A cudaFree in that window frees the pin
+ * under the call (REVOKE_IN_DMA_MAP puts it between the RM part and the link): the call then
+ * writes into the freed pin and returns 0 with a mapping that nobody frees, the use-after-free
+ * that nvidia.ko has for every client of a non-persistent pin (CONTRACT 2.4).
+ */
 static int sim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 		       struct nvidia_p2p_dma_mapping **dma_mapping)
 {
+	struct sim_dma_map_call call = { .pt = pt };
+	struct sim_alloc *revoke = NULL;
+	struct sim_map *m = NULL;
 	struct sim_pin *pin;
-	struct sim_map *m;
+	u32 entries, i;
 	int ret = 0;
 
-	sim_rm_lock();
-	pin = sim_dma_map_find(pt);
+	/*
+	 * Not NVIDIA's: a table already freed when the call starts (put, or freed after its free
+	 * callback) is a client bug that nvidia.ko answers with reads of freed memory (and, for a
+	 * poisoned or reused pin, an oops or a mapping of whatever lies there). It is refused here
+	 * and counted, so that a suite can attribute it and go on; the live check touches no table
+	 * memory, and a live table then takes NVIDIA's path unchanged.
+	 */
+	mutex_lock(&sim_lock);
+	pin = sim_find_pin(pt);
+	if (pin) {
+		list_add(&call.node, &sim_dma_map_calls);
+		if (sim_take_revoke(pin->alloc, NV_P2P_SIM_REVOKE_IN_DMA_MAP)) {
+			revoke = pin->alloc;
+			kref_get(&revoke->ref);
+		}
+	}
+	mutex_unlock(&sim_lock);
 	if (!pin) {
 		atomic64_inc(&sim_cnt.stale_table_uses);
 		pr_err_ratelimited("nvidia_p2p_dma_map_pages: page table %p is not live (freed by put_pages or after its free callback): -EINVAL\n",
 				   pt);
-		ret = -EINVAL;
-	} else if (!pin->pt.gpu_uuid) {
+		return -EINVAL;
+	}
+
+	/* From here on only through the table pointer, as nvidia.ko. */
+	if (!pt->gpu_uuid) {
 		pr_err_ratelimited("nvidia_p2p_dma_map_pages: page table without gpu_uuid: -EINVAL\n");
 		ret = -EINVAL;
-	} else if (pin->force_bar1) {
+		goto race;
+	}
+	pin = container_of(pt, struct sim_pin, pt);	/* NVIDIA: the table's mem_info */
+	if (READ_ONCE(pin->force_bar1)) {
 		pr_err_ratelimited("nvidia_p2p_dma_map_pages: page table pinned with NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING: -ENOTSUPP\n");
 		ret = -ENOTSUPP;	/* NVIDIA's value (524), not -EOPNOTSUPP */
+		goto race;
 	}
-	if (ret)
-		goto unlock;
-	m = sim_map_create(pin, peer);
+	entries = READ_ONCE(pt->entries);
+	if (READ_ONCE(pt->page_size) != NVIDIA_P2P_PAGE_SIZE_64KB) {
+		pr_err_ratelimited("nvidia_p2p_dma_map_pages: page_size %u: -EINVAL\n", pt->page_size);
+		ret = -EINVAL;
+		goto race;
+	}
+	m = sim_map_alloc(peer, entries);
 	if (!m) {
 		pr_err_ratelimited("nvidia_p2p_dma_map_pages: out of memory\n");
 		ret = -ENOMEM;
-		goto unlock;
+		goto race;
 	}
-	mutex_lock(&sim_lock);
-	list_add_tail(&m->node, &pin->maps);
-	atomic64_inc(&sim_cnt.mappings);
-	mutex_unlock(&sim_lock);
-	*dma_mapping = &m->map;
-unlock:
+	/* The real physical address of each page: no IOMMU in the VM. */
+	for (i = 0; i < entries; i++)
+		m->map.dma_addresses[i] = pt->pages[i]->physical_address & ~SIM_BAR_BIT;
+
+	/* rm_p2p_dma_map_pages: the only part serialised against a cudaFree. */
+	sim_rm_lock();
 	sim_rm_unlock();
-	return ret;
+
+race:
+	if (revoke) {
+		/* A cudaFree takes the RM lock the moment the RM part dropped it. */
+		sim_rm_lock();
+		sim_revoke_pins(revoke);
+		sim_rm_unlock();
+		sim_alloc_put(revoke);
+	}
+
+	/* nv_p2p_insert_dma_mapping: down() on the pin's list lock, list_add_tail. */
+	mutex_lock(&sim_lock);
+	list_del(&call.node);
+	if (call.table_freed) {
+		atomic64_inc(&sim_cnt.stale_table_uses);
+		if (m) {
+			/*
+			 * The link into the freed pin. Only the head's prev is written: following
+			 * the poisoned pointers as list_add_tail() does would oops the test kernel
+			 * (on a reused pin it corrupts its new owner, as in production).
+			 */
+			WRITE_ONCE(pin->maps.prev, &m->node);
+		}
+	} else if (m && !ret) {
+		list_add_tail(&m->node, &pin->maps);
+		atomic64_inc(&sim_cnt.mappings);
+	}
+	mutex_unlock(&sim_lock);
+	if (call.table_freed)
+		pr_err_ratelimited("nvidia_p2p_dma_map_pages: page table %p was freed during the call (free callback): wrote into it and returns %d%s, as nvidia.ko\n",
+				   pt, ret, m ? " with a mapping nobody frees" : "");
+	if (ret) {
+		if (m)
+			sim_map_free(m);
+		return ret;
+	}
+	*dma_mapping = &m->map;
+	return 0;
 }
 
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer, struct nvidia_p2p_page_table *page_table,
@@ -1402,6 +1585,57 @@ static long sim_ioc_revoke_at(void __user *arg)
 	return 0;
 }
 
+static long sim_ioc_stall_at(void __user *arg)
+{
+	struct nv_p2p_sim_stall_at req;
+	struct sim_alloc *a;
+	long ret = 0;
+
+	if (copy_from_user(&req, arg, sizeof(req)))
+		return -EFAULT;
+	if (req.point != NV_P2P_SIM_STALL_IN_GET_PAGES) {
+		pr_err_ratelimited("STALL_AT: unknown point %u: -EINVAL\n", req.point);
+		return -EINVAL;
+	}
+	mutex_lock(&sim_lock);
+	a = sim_find_mapped(current->mm, req.va, 1);
+	if (!a) {
+		ret = -EINVAL;
+	} else if (sim_stall_armed || atomic_read(&sim_stalled) != SIM_STALL_NONE) {
+		ret = -EBUSY;
+	} else {
+		a->stall_at = req.point;
+		sim_stall_armed = true;
+	}
+	mutex_unlock(&sim_lock);
+	if (ret == -EINVAL)
+		pr_err_ratelimited("STALL_AT: no allocation of this process at 0x%llx: -EINVAL\n",
+				   req.va);
+	else if (ret)
+		pr_err_ratelimited("STALL_AT: a stall is already armed or stalled: -EBUSY\n");
+	return ret;
+}
+
+static long sim_ioc_stall_wait(void)
+{
+	long r = wait_event_interruptible_timeout(sim_stall_wq,
+						  atomic_read(&sim_stalled) == SIM_STALL_WAITING,
+						  10 * HZ);
+
+	if (r < 0)
+		return r;
+	return r ? 0 : -ETIMEDOUT;
+}
+
+static long sim_ioc_stall_resume(void)
+{
+	if (atomic_read(&sim_stalled) == SIM_STALL_NONE)
+		return -ESRCH;
+	atomic_set(&sim_stall_resume, 1);
+	wake_up_all(&sim_stall_wq);
+	return 0;
+}
+
 static void sim_snapshot(struct nv_p2p_sim_counters *c)
 {
 	int i;
@@ -1448,8 +1682,10 @@ static void sim_reset(void)
 	memset(sim_faults, 0, sizeof(sim_faults));
 	spin_unlock(&sim_fault_lock);
 	mutex_lock(&sim_lock);
-	list_for_each_entry(a, &sim_allocs, node)
+	list_for_each_entry(a, &sim_allocs, node) {
 		a->revoke_at = 0;
+		sim_disarm_stall(a);
+	}
 	mutex_unlock(&sim_lock);
 }
 
@@ -1471,6 +1707,12 @@ static long sim_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case NV_P2P_SIM_IOC_RESET:
 		sim_reset();
 		return 0;
+	case NV_P2P_SIM_IOC_STALL_AT:
+		return sim_ioc_stall_at(uarg);
+	case NV_P2P_SIM_IOC_STALL_WAIT:
+		return sim_ioc_stall_wait();
+	case NV_P2P_SIM_IOC_STALL_RESUME:
+		return sim_ioc_stall_resume();
 	}
 	return -ENOTTY;
 }
@@ -1609,6 +1851,13 @@ static void __exit sim_exit(void)
 	debugfs_remove_recursive(sim_debugfs);
 	misc_deregister(&sim_misc);
 	destroy_workqueue(sim_wq);
+	/*
+	 * Every caller of the P2P API holds a reference on this module, so no call can still be
+	 * stalled; an armed stall went with its allocation. Let any waiter go all the same.
+	 */
+	atomic_set(&sim_stall_resume, 1);
+	wake_up_all(&sim_stall_wq);
+	WARN_ON(atomic_read(&sim_stalled) != SIM_STALL_NONE);
 
 	for (;;) {
 		bool free_pages = false;

@@ -3,11 +3,13 @@
  * peer_core_sim: a stand-in for MOFED's peer-memory core, for testing peer-memory clients
  * without MOFED, a NIC or a GPU. It exports ib_register_peer_memory_client /
  * ib_unregister_peer_memory_client (EXPORT_SYMBOL, as MOFED) and drives registered clients
- * exactly as one of three core generations does (module parameter "generation"):
+ * exactly as one of three core generations does, each a build of its own because each exports
+ * what that generation's cores export (pcs.h):
  *
- *   4x         MOFED 4.0 ... 4.9 LTS and 5.0 (CONTRACT 1.8)
+ *   4x         MOFED 4.0 ... 4.9 LTS and 5.0 (CONTRACT 1.8); exports ib_get_peer_private_data
  *   5x         MOFED 5.1 ... 5.4-2           (CONTRACT 1.7, marker ignored, lock inversion)
- *   5x-unmaps  MOFED 5.4-3 and later, with the 25.04 stop_invalidation_notifier fix
+ *   5x-unmaps  MOFED 5.4-3 and later, with the 25.04 fix; exports
+ *              ib_umem_stop_invalidation_notifier
  *
  * /dev/peer_core_sim (mr.c) registers "MRs" over user VAs and performs "NIC DMA" through the
  * DMA addresses the client returned, with QEMU's edu device as the NIC (nic.c).
@@ -28,15 +30,17 @@
 #include <linux/slab.h>
 #include "pcs.h"
 
-static char *generation = "5x-unmaps";
+/* Kept so that a command line naming the generation states it; another value is refused. */
+static char *generation = PCS_BUILD_NAME;
 module_param(generation, charp, 0444);
-MODULE_PARM_DESC(generation, "core generation: 4x, 5x or 5x-unmaps (default)");
+MODULE_PARM_DESC(generation, "core generation: fixed by this build (" PCS_BUILD_NAME ")");
 bool pcs_sysfs = true;
 module_param_named(sysfs, pcs_sysfs, bool, 0444);
 MODULE_PARM_DESC(sysfs, "create /sys/kernel/mm/memory_peers/<client>/ (1, default) or not (0)");
 
-enum pcs_gen pcs_gen;
-const struct pcs_gen_ops *pcs_ops;
+const enum pcs_gen pcs_gen = PCS_BUILD_GEN;
+const struct pcs_gen_ops *const pcs_ops =
+	PCS_BUILD_GEN == PCS_GEN_4X ? &pcs_gen_4x_ops : &pcs_gen_5x_ops;
 struct pcs_counters pcs_counters;
 
 /* MOFED's peer_memory_mutex and peer_memory_list. */
@@ -234,6 +238,52 @@ void pcs_put_peer_client(struct pcs_client *c, void *ctx, bool inval)
 	pcs_client_put(c);
 }
 
+/* ------------------------------------------------------------------ peer private data */
+
+#if PCS_BUILD == PCS_BUILD_4X
+/*
+ * ib_get_peer_private_data (4.1 ... 5.0, CONTRACT 1.8; uverbs' experimental SET_CONTEXT_PEER_INFO
+ * reaches it from any user): asks the clients named PEER_NAME that implement both legacy ctx
+ * callbacks, under the global mutex, for their private data of PEER_ID. Its export is how a
+ * client tells a legacy core apart, so only the 4x build has it.
+ *
+ * MOFED keeps the data in the ib_ucontext, hands it to acquire and puts it back at ucontext
+ * teardown. The stand-in has no user contexts: CONTEXT is never dereferenced, and the data is
+ * put back before returning, as if the context ended at once. The return values are the
+ * stand-in's: 0 when a client returned data, -EINVAL when the clients asked returned NULL,
+ * -ENOENT when no client of that name implements both callbacks (a legacy registration leaves
+ * them NULL; an _ex one is read as two callbacks here, which is why they are called).
+ */
+int ib_get_peer_private_data(struct ib_ucontext *context, u64 peer_id, char *peer_name)
+{
+	const struct peer_memory_client_legacy *legacy;
+	struct pcs_client *c;
+	int ret = -ENOENT;
+	void *data;
+
+	mutex_lock(&pcs_peer_mutex);
+	list_for_each_entry(c, &pcs_clients, list) {
+		legacy = container_of(c->ops, const struct peer_memory_client_legacy, client);
+		if (strncmp(c->ops->name, peer_name, IB_PEER_MEMORY_NAME_MAX) ||
+		    !legacy->get_context_private_data || !legacy->put_context_private_data)
+			continue;
+		data = legacy->get_context_private_data(peer_id);
+		if (!data) {
+			ret = -EINVAL;
+			continue;
+		}
+		pr_info("peer private data of client %.*s for peer_id %llu\n",
+			IB_PEER_MEMORY_NAME_MAX, c->ops->name, peer_id);
+		legacy->put_context_private_data(data);
+		ret = 0;
+		break;
+	}
+	mutex_unlock(&pcs_peer_mutex);
+	return ret;
+}
+EXPORT_SYMBOL(ib_get_peer_private_data);
+#endif
+
 /* ------------------------------------------------------------------ calls into the client */
 
 /* Counts a call into the client and returns its start time (see pcs_op_end). */
@@ -406,7 +456,7 @@ static int pcs_stats_show(struct seq_file *m, void *unused)
 	int i;
 
 	seq_printf(m, "core generation=%s sysfs=%d nic=%s live_umems=%d live_mrs=%d violations=%lld\n",
-		   generation, pcs_sysfs, nic ? dev_name(nic) : "none",
+		   PCS_BUILD_NAME, pcs_sysfs, nic ? dev_name(nic) : "none",
 		   atomic_read(&pcs_counters.live_umems), atomic_read(&pcs_counters.live_mrs),
 		   atomic64_read(&pcs_counters.violations));
 	put_device(nic);
@@ -430,27 +480,37 @@ DEFINE_SHOW_ATTRIBUTE(pcs_stats);
 
 /* ------------------------------------------------------------------ module */
 
-static int pcs_parse_generation(void)
+/* The build that has generation GEN's exports, for the refusal below. */
+static const char *pcs_build_of(const char *gen)
 {
-	if (!strcmp(generation, "4x")) {
-		pcs_gen = PCS_GEN_4X;
-		pcs_ops = &pcs_gen_4x_ops;
-	} else if (!strcmp(generation, "5x")) {
-		pcs_gen = PCS_GEN_5X;
-		pcs_ops = &pcs_gen_5x_ops;
-	} else if (!strcmp(generation, "5x-unmaps")) {
-		pcs_gen = PCS_GEN_5X_UNMAPS;
-		pcs_ops = &pcs_gen_5x_ops;
-	} else {
-		pr_err("invalid generation=%s: use 4x, 5x or 5x-unmaps\n", generation);
-		return -EINVAL;
-	}
-	return 0;
+	if (!strcmp(gen, "4x"))
+		return "peer_core_sim_4x.ko";
+	if (!strcmp(gen, "5x"))
+		return "peer_core_sim_5x.ko";
+	if (!strcmp(gen, "5x-unmaps"))
+		return "peer_core_sim.ko (or ib_uverbs.ko)";
+	return NULL;
+}
+
+/* A generation this build's exports contradict would lie to every client that detects it. */
+static int pcs_check_generation(void)
+{
+	const char *build = pcs_build_of(generation);
+
+	if (!strcmp(generation, PCS_BUILD_NAME))
+		return 0;
+	if (build)
+		pr_err("generation=%s contradicts this build's exports (a %s core): load %s\n",
+		       generation, PCS_BUILD_NAME, build);
+	else
+		pr_err("invalid generation=%s: this build is %s (4x, 5x and 5x-unmaps are separate builds)\n",
+		       generation, PCS_BUILD_NAME);
+	return -EINVAL;
 }
 
 static int __init pcs_init(void)
 {
-	int ret = pcs_parse_generation();
+	int ret = pcs_check_generation();
 
 	if (ret)
 		return ret;
@@ -465,7 +525,7 @@ static int __init pcs_init(void)
 		pcs_nic_exit();
 		return ret;
 	}
-	pr_info("loaded: generation %s, memory_peers sysfs %s\n", generation,
+	pr_info("loaded: generation %s, memory_peers sysfs %s\n", PCS_BUILD_NAME,
 		pcs_sysfs ? "on" : "off");
 	return 0;
 }

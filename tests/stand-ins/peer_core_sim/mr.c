@@ -494,6 +494,22 @@ static long pcs_ioctl_stall_resume(void)
 	return 0;
 }
 
+static long pcs_ioctl_peer_private_data(void __user *arg)
+{
+	struct peer_core_sim_peer_info info;
+
+	if (copy_from_user(&info, arg, sizeof(info)))
+		return -EFAULT;
+	if (strnlen(info.name, sizeof(info.name)) == sizeof(info.name))
+		return -EINVAL;
+#if PCS_BUILD == PCS_BUILD_4X
+	/* uverbs passes the caller's ucontext; the stand-in has none (core.c). */
+	return ib_get_peer_private_data(NULL, info.peer_id, info.name);
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
 static long pcs_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
@@ -511,6 +527,8 @@ static long pcs_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		return pcs_ioctl_stall_wait();
 	case PEER_CORE_SIM_IOC_STALL_RESUME:
 		return pcs_ioctl_stall_resume();
+	case PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA:
+		return pcs_ioctl_peer_private_data(uarg);
 	}
 	return -ENOTTY;
 }

@@ -37,7 +37,39 @@ enum pcs_gen {
 	PCS_GEN_5X,		/* MOFED 5.1 ... 5.4-2: _ex marker ignored, page_shift before dma_map */
 	PCS_GEN_5X_UNMAPS,	/* MOFED 5.4-3+ (25.04 fix): _ex/UNMAPS honoured, fix_peer_sgls */
 };
-extern enum pcs_gen pcs_gen;
+
+/*
+ * The generation is fixed per build: clients tell a core's generation from what it exports
+ * (CONTRACT 1.1), and exports are fixed when a module is linked. One .ko per export set:
+ *
+ *   peer_core_sim.ko     5x-unmaps  exports ib_umem_stop_invalidation_notifier
+ *   peer_core_sim_5x.ko  5x         neither marker (as 5.1-0.6.6.0 ... 5.4-2)
+ *   peer_core_sim_4x.ko  4x         exports ib_get_peer_private_data (as 4.1 ... 5.0)
+ *   ib_uverbs.ko         5x-unmaps  DOCA-OFED 24.07+ layout: the core is module ib_uverbs
+ *
+ * peer_core_sim.ko is the Kbuild composite of the sources; the others are one object each
+ * (single.c: a Kbuild object belongs to one module), whose wrapper sets PCS_BUILD first.
+ */
+#define PCS_BUILD_4X		1
+#define PCS_BUILD_5X		2
+#define PCS_BUILD_5X_UNMAPS	3
+#ifndef PCS_BUILD
+#define PCS_BUILD		PCS_BUILD_5X_UNMAPS
+#endif
+#if PCS_BUILD == PCS_BUILD_4X
+#define PCS_BUILD_GEN		PCS_GEN_4X
+#define PCS_BUILD_NAME		"4x"
+#elif PCS_BUILD == PCS_BUILD_5X
+#define PCS_BUILD_GEN		PCS_GEN_5X
+#define PCS_BUILD_NAME		"5x"
+#elif PCS_BUILD == PCS_BUILD_5X_UNMAPS
+#define PCS_BUILD_GEN		PCS_GEN_5X_UNMAPS
+#define PCS_BUILD_NAME		"5x-unmaps"
+#else
+#error "PCS_BUILD must be PCS_BUILD_4X, PCS_BUILD_5X or PCS_BUILD_5X_UNMAPS"
+#endif
+
+extern const enum pcs_gen pcs_gen;
 extern bool pcs_sysfs;
 
 /* Core-internal umem flags (include/rdma/ib_umem.h in 5.x, ib_peer_mem.h in 4.x). */
@@ -145,7 +177,16 @@ struct pcs_gen_ops {
 	int (*invalidate)(void *reg_handle, u64 core_context);
 };
 extern const struct pcs_gen_ops pcs_gen_4x_ops, pcs_gen_5x_ops;
-extern const struct pcs_gen_ops *pcs_ops;
+extern const struct pcs_gen_ops *const pcs_ops;
+
+/* The user contexts of ib_get_peer_private_data (4x build): the stand-in has none. */
+struct ib_ucontext;
+#if PCS_BUILD == PCS_BUILD_4X
+int ib_get_peer_private_data(struct ib_ucontext *context, u64 peer_id, char *peer_name);
+#endif
+#if PCS_BUILD == PCS_BUILD_5X_UNMAPS
+void ib_umem_stop_invalidation_notifier(struct pcs_umem *umem);
+#endif
 
 /* core.c: clients, calls into them, counters */
 enum pcs_op {

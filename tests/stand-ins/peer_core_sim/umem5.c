@@ -8,6 +8,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/export.h>
 #include <linux/log2.h>
 #include <linux/slab.h>
 #include "pcs.h"
@@ -255,9 +256,12 @@ static void pcs5_activate(struct pcs_umem *u)
  * xa_id != PEER_NO_INVALIDATION_ID in the middle branch: it re-locked the mutex this thread
  * still holds when an invalidating client's registration failed before activation
  * (self-deadlock) and unlocked an unheld one on every persistent dereg. Not reproduced.
+ * 5.1 ... 5.4-2 have no such function: their ib_umem_release takes the lock and unmaps, which
+ * is the old-style branch here.
  */
-static void pcs5_stop_notifier(struct pcs_mr *mr, struct pcs_umem *u)
+static void pcs5_stop_notifier(struct pcs_umem *u)
 {
+	struct pcs_mr *mr = u->mr;
 	bool unmaps = pcs_client_unmaps(u->client);
 	enum pcs_umem_state cur;
 
@@ -281,6 +285,29 @@ static void pcs5_stop_notifier(struct pcs_mr *mr, struct pcs_umem *u)
 	mutex_unlock(&u->mapping_lock);
 	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_DEREG_UNLOCKED);
 	pcs5_unmap(u, cur, PCS_UNMAPPED, false);
+}
+
+#if PCS_BUILD == PCS_BUILD_5X_UNMAPS
+/*
+ * The export clients tell an UNMAPS-capable core by (CONTRACT 1.1); only mlx5 calls it, here
+ * the core's own dereg path. MOFED's takes the struct ib_umem its ib_umem_get returned; the
+ * stand-in's umem is a struct pcs_umem.
+ */
+void ib_umem_stop_invalidation_notifier(struct pcs_umem *umem)
+{
+	pcs5_stop_notifier(umem);
+}
+EXPORT_SYMBOL(ib_umem_stop_invalidation_notifier);
+#endif
+
+/* What mlx5 calls on a registration error after the umem was obtained, and at dereg. */
+static void pcs5_hw_stop_notifier(struct pcs_umem *u)
+{
+#if PCS_BUILD == PCS_BUILD_5X_UNMAPS
+	ib_umem_stop_invalidation_notifier(u);
+#else
+	pcs5_stop_notifier(u);
+#endif
 }
 
 /* ib_peer_umem_release */
@@ -347,7 +374,7 @@ static int pcs5_reg(struct pcs_mr *mr)
 		return ret;
 	if (mr->inject & PEER_CORE_SIM_REG_FAIL_AFTER_MAP) {
 		/* mlx5 mkey creation failed: stop the notifier, release the umem. */
-		pcs5_stop_notifier(mr, mr->umem);
+		pcs5_hw_stop_notifier(mr->umem);
 		pcs5_release(mr->umem);
 		return -ENOMEM;
 	}
@@ -359,7 +386,7 @@ static int pcs5_reg(struct pcs_mr *mr)
 static void pcs5_dereg(struct pcs_mr *mr)
 {
 	pcs_mr_revoke(mr);
-	pcs5_stop_notifier(mr, mr->umem);
+	pcs5_hw_stop_notifier(mr->umem);
 	pcs5_release(mr->umem);
 }
 

@@ -3,7 +3,8 @@
 """In-VM suite of peer_core_sim with its test-only client fake_client.ko (run by
 tests/scenarios/peer-core-sim.sh): python3 core_checks.py [GENERATION...] (default: all three).
 
-For each generation and memory_peers sysfs on/off it loads peer_core_sim.ko, then runs each case
+For each generation and memory_peers sysfs on/off it loads that generation's build of the core
+(peer_core_sim_4x.ko, peer_core_sim_5x.ko, peer_core_sim.ko), then runs each case
 with a fresh fake_client.ko carrying the clients the case needs. Modules are loaded with
 finit_module/delete_module and the kernel log is read from /dev/kmsg: the guest's root is 9p, so
 every exec costs seconds. One line per check ("ok    ..." / "FAIL  ..."), then the tally; exit
@@ -20,10 +21,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scenarios"))
-from coresim import (FAIL_AFTER_MAP, GPU_PAGE, Buffer, FakeClient, PeerCoreSim,  # noqa: E402
-                     fake_mem, stats, sysfs_stats)
+from coresim import (DOCA_CORE, FAIL_AFTER_MAP, GPU_PAGE, Buffer, FakeClient,  # noqa: E402
+                     PeerCoreSim, core_ko, core_module, fake_mem, stats, sysfs_stats)
 
-CORE_KO = os.path.join(HERE, "..", "peer_core_sim.ko")
 FAKE_KO = os.path.join(HERE, "fake_client.ko")
 PAGE = mmap.PAGESIZE
 OPS = ("acquire", "get_pages", "dma_map", "dma_unmap", "put_pages", "get_page_size", "release")
@@ -486,6 +486,16 @@ def case_legacy():
         else:
             check("5x: the legacy tail is not read (136-byte layout)", r["client"] == "leg", r)
         core.dereg_mr(r["id"])
+        if GEN == "4x":
+            expect_errno("4x: ib_get_peer_private_data asks leg's get_context_private_data "
+                         "(it returns NULL: EINVAL)", errno.EINVAL, core.peer_private_data, "leg")
+            expect_errno("4x: ... and finds no ctx callbacks in plain (ENOENT)", errno.ENOENT,
+                         core.peer_private_data, "plain")
+            expect_errno("4x: ... nor a client of an unknown name (ENOENT)", errno.ENOENT,
+                         core.peer_private_data, "nobody")
+        else:
+            expect_errno("5x: no ib_get_peer_private_data (EOPNOTSUPP)", errno.EOPNOTSUPP,
+                         core.peer_private_data, "leg")
     check("every context released", leg.live() == 0 and plain.live() == 0)
 
 
@@ -898,25 +908,60 @@ def registration_rules():
     log.close()
 
 
+# The generation markers a client detects the core by (CONTRACT 1.1), per build.
+MARKERS = {"4x": {"ib_get_peer_private_data"}, "5x": set(),
+           "5x-unmaps": {"ib_umem_stop_invalidation_notifier"}}
+
+
+def module_symbols(name):
+    """The symbols /proc/kallsyms lists for module NAME."""
+    with open("/proc/kallsyms") as f:
+        return {w[2] for w in (line.split() for line in f) if len(w) == 4 and w[3] == f"[{name}]"}
+
+
 def load_core(sysfs):
+    mod = core_module(GEN)
     try:
-        insmod(CORE_KO, f"generation={GEN} sysfs={sysfs}")
+        insmod(core_ko(GEN), f"generation={GEN} sysfs={sysfs}")
     except OSError as e:
-        return check(f"insmod peer_core_sim generation={GEN} sysfs={sysfs}", False, e)
-    with open("/sys/module/peer_core_sim/parameters/generation") as f:
-        check(f"peer_core_sim loaded, generation {GEN}, sysfs={sysfs}", f.read().strip() == GEN)
+        return check(f"insmod {mod} generation={GEN} sysfs={sysfs}", False, e)
+    with open(f"/sys/module/{mod}/parameters/generation") as f:
+        check(f"{mod} loaded, generation {GEN}, sysfs={sysfs}", f.read().strip() == GEN)
+    syms = module_symbols(mod) & set().union(*MARKERS.values())
+    check(f"{mod} has the markers of {GEN} only: {sorted(MARKERS[GEN])}", syms == MARKERS[GEN],
+          sorted(syms))
     return True
 
 
 def unload_core():
     core = stats()["core"]
+    mod = core_module(GEN)
     check("no live umem and no live MR before unload",
           core["live_umems"] == 0 and core["live_mrs"] == 0, core)
     try:
-        rmmod("peer_core_sim")
-        check("rmmod peer_core_sim", not loaded("peer_core_sim"))
+        rmmod(mod)
+        check(f"rmmod {mod}", not loaded(mod))
     except OSError as e:
-        check("rmmod peer_core_sim", False, e)
+        check(f"rmmod {mod}", False, e)
+
+
+def builds_refuse_other_generations():
+    """A build's exports say which generation it is: every other generation= is refused."""
+    for gen in GENERATIONS:
+        for other in GENERATIONS:
+            if other == gen:
+                continue
+            log = Kmsg()
+            expect_errno(f"{core_module(gen)} refuses generation={other}", errno.EINVAL, insmod,
+                         core_ko(gen), f"generation={other}")
+            lines = [ln for ln in log.text().splitlines() if "contradicts this build's exports" in ln]
+            check(f"... in one log line naming both ({gen}, {other})", len(lines) == 1 and
+                  f"generation={other} contradicts this build's exports (a {gen} core)" in lines[0],
+                  log.text())
+            log.close()
+    doca = os.path.join(os.path.dirname(core_ko("5x-unmaps")), DOCA_CORE + ".ko")
+    expect_errno(f"{DOCA_CORE} (5x-unmaps) refuses generation=4x", errno.EINVAL, insmod, doca,
+                 "generation=4x")
 
 
 def run_generation():
@@ -954,8 +999,9 @@ def main():
         random.seed(GEN)
         run_generation()
     GEN = "-"
+    builds_refuse_other_generations()
     log = Kmsg()
-    expect_errno("insmod generation=6x is refused", errno.EINVAL, insmod, CORE_KO,
+    expect_errno("insmod generation=6x is refused", errno.EINVAL, insmod, core_ko("5x-unmaps"),
                  "generation=6x")
     check("... log: invalid generation=6x", "invalid generation=6x" in log.text(), log.text())
     print(f"[suite peer-core-sim] {TALLY['ok']} ok, {TALLY['failed']} failed", flush=True)
