@@ -100,7 +100,8 @@ impl GpuRange {
 ///
 /// `table` was returned by a successful pin of the context's range and has not been unpinned.
 /// It stays valid while the owning context's state holds this `GpuPin` (a revocation first moves
-/// the state to `Invalidating`/`Revoked` under the context's lock, dropping the `GpuPin`).
+/// the state to `Invalidating`/`Revoked` under the context's lock, taking the `GpuPin` out; a
+/// pin is published into the state only under that lock after checking no revocation ran).
 /// `nvidia_ref` is `Some` exactly for pins with a free callback.
 struct GpuPin {
     table: NonNull<ffi::nvidia_p2p_page_table>,
@@ -136,6 +137,11 @@ impl NvidiaRef {
         self.ptr.cast_mut().cast()
     }
 
+    /// Gives the token up: NVIDIA's free callback takes (or took) the reference back.
+    fn leave_to_callback(self) {
+        core::mem::forget(self);
+    }
+
     /// Takes the reference back.
     ///
     /// # Safety
@@ -144,9 +150,19 @@ impl NvidiaRef {
     /// `put_pages` succeeded before the callback ran (RM unlinks the pin and calls the callback
     /// in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
     unsafe fn reclaim(self) -> Arc<RegContext> {
+        let ptr = self.ptr;
+        core::mem::forget(self);
         // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
         // else takes it back.
-        unsafe { Arc::from_raw(self.ptr) }
+        unsafe { Arc::from_raw(ptr) }
+    }
+}
+
+impl Drop for NvidiaRef {
+    fn drop(&mut self) {
+        // Not reached: every path ends a token with `reclaim` or `leave_to_callback`.
+        stats::failure(Op::FreeCallback, EINVAL);
+        nv_err!("a free-callback context reference was dropped undecided: a context is left behind\n");
     }
 }
 
@@ -279,8 +295,7 @@ impl RegContext {
         };
         stats::inc(Stat::LiveContexts);
         match ctx.pin() {
-            Ok(pin) => {
-                ctx.inner.lock().state = State::Acquired(pin);
+            Ok(()) => {
                 nv_dbg!(
                     "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
                     addr, size, range.start, range.len, client.kind()
@@ -305,9 +320,9 @@ impl RegContext {
         }
     }
 
-    /// Pins the range (state `Pinning` -> returns the pin, or the state ends `Unpinned` or
-    /// `Revoked`).
-    fn pin(self: &Arc<Self>) -> Result<GpuPin> {
+    /// Pins the range: state `Pinning` -> `Acquired`, or it ends `Unpinned` (NVIDIA refused) or
+    /// `Revoked` (a cudaFree's callback ran before we took the lock again).
+    fn pin(self: &Arc<Self>) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let result = match self.client.kind() {
@@ -334,18 +349,25 @@ impl RegContext {
                 }
             }
         };
+        // Checking for a revocation and publishing the pin is one critical section: a callback
+        // that runs after get_pages returned and before this lock sees `Pinning` and leaves
+        // `Revoked`, which must never be overwritten (the table is freed and the callback took
+        // NVIDIA's reference).
         let mut inner = self.inner.lock();
         match result {
-            Ok((table, nvidia_ref)) => {
-                if matches!(inner.state, State::Revoked) {
-                    // The memory was freed while get_pages returned: the table is gone, and the
-                    // callback took NVIDIA's reference (dropping the token forgets it).
-                    return Err(EFAULT);
+            Ok((_, nvidia_ref)) if !matches!(inner.state, State::Pinning) => {
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
                 }
+                Err(EFAULT)
+            }
+            Ok((table, nvidia_ref)) => {
                 stats::add(Stat::PinnedPages, self.range.pages());
                 stats::add(Stat::PinnedBytes, self.range.len);
-                // INVARIANT: a successful pin, not revoked; the token exactly for callbacks.
-                Ok(GpuPin { table, nvidia_ref })
+                // INVARIANT: a successful pin, not revoked (checked under `inner`); the token
+                // exactly for callbacks.
+                inner.state = State::Acquired(GpuPin { table, nvidia_ref });
+                Ok(())
             }
             Err(e) => {
                 inner.state = State::Unpinned;
@@ -440,10 +462,11 @@ impl RegContext {
                 }
             }
         };
-        // SAFETY: not in a callback; the table was live under `inner` just now. A cudaFree can
-        // still free it while NVIDIA reads it (invalidating client only; `p2p` module
-        // documentation): then the callback leaves `Revoked` and we touch neither the table
-        // nor the mapping afterwards. NVIDIA's RM lock does not prevent it.
+        // SAFETY: not in a callback; the table was live under `inner` just now. For a pin with a
+        // callback a cudaFree may free it at any point from here on, before or while NVIDIA
+        // reads it (`p2p` module documentation): NVIDIA's RM lock does not prevent it, no
+        // client can. Our side stays sound: the callback leaves `Revoked`, and we touch neither
+        // the table nor the mapping afterwards.
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut inner = self.inner.lock();
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
@@ -473,7 +496,8 @@ impl RegContext {
                 );
                 return Err(EINVAL);
             }
-            let layout = layout.unwrap_or_else(|| Layout::coalesced_for(dma_device));
+            // SAFETY: the core's live DMA device (caller).
+            let layout = layout.unwrap_or_else(|| unsafe { Layout::coalesced_for(dma_device) });
             SgTable::build(addrs, layout)
         });
         match built {
@@ -564,6 +588,10 @@ impl RegContext {
             // before our call reached RM (which answered 0, or met another pin's table: the
             // `p2p` module documentation), took its reference back and uncounted the pin.
             inner.state = State::Unpinned;
+            drop(inner);
+            if let Some(r) = nvidia_ref {
+                r.leave_to_callback();
+            }
             return;
         }
         match result {
@@ -583,6 +611,9 @@ impl RegContext {
                 // callback takes it back when the memory is freed), and the pin stays counted.
                 inner.state = State::UnpinFailed;
                 drop(inner);
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
+                }
                 stats::failure(Op::PutPages, e);
                 nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.range.start, e);
             }
@@ -592,13 +623,14 @@ impl RegContext {
     /// NVIDIA's free callback: the memory is being freed (cudaFree) under its RM lock.
     fn revoke(self: &Arc<Self>) {
         let mut inner = self.inner.lock();
-        let old = core::mem::replace(&mut inner.state, State::Revoked);
+        let mut old = core::mem::replace(&mut inner.state, State::Revoked);
         // (mapped: the NIC may be using it; counted: the pin is in PinnedPages/Bytes)
         let (was_mapped, counted) = match &old {
             State::Mapped(..) => (true, true),
             State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning
             | State::UnpinFailed => (false, true),
-            // Fired inside get_pages: `pin` sees `Revoked` and reports the pin as failed.
+            // Fired inside get_pages, or after it returned but before `pin` took the lock again:
+            // `pin` sees `Revoked` and reports the pin as failed, never counted.
             State::Pinning => (false, false),
             State::Invalidating | State::Revoked | State::Unpinned => {
                 // Already revoked or unpinned: nothing to do.
@@ -606,6 +638,14 @@ impl RegContext {
                 return;
             }
         };
+        if let State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) =
+            &mut old
+        {
+            // This very callback takes NVIDIA's reference back (`free_callback`).
+            if let Some(r) = pin.nvidia_ref.take() {
+                r.leave_to_callback();
+            }
+        }
         stats::inc(Stat::Revocations);
         if counted {
             stats::sub(Stat::PinnedPages, self.range.pages());
@@ -628,7 +668,9 @@ impl RegContext {
             drop(inner);
             nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", self.range.start);
         }
-        // NVIDIA frees the mapping when we return: its PCI device reference goes only now.
+        // NVIDIA frees the mapping when we return; our PCI device reference goes no earlier than
+        // the end of the core's invalidate (best effort: the NIC's ib_device keeps the device
+        // alive anyway, and a dma_map racing this drops its own mapping value at once).
         drop(old);
     }
 }

@@ -16,7 +16,8 @@
 
 include!(env!("NVPEER_BINDINGS_RS"));
 
-// The layouts every core and driver generation agree on (CONTRACT 1.3, 1.4, 2.3, x86_64).
+// The layouts every core and driver generation agree on (CONTRACT 1.3, 1.4, 2.3; LP64: x86_64
+// and arm64 alike).
 // A wrong declaration in include/ stops the build here rather than corrupting a core's memory.
 const _: () = {
     use core::mem::{offset_of, size_of};
@@ -24,6 +25,8 @@ const _: () = {
     assert!(offset_of!(peer_memory_client, acquire) == 80);
     assert!(offset_of!(peer_memory_client, release) == 128);
     assert!(size_of::<peer_memory_client_legacy>() == 152);
+    assert!(offset_of!(peer_memory_client_legacy, get_context_private_data) == 136);
+    assert!(offset_of!(peer_memory_client_legacy, put_context_private_data) == 144);
     assert!(size_of::<peer_memory_client_ex>() == 152);
     assert!(offset_of!(peer_memory_client_ex, ex_size) == 136);
     assert!(offset_of!(peer_memory_client_ex, flags) == 144);

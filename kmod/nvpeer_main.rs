@@ -139,8 +139,12 @@ impl kernel::Module for NvPeer {
             .to_str()
             .map_err(|_| EINVAL)?;
 
-        let mut clients = KVec::new();
-        for (kind, name) in plan(&params, api.persistent())? {
+        let planned = plan(&params, api.persistent())?;
+        // Reserved before the first registration, so that nothing after it can fail but a later
+        // registration itself: a failed init frees the module whatever its reference count, and
+        // a context NVIDIA still held (after a failed put_pages) would then call freed code.
+        let mut clients = KVec::with_capacity(planned.len(), GFP_KERNEL)?;
+        for (kind, name) in planned {
             let client_form = match kind {
                 ClientKind::Invalidating => core_plan.invalidating_form,
                 // No invalidation, so nothing for the `_ex` flags to say.
@@ -160,6 +164,7 @@ impl kernel::Module for NvPeer {
                 client_form,
                 pinning
             );
+            // Within the capacity reserved above: no allocation.
             clients.push(reg, GFP_KERNEL)?;
         }
         let sg_entries = match core_plan.layout {

@@ -179,8 +179,9 @@ impl Api {
     ///
     /// # Safety
     ///
-    /// Not from inside a free callback; `table` is live when the call starts. For a pin with a
-    /// free callback, a cudaFree may free it while NVIDIA reads it (module documentation): then
+    /// Not from inside a free callback; `table` came from a pin that was not put. For a pin
+    /// with a free callback the table may be freed at any point (a cudaFree; inside NVIDIA, a
+    /// use-after-free no caller can prevent: module documentation): once the callback ran,
     /// neither the table nor the returned mapping may be touched again.
     pub(crate) unsafe fn dma_map_pages(
         &self,

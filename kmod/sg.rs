@@ -35,8 +35,12 @@ pub(crate) enum Layout {
 
 impl Layout {
     /// Merging bounded by what `dma_device` accepts as one DMA segment.
-    pub(crate) fn coalesced_for(dma_device: *mut bindings::device) -> Self {
-        // SAFETY: `dma_device` is the live device the core maps for.
+    ///
+    /// # Safety
+    ///
+    /// `dma_device` is a live device.
+    pub(crate) unsafe fn coalesced_for(dma_device: *mut bindings::device) -> Self {
+        // SAFETY: `dma_device` is live (caller).
         let max = u64::from(unsafe { ffi::nvpeer_glue_dma_max_seg_size(dma_device.cast()) });
         Layout::Coalesced {
             max_segment: (max / GPU_PAGE_SIZE).max(1) * GPU_PAGE_SIZE,

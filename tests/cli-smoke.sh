@@ -108,4 +108,12 @@ rc=$?
 [ $rc -eq 0 ] || fail "stats --watch into a closed pipe: rc $rc"
 no_panic "$tmp/pipe.err" "stats --watch | head"
 "$bin" stats >/dev/null 2>"$tmp/stats.err" || fail "stats on this machine exited $?"
+
+# check --brief: one line (this bare machine: not ready, exit 1); nccl-log on a fixture log.
+[ "$(on pix check --brief)" = "nvpeer: ready" ] || fail "check --brief on pix"
+"$bin" check --brief >"$tmp/brief.txt" 2>&1; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/brief.txt")" -eq 1 ] && grep -q '^nvpeer: not ready: module (none loaded), ' "$tmp/brief.txt" \
+    || fail "check --brief on this machine: exit $rc, '$(cat "$tmp/brief.txt")'"
+"$bin" nccl-log "$fixtures/nccl-logs/v2.18-all.log" | tail -n1 | grep -q 'GPU Direct RDMA used on all network connections' \
+    || fail "nccl-log on v2.18-all.log"
 echo "cli-smoke: ok"

@@ -8,7 +8,8 @@
    (`--op write|read`) must be in `nvpeer [<cmd>] --help` of the built binary.
 2. Every field of the JSON schemas in userspace/README.md, as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
-   `failures` file, an empty procfs and NCCL variables set), selftest on this host. Fields that no
+   `failures` file, an empty procfs and NCCL variables set), selftest on this host, nccl-log on
+   every tests/fixtures/nccl-logs/*.log. Fields that no
    run here can produce (all of bench; a few of check, listed in STATIC) are resolved instead
    through the #[derive(Serialize)] types of userspace/nvpeer-core/src: the path must exist field
    by field in the serialized shape. A field that is in neither fails.
@@ -522,6 +523,9 @@ def outputs(binary, tmp):
             runs[schema].append(run_json(binary, [cmd, "--json"] + roots, nccl))
     runs["nvpeer.check/1"].append(run_json(binary, ["check", "--json"]))  # this host: verbs probed
     runs["nvpeer.selftest/1"].append(run_json(binary, ["selftest", "--json"]))
+    logs = os.path.join(FIXTURES, "nccl-logs")
+    runs["nvpeer.nccl-log/1"] = [run_json(binary, ["nccl-log", os.path.join(logs, f), "--json"])
+                                 for f in sorted(os.listdir(logs)) if f.endswith(".log")]
     paths = {}
     for schema, outs in runs.items():
         got = [o for o in outs if isinstance(o, dict) and o.get("schema") == schema]
@@ -533,7 +537,8 @@ def outputs(binary, tmp):
 
 def check_schemas(binary, root, tmp):
     docs = documented_schemas(root)
-    for schema in ("nvpeer.check/1", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1"):
+    for schema in ("nvpeer.check/1", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
+                   "nvpeer.nccl-log/1"):
         if schema not in docs:
             fail(f"{SCHEMA_DOC}: schema {schema} is not documented")
     seen = outputs(binary, tmp)
@@ -579,6 +584,7 @@ PLANTS = [
     ("userspace/README.md", "", "\n```sh\nnvpeer bench --op no-such-op\n```\n", "no-such-op"),
     ("userspace/README.md", '"schema": "nvpeer.check/1",', ' "no_such_field": str,', "no_such_field"),
     ("userspace/README.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
+    ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.
     ("userspace/README.md", '"schema": "nvpeer.topo/1",', ' "root_complex": str,', "field root_complex"),
 ]

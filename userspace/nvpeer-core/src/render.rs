@@ -2,6 +2,7 @@
 //! terminal).
 
 use crate::check::{Report, Status};
+use crate::nccl_log;
 use crate::stats::Stats;
 use crate::topo::{PathClass, Topology};
 
@@ -310,6 +311,116 @@ pub fn stats(st: &Stats, previous: Option<&Stats>) -> String {
         }
     }
     t.render(false)
+}
+
+/// `nvpeer nccl-log`: the NET devices, the distance rule per GPU/HCA, the connections, and the
+/// verdict as the last line.
+pub fn nccl_log(r: &nccl_log::Report) -> String {
+    let host = |h: &Option<String>| h.clone().unwrap_or_else(|| "-".to_owned());
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let mut out = String::new();
+    if !r.nccl_versions.is_empty() {
+        out.push_str(&format!(
+            "NCCL {}
+",
+            r.nccl_versions.join(", ")
+        ));
+    }
+    if !r.devices.is_empty() {
+        let mut t = Table::new();
+        t.row(["Host", "Net", "HCA", "GDR", "Why"]);
+        for d in &r.devices {
+            let why = match (&d.via, &d.reason) {
+                (Some(v), _) => format!("via {v}"),
+                (None, Some(reason)) => reason.clone(),
+                (None, None) => String::new(),
+            };
+            t.row([
+                host(&d.host),
+                d.net.clone(),
+                format!("{} {}", d.index, d.name),
+                yes(d.gdr).to_owned(),
+                why,
+            ]);
+        }
+        out.push_str(&t.render(false));
+        out.push('\n');
+    }
+    if !r.gpu_paths.is_empty() {
+        let mut t = Table::new();
+        t.row([
+            "Host",
+            "GPU",
+            "HCA",
+            "GDR",
+            "Distance rule (NCCL_NET_GDR_LEVEL)",
+        ]);
+        for p in &r.gpu_paths {
+            t.row([
+                host(&p.host),
+                p.gpu.clone(),
+                p.hca.clone(),
+                yes(p.gdr).to_owned(),
+                format!(
+                    "distance {} {} {}{}",
+                    p.distance,
+                    if p.gdr { "<=" } else { ">" },
+                    p.limit,
+                    p.pxn_via
+                        .as_ref()
+                        .map_or_else(String::new, |v| format!(" (PXN via {v})"))
+                ),
+            ]);
+        }
+        out.push_str(&t.render(false));
+        out.push('\n');
+    }
+    if !r.connections.is_empty() {
+        let mut t = Table::new();
+        t.row(["Host", "Channel", "Ranks", "Dir", "Net", "GDRDMA"]);
+        for c in &r.connections {
+            let mut flags = Vec::new();
+            if c.pci {
+                flags.push("PCI".to_owned());
+            }
+            if c.shared {
+                flags.push("shared".to_owned());
+            }
+            if let Some(p) = c.proxy_rank {
+                flags.push(format!("proxy rank {p}"));
+            }
+            let gdr = if flags.is_empty() {
+                yes(c.gdr).to_owned()
+            } else {
+                format!("{} ({})", yes(c.gdr), flags.join(", "))
+            };
+            t.row([
+                host(&c.host),
+                match c.conn_index {
+                    Some(i) => format!("{:02}/{i}", c.channel),
+                    None => format!("{:02}", c.channel),
+                },
+                format!("{} -> {}", c.from_rank, c.to_rank),
+                c.direction.clone(),
+                format!("{}/{}", c.net, c.dev),
+                gdr,
+            ]);
+        }
+        out.push_str(&t.render(false));
+        out.push('\n');
+    }
+    let s = &r.summary;
+    out.push_str(&match s.verdict {
+        nccl_log::Verdict::NoNcclLines => format!("{}: no NCCL lines\n", r.source),
+        v => format!(
+            "{}: {} ({} of {} network connections GDRDMA)\n",
+            r.source,
+            v.sentence(),
+            s.gdr_connections,
+            s.net_connections
+        ),
+    });
+    out
 }
 
 #[cfg(test)]

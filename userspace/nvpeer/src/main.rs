@@ -1,7 +1,8 @@
 //! `nvpeer`: the companion CLI of the nvpeer GPUDirect RDMA peer-memory module.
 //!
-//! Exit codes: 0 ready / success, 1 a check failed, 2 usage error (clap) or an error that kept
-//! the command from running (one line on stderr).
+//! Exit codes: 0 ready / success, 1 a check failed (`nccl-log`: not every network connection
+//! was GDRDMA), 2 usage error (clap) or an error that kept the command from running (one line
+//! on stderr); `check --exit-codes nagios`: 0 ok, 1 warning, 2 critical, 3 unknown.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,16 +13,18 @@ use clap::{Parser, Subcommand};
 use nvpeer_core::bench::engine::SideOpts;
 use nvpeer_core::bench::mem::{MemKind, RegPath};
 use nvpeer_core::bench::{self, BenchError, BenchOpts, Mode, Op};
+use nvpeer_core::check::brief::{self, ExitCodes, NAGIOS_UNKNOWN};
 use nvpeer_core::check::{self, Inputs};
 use nvpeer_core::host::Host;
-use nvpeer_core::{render, selftest, stats, topo};
+use nvpeer_core::{nccl_log, render, selftest, stats, topo};
 
 #[derive(Parser)]
 #[command(
     name = "nvpeer",
     version,
     about = "Verify and measure GPUDirect RDMA through the nvpeer peer-memory module",
-    after_help = "Exit codes: 0 ready / success, 1 a check failed, 2 usage error or a failure to run."
+    after_help = "Exit codes: 0 ready / success, 1 a check failed, 2 usage error or a failure to run \
+                  (check --exit-codes nagios: 0 ok, 1 warning, 2 critical, 3 unknown)."
 )]
 struct Cli {
     /// Root of the sysfs tree to read (for fixtures and containers).
@@ -36,11 +39,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check that this host is ready for GPUDirect RDMA; exit 0 when ready, 1 when a check fails.
+    /// Check that this host is ready for GPUDirect RDMA; exit 0 when ready, 1 when a check fails
+    /// (with --strict: or warns).
     Check {
         /// Print the report as JSON (schema nvpeer.check/1).
         #[arg(long)]
         json: bool,
+        /// Print one line, the same on every healthy host: `nvpeer: ready`, or
+        /// `nvpeer: not ready: <id> (<reason>), ...` (for clush -b / dshbak -c).
+        #[arg(long)]
+        brief: bool,
+        /// Count warnings as failures (exit code, --brief line).
+        #[arg(long)]
+        strict: bool,
+        /// Exit codes: default (0 ready, 1 not ready, 2 error) or nagios (0 ok, 1 warning,
+        /// 2 critical, 3 unknown: the host could not be read).
+        #[arg(long, value_enum, default_value = "default", value_name = "STYLE")]
+        exit_codes: ExitCodesArg,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {
@@ -63,6 +78,17 @@ enum Command {
     /// Measure RDMA transfers (write, read, send, write-with-immediate) per message size, from
     /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
     Bench(Box<BenchArgs>),
+    /// Read an NCCL_DEBUG=INFO log: per NET device whether NCCL enabled GPU Direct RDMA and
+    /// why not, per connection whether it was GDRDMA; exit 0 only when every network
+    /// connection was.
+    NcclLog {
+        /// The log file, or `-` for standard input.
+        #[arg(value_name = "FILE")]
+        file: String,
+        /// Print the result as JSON (schema nvpeer.nccl-log/1).
+        #[arg(long)]
+        json: bool,
+    },
     /// Prove that a GPU registration goes through the module: allocate, register, move a
     /// verified pattern, deregister, free, and compare the module's counters.
     Selftest {
@@ -82,6 +108,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ExitCodesArg {
+    Default,
+    Nagios,
+}
+
+impl From<ExitCodesArg> for ExitCodes {
+    fn from(e: ExitCodesArg) -> Self {
+        match e {
+            ExitCodesArg::Default => ExitCodes::Default,
+            ExitCodesArg::Nagios => ExitCodes::Nagios,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -264,16 +305,46 @@ fn main() -> ExitCode {
     ] {
         if let Err(e) = check_root(flag, path) {
             eprintln!("nvpeer: {e}");
+            // Nagios reads stdout: the one line says why the host is UNKNOWN.
+            if let Command::Check {
+                exit_codes: ExitCodesArg::Nagios,
+                ..
+            } = cli.command
+            {
+                println!("nvpeer: unknown: {e}");
+                return ExitCode::from(NAGIOS_UNKNOWN);
+            }
             return ExitCode::from(2);
         }
     }
     let host = Host::new(&cli.sysfs_root, &cli.procfs_root);
     let mut out = Out::new();
     let result = match cli.command {
-        Command::Check { json } => run_check(&host, json, &mut out),
+        Command::Check {
+            json,
+            brief,
+            strict,
+            exit_codes,
+        } => {
+            if json && brief {
+                eprintln!(
+                    "nvpeer check: --brief is one line of text; it cannot be combined with --json"
+                );
+                return ExitCode::from(2);
+            }
+            let form = if json {
+                CheckForm::Json
+            } else if brief {
+                CheckForm::Brief
+            } else {
+                CheckForm::Table
+            };
+            run_check(&host, form, strict, exit_codes.into(), &mut out)
+        }
         Command::Topo { json } => run_topo(&host, json, &mut out),
         Command::Stats { json, watch, count } => run_stats(&host, json, watch, count, &mut out),
         Command::Bench(args) => run_bench(&args, &mut out),
+        Command::NcclLog { file, json } => run_nccl_log(&file, json, &mut out),
         Command::Selftest {
             mem,
             size,
@@ -305,15 +376,50 @@ fn to_json<T: serde::Serialize>(value: &T, pretty: bool) -> std::io::Result<Stri
     .map_err(std::io::Error::other)
 }
 
-fn run_check(host: &Host, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
+#[derive(Clone, Copy)]
+enum CheckForm {
+    Table,
+    Json,
+    Brief,
+}
+
+fn run_check(
+    host: &Host,
+    form: CheckForm,
+    strict: bool,
+    codes: ExitCodes,
+    out: &mut Out,
+) -> std::io::Result<ExitCode> {
+    // The same checks in every form: --brief reads sysfs/procfs and probes libibverbs like the
+    // table (no CUDA context, no RDMA traffic), only the rendering differs.
     let report = check::run(host, &Inputs::live(host));
+    match form {
+        CheckForm::Json => out.print(&to_json(&report, true)?)?,
+        CheckForm::Brief => out.print(&brief::line(&report, strict))?,
+        CheckForm::Table => {
+            let color = out.color;
+            out.print(&render::check(&report, color))?;
+        }
+    }
+    Ok(ExitCode::from(brief::exit_code(&report, strict, codes)))
+}
+
+/// Exit 0 when every network connection was GDRDMA, 1 otherwise (some, none, no network
+/// connection, no NCCL lines), 2 when the log cannot be read.
+fn run_nccl_log(file: &str, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
+    let report = match nccl_log::read(file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("nvpeer nccl-log: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     if json {
         out.print(&to_json(&report, true)?)?;
     } else {
-        let color = out.color;
-        out.print(&render::check(&report, color))?;
+        out.print(&render::nccl_log(&report))?;
     }
-    Ok(if report.ready {
+    Ok(if report.summary.verdict == nccl_log::Verdict::All {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

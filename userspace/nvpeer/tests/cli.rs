@@ -159,3 +159,256 @@ fn selftest_on_a_bare_host_fails_precisely() {
         .unwrap()
         .contains("no GPU memory to test"));
 }
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// Every fixture tree: `check --brief` is exactly one line, the same one twice, and agrees
+/// with the exit code.
+#[test]
+fn brief_is_one_line_on_every_fixture() {
+    let dir = fixture("");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.join("sys").is_dir() {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        for strict in [false, true] {
+            let mut args = vec!["check", "--brief"];
+            if strict {
+                args.push("--strict");
+            }
+            let started = std::time::Instant::now();
+            let out = nvpeer_on(&name, &args);
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{name}"
+            );
+            let text = stdout(&out);
+            assert_eq!(text.lines().count(), 1, "{name}: {text}");
+            assert!(
+                text.ends_with('\n') && !text.contains('\x1b'),
+                "{name}: {text:?}"
+            );
+            assert_eq!(
+                text,
+                stdout(&nvpeer_on(&name, &args)),
+                "{name}: not deterministic"
+            );
+            match out.status.code() {
+                Some(0) => assert_eq!(text, "nvpeer: ready\n", "{name}"),
+                Some(1) => assert!(text.starts_with("nvpeer: not ready: "), "{name}: {text}"),
+                c => panic!("{name}: exit {c:?}"),
+            }
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 5,
+        "only {seen} fixture trees under {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn brief_names_the_failing_checks() {
+    let out = nvpeer_on("two-loaded", &["check", "--brief"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).starts_with("nvpeer: not ready: module (2 loaded)"),
+        "{}",
+        stdout(&out)
+    );
+    // pix has warnings (acs, core_bugs) but no failure: ready, unless --strict.
+    let out = nvpeer_on("pix", &["check", "--brief"]);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), "nvpeer: ready\n")
+    );
+    let strict = nvpeer_on("pix", &["check", "--brief", "--strict"]);
+    assert_eq!(strict.status.code(), Some(1));
+    // The memlock warning is this process's limit, which the binary inherits.
+    let memlock = nvpeer_core::limits::Memlock::current()
+        .soft
+        .map(|b| format!(", memlock ({})", nvpeer_core::limits::human_bytes(b)))
+        .unwrap_or_default();
+    assert_eq!(
+        stdout(&strict),
+        format!(
+            "nvpeer: not ready: core_bugs (MOFED 23.10-1.1.9), acs (P2P redirected){memlock}\n"
+        )
+    );
+    assert_eq!(
+        nvpeer_on("pix", &["check", "--strict"]).status.code(),
+        Some(1)
+    );
+    // --brief is text only.
+    let both = nvpeer_on("pix", &["check", "--brief", "--json"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(both.stdout.is_empty());
+    one_line(&both);
+}
+
+#[test]
+fn nagios_exit_codes() {
+    // pix warns (and fails nothing), two-loaded fails; nagios 0 needs a host without warnings,
+    // which the unit tests of the mapping cover.
+    let code = |name: &str, extra: &[&str]| {
+        let mut args = vec!["check", "--brief", "--exit-codes", "nagios"];
+        args.extend_from_slice(extra);
+        nvpeer_on(name, &args).status.code()
+    };
+    assert_eq!(code("pix", &[]), Some(1));
+    assert_eq!(code("pix", &["--strict"]), Some(2));
+    assert_eq!(code("two-loaded", &[]), Some(2));
+    assert_eq!(
+        nvpeer_on("pix", &["check", "--exit-codes", "default"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let missing = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .args([
+            "--sysfs-root",
+            "/nonexistent/sys",
+            "check",
+            "--brief",
+            "--exit-codes",
+            "nagios",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(stdout(&missing).starts_with("nvpeer: unknown: --sysfs-root /nonexistent/sys"));
+    assert_eq!(stdout(&missing).lines().count(), 1);
+}
+
+fn nccl_log(name: &str, json: bool) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvpeer"));
+    c.arg("nccl-log").arg(fixture("nccl-logs").join(name));
+    if json {
+        c.arg("--json");
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn nccl_log_fixtures() {
+    // (file, exit code, verdict, net connections, GDRDMA ones, devices as (name, gdr, reason))
+    type Dev<'a> = (&'a str, bool, Option<&'a str>);
+    type Case<'a> = (&'a str, i32, &'a str, u64, u64, &'a [Dev<'a>]);
+    let cases: [Case; 7] = [
+        (
+            "v2.9-old.log",
+            1,
+            "some",
+            4,
+            2,
+            &[("mlx5_1", false, Some("no module"))],
+        ),
+        ("v2.18-all.log", 0, "all", 3, 3, &[]),
+        (
+            "v2.21-disabled.log",
+            1,
+            "none",
+            3,
+            0,
+            &[("mlx5_0", false, None)],
+        ),
+        (
+            "v2.27-mixed.log",
+            1,
+            "some",
+            4,
+            3,
+            &[
+                ("mlx5_0", true, None),
+                ("mlx5_0", true, None),
+                ("mlx5_1", false, None),
+            ],
+        ),
+        (
+            "v2.28-recent.log",
+            0,
+            "all",
+            4,
+            4,
+            &[("mlx5_0", true, None), ("mlx5_1", true, None)],
+        ),
+        ("empty.log", 1, "no_nccl_lines", 0, 0, &[]),
+        ("no-nccl.log", 1, "no_nccl_lines", 0, 0, &[]),
+    ];
+    for (name, code, verdict, net, gdr, devices) in cases {
+        let out = nccl_log(name, true);
+        assert_eq!(out.status.code(), Some(code), "{name}");
+        let r = json(&out);
+        assert_eq!(r["schema"], "nvpeer.nccl-log/1");
+        assert_eq!(r["summary"]["verdict"], verdict, "{name}");
+        assert_eq!(r["summary"]["net_connections"], net, "{name}");
+        assert_eq!(r["summary"]["gdr_connections"], gdr, "{name}");
+        let got: Vec<_> = r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["name"].clone(), d["gdr"].clone(), d["reason"].clone()))
+            .collect();
+        let want: Vec<_> = devices
+            .iter()
+            .map(|&(n, g, why)| {
+                (
+                    n.into(),
+                    g.into(),
+                    why.map_or(serde_json::Value::Null, Into::into),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+        let text = stdout(&nccl_log(name, false));
+        assert!(!text.contains("panicked"));
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .contains(if verdict == "no_nccl_lines" {
+                    "no NCCL lines"
+                } else {
+                    "GPU Direct RDMA used on"
+                }),
+            "{name}: {text}"
+        );
+    }
+    let mixed = json(&nccl_log("v2.27-mixed.log", true));
+    assert_eq!(mixed["devices"][0]["via"], "DMABUF");
+    assert_eq!(mixed["connections"][3]["proxy_rank"], 0);
+    assert_eq!(mixed["connections"][3]["pci"], true);
+    assert_eq!(mixed["gpu_paths"][1]["distance"], 6);
+    assert_eq!(mixed["summary"]["other_connections"], 1);
+    let disabled = json(&nccl_log("v2.21-disabled.log", true));
+    assert_eq!(disabled["summary"]["other_connections"], 2);
+    let recent = json(&nccl_log("v2.28-recent.log", true));
+    assert_eq!(recent["gpu_paths"][1]["pxn_via"], "GPU/0-102400");
+    assert_eq!(recent["gpu_paths"][1]["gdr"], false);
+    assert_eq!(recent["gpu_paths"][0]["mode"], "Default");
+    assert_eq!(recent["connections"][3]["host"], "h200-b");
+    let old = json(&nccl_log("v2.9-old.log", true));
+    assert_eq!(old["connections"][0]["conn_index"], serde_json::Value::Null);
+    assert_eq!(old["nccl_versions"][0], "2.9.9+cuda11.3");
+    let missing = nccl_log("does-not-exist.log", false);
+    assert_eq!(missing.status.code(), Some(2));
+    one_line(&missing);
+}
+
+#[test]
+fn nccl_log_reads_stdin() {
+    let file = std::fs::File::open(fixture("nccl-logs").join("v2.18-all.log")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .args(["nccl-log", "-", "--json"])
+        .stdin(file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["source"], "-");
+}

@@ -18,6 +18,7 @@ use crate::rdma::{self, RdmaDevice};
 use crate::topo::Topology;
 use crate::verbs::{self, DmabufProbe, Verbs};
 
+pub mod brief;
 mod consumers;
 mod platform;
 mod stack;

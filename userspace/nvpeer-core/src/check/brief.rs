@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `nvpeer check --brief` and the exit codes of `check`, for fleets: one line per host that is
+//! byte-identical on every healthy host (no times, counters, PIDs or addresses), so that
+//! `clush -b` / `dshbak -c` fold the healthy hosts into one group and list the others by cause.
+
+use crate::kernel::IommuMode;
+use crate::limits::human_bytes;
+
+use super::{Check, Facts, Report, Status};
+
+/// How `check` maps its outcome to an exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCodes {
+    /// 0 ready, 1 not ready (2, usage and I/O errors, is the binary's).
+    Default,
+    /// Nagios plugin codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    Nagios,
+}
+
+/// Nagios' UNKNOWN: the host could not be read at all (e.g. a missing `--sysfs-root`).
+pub const NAGIOS_UNKNOWN: u8 = 3;
+
+/// The checks that make the host not ready: the failed ones, and with `strict` the warnings
+/// too, in report order.
+pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
+    report
+        .checks
+        .iter()
+        .filter(move |c| c.status == Status::Fail || (strict && c.status == Status::Warn))
+}
+
+/// Ready as `check` reports it: no check failed, and with `strict` none warned either.
+pub fn ready(report: &Report, strict: bool) -> bool {
+    blocking(report, strict).next().is_none()
+}
+
+/// The one line of `--brief`: `nvpeer: ready`, or `nvpeer: not ready: <id> (<reason>), ...`.
+/// Warnings are not named in the ready line: they would split the healthy hosts into groups
+/// by harmless differences; `--strict` turns them into reasons not to be ready instead.
+pub fn line(report: &Report, strict: bool) -> String {
+    let causes: Vec<String> = blocking(report, strict)
+        .map(|c| format!("{} ({})", c.id, reason(c, &report.facts)))
+        .collect();
+    if causes.is_empty() {
+        "nvpeer: ready\n".to_owned()
+    } else {
+        format!("nvpeer: not ready: {}\n", causes.join(", "))
+    }
+}
+
+/// The exit code of `check` (not the usage and I/O errors, which the binary maps itself).
+pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
+    let worst = report.status;
+    match codes {
+        ExitCodes::Default => u8::from(!ready(report, strict)),
+        ExitCodes::Nagios => match worst {
+            Status::Ok => 0,
+            Status::Warn if strict => 2,
+            Status::Warn => 1,
+            Status::Fail => 2,
+        },
+    }
+}
+
+/// At most this many characters of a reason taken from a check's detail.
+const REASON_MAX: usize = 40;
+
+/// A short reason that is the same on every host with the same problem: from the facts where
+/// the detail would carry host-specific values, else the first clause of the detail.
+pub fn reason(check: &Check, facts: &Facts) -> String {
+    let known = match check.id {
+        "module" => match facts.modules.as_slice() {
+            [] => Some("none loaded".to_owned()),
+            [m] => Some(m.implementation.describe().to_owned()),
+            many => Some(format!("{} loaded", many.len())),
+        },
+        "memlock" => facts
+            .memlock
+            .and_then(|m| m.soft)
+            .map(human_bytes)
+            .or_else(|| Some("not unlimited".to_owned())),
+        "nvidia_driver" if facts.nvidia.is_none() => Some("not loaded".to_owned()),
+        "nvidia_driver" => Some("no nvidia_p2p_get_pages".to_owned()),
+        "ib_core" => facts.ib_core.as_ref().map(|c| {
+            match (&c.peer_core, c.kallsyms_readable, c.ib_core_loaded) {
+                (None, true, _) => "no peer-memory core",
+                (None, false, false) => "not loaded",
+                (None, false, true) => "kallsyms not readable",
+                (Some(_), _, _) => "core mismatch",
+            }
+            .to_owned()
+        }),
+        "peer_clients" => Some(
+            match &facts.memory_peers {
+                None if facts.modules.is_empty() => "no peer-memory client",
+                None => "memory_peers absent",
+                Some(c) if c.is_empty() => "no client registered",
+                Some(_) => "client missing",
+            }
+            .to_owned(),
+        ),
+        // The release is what the hosts with this problem have in common.
+        "core_bugs" => facts
+            .ib_core
+            .as_ref()
+            .and_then(|c| c.ib_core_version.as_ref())
+            .map(|v| format!("MOFED {v}")),
+        "driver_reload" => Some("module holds ib_uverbs".to_owned()),
+        "rdma_devices" if facts.rdma_devices.is_empty() => Some("none".to_owned()),
+        "rdma_devices" => Some("no port active".to_owned()),
+        "gpus" if facts.gpus.is_empty() => Some("none".to_owned()),
+        "topology" => Some("nearest NIC beyond PXB".to_owned()),
+        "iommu" => facts.iommu.as_ref().map(|i| {
+            match i.mode {
+                IommuMode::Translated => "translated",
+                _ => "domain type unknown",
+            }
+            .to_owned()
+        }),
+        "acs" if facts.acs.iter().any(|f| !f.redirecting.is_empty()) => {
+            Some("P2P redirected".to_owned())
+        }
+        "acs" => Some("config space not readable".to_owned()),
+        "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
+        "dmabuf" => Some("neither DMA-BUF nor peer memory".to_owned()),
+        id if facts
+            .nccl
+            .iter()
+            .chain(std::iter::once(&facts.ucx))
+            .any(|v| v.consumer == id && !v.peer_memory) =>
+        {
+            Some("no peer memory".to_owned())
+        }
+        _ => None,
+    };
+    // A file that could not be read names the file after the first colon: keep only the kind.
+    if check.detail.starts_with("could not check:") {
+        return "unreadable".to_owned();
+    }
+    if check.detail.starts_with("not examined:") {
+        return "not examined".to_owned();
+    }
+    known
+        .or_else(|| Some(first_clause(&check.detail)).filter(|r| !r.is_empty()))
+        .unwrap_or_else(|| check.status.label().to_owned())
+}
+
+/// The detail up to its first `:`, `;`, `,` or ` (`, cut to [`REASON_MAX`] characters.
+fn first_clause(detail: &str) -> String {
+    let end = [": ", "; ", ", ", " ("]
+        .iter()
+        .filter_map(|sep| detail.find(sep))
+        .min()
+        .unwrap_or(detail.len());
+    let clause = detail[..end].trim();
+    let mut out: String = clause.chars().take(REASON_MAX).collect();
+    if clause.chars().count() > REASON_MAX {
+        out.push('…');
+    }
+    // Parentheses would make the `id (reason)` list ambiguous.
+    out.replace(['(', ')'], "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{run, Inputs};
+    use crate::host::Host;
+    use crate::limits::Memlock;
+
+    fn with_statuses(statuses: &[(&'static str, Status, &str)]) -> Report {
+        let sys = tempfile::tempdir().unwrap();
+        let mut report = run(
+            &Host::new(sys.path(), std::path::Path::new("/nonexistent")),
+            &Inputs::fixture(),
+        );
+        report.checks = statuses
+            .iter()
+            .map(|&(id, status, detail)| Check {
+                id,
+                status,
+                detail: detail.to_owned(),
+                fix: None,
+            })
+            .collect();
+        report.status = report
+            .checks
+            .iter()
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(Status::Ok);
+        report.ready = report.status != Status::Fail;
+        report
+    }
+
+    #[test]
+    fn one_line_for_ready_warning_and_failing_hosts() {
+        let ok = with_statuses(&[("gpus", Status::Ok, "GPU0 0000:03:00.0")]);
+        assert_eq!(line(&ok, false), "nvpeer: ready\n");
+        assert_eq!(line(&ok, true), "nvpeer: ready\n");
+
+        let warn = with_statuses(&[
+            ("gpus", Status::Ok, "GPU0"),
+            (
+                "parameters",
+                Status::Warn,
+                "peerdirect_support=1 on a 5x core; ...",
+            ),
+        ]);
+        assert_eq!(line(&warn, false), "nvpeer: ready\n");
+        assert_eq!(
+            line(&warn, true),
+            "nvpeer: not ready: parameters (peerdirect_support=1 on a 5x core)\n"
+        );
+
+        let mut fail = with_statuses(&[
+            (
+                "module",
+                Status::Fail,
+                "no peer-memory module loaded (neither ...)",
+            ),
+            (
+                "parameters",
+                Status::Warn,
+                "peerdirect_support=1 on a 5x core; ...",
+            ),
+            (
+                "memlock",
+                Status::Warn,
+                "RLIMIT_MEMLOCK is 8 MiB (hard 8 MiB): ...",
+            ),
+            (
+                "bar1",
+                Status::Fail,
+                "could not check: cannot read /sys/x: EACCES",
+            ),
+        ]);
+        fail.facts.memlock = Some(Memlock {
+            soft: Some(8 << 20),
+            hard: Some(8 << 20),
+        });
+        assert_eq!(
+            line(&fail, false),
+            "nvpeer: not ready: module (none loaded), bar1 (unreadable)\n"
+        );
+        assert_eq!(
+            line(&fail, true),
+            "nvpeer: not ready: module (none loaded), parameters (peerdirect_support=1 on a 5x core), memlock (8 MiB), bar1 (unreadable)\n"
+        );
+        for r in [&ok, &warn, &fail] {
+            for strict in [false, true] {
+                assert_eq!(line(r, strict).lines().count(), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn exit_code_mapping() {
+        let ok = with_statuses(&[("gpus", Status::Ok, "")]);
+        let warn = with_statuses(&[("gpus", Status::Ok, ""), ("acs", Status::Warn, "")]);
+        let fail = with_statuses(&[("acs", Status::Warn, ""), ("gpus", Status::Fail, "")]);
+        let table = [
+            // report, strict, default, nagios
+            (&ok, false, 0, 0),
+            (&ok, true, 0, 0),
+            (&warn, false, 0, 1),
+            (&warn, true, 1, 2),
+            (&fail, false, 1, 2),
+            (&fail, true, 1, 2),
+        ];
+        for (r, strict, default, nagios) in table {
+            assert_eq!(exit_code(r, strict, ExitCodes::Default), default);
+            assert_eq!(exit_code(r, strict, ExitCodes::Nagios), nagios);
+        }
+    }
+
+    #[test]
+    fn reasons_from_the_detail_are_short_and_unambiguous() {
+        assert_eq!(first_clause("no port is ACTIVE"), "no port is ACTIVE");
+        assert_eq!(first_clause("a: b"), "a");
+        assert_eq!(first_clause("x (y)"), "x");
+        let long = "w".repeat(100);
+        assert_eq!(first_clause(&long).chars().count(), REASON_MAX + 1);
+        assert!(!first_clause("odd(name) here").contains(['(', ')']));
+        assert_eq!(first_clause(""), "");
+    }
+}
