@@ -96,7 +96,7 @@ for client in ours reference; do
     mkdir -p /tmp/nvpeer-vm
     out=$(mktemp -d "/tmp/nvpeer-vm/$client-in_dma_map.XXXXXX")
     # shellcheck disable=SC2086 # $gens is a list of options
-    msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="NVIDIA's dma_map_pages writes into the page table freed during the call ($client)" \
+    msg=$(NVPEER_VM_OUT=$out NVPEER_SUMMARY_EXPECTED="nvidia.ko: dma_map_pages writes into the page table freed during the call ($client)" \
           "$repo/tests/vm/run.sh" --kdir "$kdir" revocation $client --only in_dma_map $gens 2>&1)
     rc=$?
     echo "$msg" | grep -E "^(FAIL|\[suite)|^vm: " | head -n 10
