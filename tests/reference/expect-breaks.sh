@@ -68,8 +68,11 @@ seen=$(cat "$out/console.txt" 2>/dev/null | grep -cE "Poison overwritten|KFENCE:
 if ! grep -q '^\[suite revocation-reference\] [1-9][0-9]* ok, 0 failed' "$out/suite.log" 2>/dev/null; then
     echo "reference dereg_in_callback: the suite's checks did not all pass; see $out" >&2
     fail=1
-elif [ $rc -eq 0 ] || [ -z "$reported" ] || [ "$seen" -lt 2 ]; then
-    echo "reference dereg_in_callback: expected a use-after-free report on 5x and on 5x-unmaps," \
+# At least one of the two generations: the write is NVIDIA's every time, but SLUB sees it only
+# if the freed object is not handed out again before the case validates the slabs (1 of 2 seen
+# in one of four runs on 2026-12-01), so two catches per run would make CI flaky.
+elif [ $rc -eq 0 ] || [ -z "$reported" ] || [ "$seen" -lt 1 ]; then
+    echo "reference dereg_in_callback: expected a use-after-free report on 5x or on 5x-unmaps," \
          "got ${seen} (kernel reports: ${reported:-none}); see $out" >&2
     fail=1
 else

@@ -18,6 +18,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import conformance  # noqa: E402
 import coresim  # noqa: E402
+from coresim import Kmsg  # noqa: E402
 import nvsim  # noqa: E402
 from stack import OURS, STANDINS, Stack, Tally, loaded  # noqa: E402
 
@@ -32,29 +33,6 @@ LOAD_RE = re.compile(r"nvidia_peermem: nvpeer (\S+) loaded: core (\S+) \((.+)\),
                      r"peerdirect_support=(-?\d+) persistent_api_support=(-?\d+), sg entries (.+)$")
 CONTRADICTS = "contradicts the detected core"
 PER_PAGE = "one per 64 KiB page"
-
-
-class Kmsg:
-    """The kernel log records written after this object was made (no exec: the root is 9p)."""
-
-    def __init__(self):
-        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        os.lseek(self.fd, 0, os.SEEK_END)
-        self.lines = []
-
-    def read(self):
-        while True:
-            try:
-                rec = os.read(self.fd, 8192)
-            except BlockingIOError:
-                break
-            except BrokenPipeError:  # records overwritten meanwhile
-                continue
-            self.lines.append(rec.decode(errors="replace").split(";", 1)[-1].split("\n", 1)[0])
-        return self.lines
-
-    def close(self):
-        os.close(self.fd)
 
 
 def param(params, name, default):

@@ -22,17 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import Stack, Tally, our_stats  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
+from revocation import dma_fails  # noqa: E402
 
 MIB = 1 << 20
 HANG_S = 20
-
-
-def dma_fails(core, mr):
-    try:
-        core.dma_read(mr, 0, 8)
-        return False
-    except OSError:
-        return True
 
 
 def race(t, st, label):

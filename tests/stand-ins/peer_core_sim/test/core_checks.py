@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scenarios"))
-from coresim import (DOCA_CORE, FAIL_AFTER_MAP, GPU_PAGE, Buffer, FakeClient,  # noqa: E402
+from coresim import (DOCA_CORE, Kmsg, FAIL_AFTER_MAP, GPU_PAGE, Buffer, FakeClient,  # noqa: E402
                      PeerCoreSim, core_ko, core_module, fake_mem, stats, sysfs_stats)
 
 FAKE_KO = os.path.join(HERE, "fake_client.ko")
@@ -86,29 +86,6 @@ def module_state(name):
             return f.read().strip()
     except OSError:
         return "gone"
-
-
-class Kmsg:
-    """The kernel log records written after this object was made."""
-
-    def __init__(self):
-        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        os.lseek(self.fd, 0, os.SEEK_END)
-        self.lines = []
-
-    def text(self):
-        while True:
-            try:
-                rec = os.read(self.fd, 8192)
-            except BlockingIOError:
-                break
-            except BrokenPipeError:  # records overwritten meanwhile
-                continue
-            self.lines.append(rec.decode(errors="replace").split(";", 1)[-1].split("\n", 1)[0])
-        return "\n".join(self.lines)
-
-    def close(self):
-        os.close(self.fd)
 
 
 def log_mark(text):
