@@ -124,12 +124,12 @@ impl ClientSlot {
         let func = unsafe { *self.invalidate.get() };
         match func {
             Some(f) if !handle.is_null() => {
-                // SAFETY: the core's own invalidate function and its live handle: non-null, and
-                // unregistration cannot have run, since the calling context (held by NVIDIA's
-                // reference) holds a module reference (except after a failed module init: see
-                // `NvPeer::init`). The umem may be released already; the core answers 0 for an
-                // id it no longer knows. It may sleep, which our caller (NVIDIA's free path)
-                // allows.
+                // The handle is live: unregistration cannot have run, since the calling context
+                // (held by NVIDIA's reference) holds a module reference (except after a failed
+                // module init: see `NvPeer::init`). The umem may be released already; the core
+                // answers 0 for an id it no longer knows.
+                // SAFETY: the core's own invalidate function with its live, non-null handle
+                // (above); it may sleep, which our caller (NVIDIA's free path) allows.
                 let _ = unsafe { f(handle, core_context) };
             }
             _ => {

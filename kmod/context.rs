@@ -462,11 +462,11 @@ impl RegContext {
                 }
             }
         };
-        // SAFETY: not in a callback; the table was live under `inner` just now. For a pin with a
-        // callback a cudaFree may free it at any point from here on, before or while NVIDIA
-        // reads it (`p2p` module documentation): NVIDIA's RM lock does not prevent it, no
-        // client can. Our side stays sound: the callback leaves `Revoked`, and we touch neither
-        // the table nor the mapping afterwards.
+        // For a pin with a callback a cudaFree may free the table at any point from here on,
+        // before or while NVIDIA reads it (`p2p` module documentation): no client can prevent
+        // it. Our side stays sound: the callback leaves `Revoked`, and we touch neither the
+        // table nor the mapping afterwards.
+        // SAFETY: not in a callback; the table was live under `inner` just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut inner = self.inner.lock();
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
