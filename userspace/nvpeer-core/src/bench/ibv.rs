@@ -79,6 +79,9 @@ pub struct QpInitAttr {
     pub _pad: u32,
 }
 
+/// Messages up to this size are posted inline (the QP is created with this much inline room).
+pub const MAX_INLINE: u32 = 64;
+
 /// `struct ibv_qp_attr` (144 bytes) as bytes with the fields the engine sets.
 #[repr(C, align(8))]
 pub struct QpAttr(pub [u8; 144]);
@@ -631,7 +634,7 @@ impl Qp {
                 max_recv_wr: depth,
                 max_send_sge: 1,
                 max_recv_sge: 1,
-                max_inline_data: super::engine::MAX_INLINE,
+                max_inline_data: MAX_INLINE,
             },
             qp_type: QPT_RC,
             sq_sig_all: 0,

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Payload and completion checks: bytes against the pattern, receives, failed completions.
+
+use crate::bench::ibv::{self, Wc};
+use crate::bench::mem::{first_mismatch, pattern, Buffer};
+use crate::bench::{BenchError, Op};
+
+/// Compares the `size`-byte message `seed` in `buf`'s sink half (at `half`) with its pattern;
+/// the bytes verified, or the first differing byte as a validation error.
+pub(super) fn verify(
+    buf: &Buffer,
+    half: usize,
+    seed: u64,
+    size: usize,
+    what: &str,
+) -> Result<u64, BenchError> {
+    let want = pattern(seed, size);
+    let mut got = vec![0u8; size];
+    buf.read(half, &mut got)?;
+    match first_mismatch(&got, &want) {
+        None => Ok(size as u64),
+        Some(i) => Err(BenchError::Validation(format!(
+            "{what}: {size}-byte message {seed}: byte {i} is {:#04x}, expected {:#04x}",
+            got[i], want[i]
+        ))),
+    }
+}
+
+pub(super) fn check_recv(op: Op, wc: &Wc, seed: u64, size: usize) -> Result<(), BenchError> {
+    if wc.byte_len as usize != size && op == Op::Send {
+        return Err(BenchError::Validation(format!(
+            "received {} bytes, expected {size}",
+            wc.byte_len
+        )));
+    }
+    if op == Op::WriteImm {
+        if wc.opcode != ibv::WC_RECV_RDMA_WITH_IMM {
+            return Err(BenchError::Validation(format!(
+                "completion opcode {} is not RECV_RDMA_WITH_IMM",
+                wc.opcode
+            )));
+        }
+        if u32::from_be(wc.imm_data) != seed as u32 {
+            return Err(BenchError::Validation(format!(
+                "immediate {} where {seed} was expected",
+                u32::from_be(wc.imm_data)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A failed work completion as an error that names a peer that went away.
+pub(super) fn check_completion(what: &str, w: &Wc) -> Result<(), BenchError> {
+    if w.status == 0 {
+        return Ok(());
+    }
+    Err(BenchError::Peer(format!(
+        "{what} completion failed: {} (status {}, vendor error {:#x}){}",
+        ibv::wc_status_str(w.status),
+        w.status,
+        w.vendor_err,
+        // IBV_WC_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR
+        if w.status == 12 || w.status == 5 {
+            ": the peer is gone (killed or disconnected)"
+        } else {
+            ""
+        }
+    )))
+}
