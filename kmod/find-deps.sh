@@ -6,7 +6,10 @@
 #  * Checks that KDIR is a kernel build tree that can host an out-of-tree Rust module:
 #    CONFIG_RUST=y, the Rust artefacts under rust/ (libcore/libkernel .rmeta, the libmacros
 #    proc-macro), scripts/target.json where the arch Makefile uses it, the rustc the tree was
-#    built with, and not CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y.
+#    built with, and, with CONFIG_MODVERSIONS=y, that the tree itself says Rust and MODVERSIONS
+#    work together (see "MODVERSIONS" below).
+#    Ubuntu's layout is accepted: its headers package's rust/ is a symlink into the separate
+#    linux-lib-rust-<release> package (see "Ubuntu's layout" below).
 #  * Finds MOFED's and NVIDIA's Module.symvers. Our references to their symbols are weak (resolved
 #    at load), so both are optional; with MODVERSIONS their CRCs are wanted, so whatever is found
 #    is printed on stdout (space-separated) for KBUILD_EXTRA_SYMBOLS.
@@ -40,19 +43,97 @@ if [ $want_kver = 1 ]; then echo "$kver"; exit 0; fi
 
 cfg() { sed -n "s/^$1=//p" "$kdir/.config" | head -n1; }
 [ "$(cfg CONFIG_RUST)" = y ] || die "$kdir ($kver) has no CONFIG_RUST=y: nvpeer is a Rust module and needs a kernel built with Rust support (CONFIG_RUST=y; see Documentation/rust/quick-start.rst)"
-if [ "$(cfg CONFIG_MODVERSIONS)" = y ] && [ "$(cfg CONFIG_GENDWARFKSYMS)" != y ]; then
-    die "$kdir ($kver) has CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: Rust modules cannot be versioned there; use a kernel (>= 6.14) built with CONFIG_GENDWARFKSYMS=y or with CONFIG_MODVERSIONS unset"
+
+# --- MODVERSIONS: decided by what the tree says, not by a fixed rule ------------------------------
+# Kconfig lets CONFIG_RUST=y and CONFIG_MODVERSIONS=y coexist only where the kernel made them work
+# together, so the tree's own statement decides. Probes:
+#  * CONFIG_GENDWARFKSYMS=y (.config): mainline's way (6.14+): CRCs of Rust exports come from DWARF
+#    (scripts/gendwarfksyms) and long Rust names go to the extended __versions format
+#    (CONFIG_EXTENDED_MODVERSIONS, selected by RUST).
+#  * init/Kconfig, "config RUST" block (Ubuntu's headers carry every Kconfig file): its MODVERSIONS
+#    dependency. "depends on !MODVERSIONS" (mainline 6.1..6.13) forbids the pair;
+#    "!MODVERSIONS || GENDWARFKSYMS" (6.14+) requires GENDWARFKSYMS; no MODVERSIONS dependency at all
+#    means the kernel lifted the restriction (Ubuntu since 6.2).
+#  * include/linux/module.h, struct modversion_info: a "next" member means variable-length
+#    __versions entries, so Rust's long symbol names fit (Ubuntu's SAUCE patch "modpost: support
+#    arbitrary symbol length in modversion"); a fixed name[MODULE_NAME_LEN] without
+#    CONFIG_EXTENDED_MODVERSIONS=y means modpost refuses them ("too long symbol").
+modversions_ok() {
+    [ "$(cfg CONFIG_GENDWARFKSYMS)" = y ] && { mv_note="CONFIG_GENDWARFKSYMS=y"; return 0; }
+    local kc=$kdir/init/Kconfig mh=$kdir/include/linux/module.h rustdeps="" names=""
+    [ -f "$kc" ] && rustdeps=$(awk '/^config RUST$/ {b=1; print "found"; next}
+        b && /^(config|menuconfig|menu|endmenu|if|endif|choice|source|comment) / {exit}
+        b && /^[[:space:]]*depends on/ && /MODVERSIONS/' "$kc")
+    if [ -f "$mh" ]; then
+        names=$(sed -n '/^struct modversion_info {/,/^}/p' "$mh")
+        if printf '%s' "$names" | grep -qE '[[:space:]*]next;'; then names=long
+        elif [ -n "$names" ] && [ "$(cfg CONFIG_EXTENDED_MODVERSIONS)" != y ]; then names=short
+        else names=""; fi
+    fi
+    case "$rustdeps" in
+    found)   # RUST has no MODVERSIONS dependency: the kernel made them work together
+        [ "$names" = short ] && mv_why="its init/Kconfig lets RUST and MODVERSIONS coexist but $mh keeps fixed-length modversion names (and no CONFIG_EXTENDED_MODVERSIONS=y), so modpost refuses Rust's long symbol names" && return 1
+        mv_note="$kc lets RUST and MODVERSIONS coexist${names:+ ($mh: variable-length modversion entries)}"; return 0 ;;
+    found*GENDWARFKSYMS*)
+        mv_why="its init/Kconfig makes RUST depend on '!MODVERSIONS || GENDWARFKSYMS' and CONFIG_GENDWARFKSYMS is not set, so this .config was not made by its Kconfig"; return 1 ;;
+    found*)
+        mv_why="its init/Kconfig makes RUST depend on !MODVERSIONS, so this .config was not made by its Kconfig"; return 1 ;;
+    esac
+    # No Kconfig statement: the module.h probe alone.
+    [ "$names" = long ] && { mv_note="$mh: variable-length modversion entries (Rust's long names fit)"; return 0; }
+    mv_why="nothing in the tree says Rust and MODVERSIONS work together (no init/Kconfig lifting the restriction, no variable-length modversion entries in include/linux/module.h)"
+    return 1
+}
+if [ "$(cfg CONFIG_MODVERSIONS)" = y ]; then
+    mv_note="" mv_why=""
+    modversions_ok || die "$kdir ($kver) has CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: Rust modules cannot be versioned there ($mv_why); use a kernel (>= 6.14) built with CONFIG_GENDWARFKSYMS=y or with CONFIG_MODVERSIONS unset"
+    info "MODVERSIONS with Rust: $mv_note"
+fi
+
+# --- Ubuntu's layout -------------------------------------------------------------------------------
+# Ubuntu moves the headers' rust/ into its own package, linux-lib-rust-<release>
+# (/usr/src/<source>-lib-rust-<abi>-<flavour>/rust), and its packaging's debian/scripts/link-lib-rust
+# leaves a relative symlink in the headers: rust -> ../<source>-lib-rust-<abi>-<flavour>/rust.
+# Without that package the link dangles. On HWE kernels the link names the source package
+# (../linux-hwe-6.17-lib-rust-<release>/rust) while the package installs linux-lib-rust-<release>.
+# Kbuild reads $(objtree)/rust, so the link itself must resolve; files found elsewhere are named in
+# the refusal with the command that links them.
+librust_pkg=linux-lib-rust-$kver
+phys=$(cd -P "$kdir" && pwd)
+usr_src_dir=$(dirname "$phys")
+librust_dir=""
+if [ -L "$kdir/rust" ]; then
+    want=$(readlink -m "$kdir/rust")
+    if [ ! -d "$kdir/rust" ]; then
+        if [ -d "$usr_src_dir/$librust_pkg/rust" ] && [ "$(basename "$want")" = rust ] \
+            && [ "$(dirname "$(dirname "$want")")" = "$usr_src_dir" ]; then
+            die "$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist, though Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: give it the name the link expects (ln -s $librust_pkg $(dirname "$want"))"
+        fi
+        die "$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist; Ubuntu ships them in a separate package: install it (apt install $librust_pkg)"
+    fi
+    # Only a link into a *-lib-rust-* directory is Ubuntu's; any other link is read like a dir.
+    case "$(basename "$(dirname "$want")")" in *-lib-rust-*) librust_dir=$want ;; esac
+elif [ ! -e "$kdir/rust" ] && [ -d "$usr_src_dir/$librust_pkg/rust" ]; then
+    die "$kdir ($kver) has no rust/, but Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: link it the way Ubuntu's headers do (ln -s ../$librust_pkg/rust $phys/rust)"
 fi
 
 # The artefacts an out-of-tree Rust module links against (built with the kernel's rust/ dir).
 needed=(rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so)
 [ -d "$kdir/rust/pin-init" ] && needed+=(rust/libpin_init.rmeta rust/libpin_init_internal.so)
 grep -qs 'scripts/target.json' "$kdir/arch/x86/Makefile" "$kdir/Makefile" && needed+=(scripts/target.json)
-missing=()
-for f in "${needed[@]}"; do [ -f "$kdir/$f" ] || missing+=("$f"); done
+missing=() missing_lib=()
+for f in "${needed[@]}"; do
+    [ -f "$kdir/$f" ] && continue
+    missing+=("$f")
+    [ -n "$librust_dir" ] && [ "${f#rust/}" != "$f" ] && missing_lib+=("$librust_dir/${f#rust/}")
+done
+if [ ${#missing_lib[@]} -gt 0 ]; then
+    die "$kdir ($kver) lacks the Rust artefacts ${missing[*]}: rust/ links to $librust_dir (Ubuntu's $librust_pkg), which has no ${missing_lib[*]}; reinstall that package (apt install --reinstall $librust_pkg)"
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     die "$kdir ($kver) lacks the Rust artefacts ${missing[*]}: its headers were packaged without them; build the tree itself ('make' in the kernel source, which builds rust/) or install a headers package that ships rust/*.rmeta and rust/*.so, then pass KDIR=<that tree>"
 fi
+[ -n "$librust_dir" ] && info "Rust artefacts: $kdir/rust -> $librust_dir"
 
 # rustc must be the one the tree was built with (.rmeta files are tied to one compiler).
 want_rustc=$(cfg CONFIG_RUSTC_VERSION_TEXT | tr -d '"')

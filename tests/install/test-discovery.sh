@@ -96,5 +96,79 @@ printf 'CONFIG_MODVERSIONS=y\nCONFIG_GENDWARFKSYMS=y\n' >> "$k/.config"
 finds "MODVERSIONS with GENDWARFKSYMS accepted" "" X=1 -- "$k"
 grep -q "warning: no MOFED Module.symvers.*OFA_DIR=" "$t/err" && ok "... warns that no MOFED CRCs will be recorded" || bad "... no CRC warning"
 
+# --- Ubuntu's layout: rust/ comes from the separate linux-lib-rust-<release> package ------------------
+# mkubuntu ROOT [LINKDIR]: the trees Ubuntu's packages leave under ROOT/usr/src, as its packaging makes
+# them (debian/rules.d/2-binary-arch.mk moves the headers' rust/ to the lib-rust package, then
+# debian/scripts/link-headers and debian/scripts/link-lib-rust leave relative links in the flavour's
+# headers): linux-headers-9.9.9-1 (every Kconfig, include/, arch Makefiles), linux-headers-9.9.9-1-generic
+# (.config, kernel.release, scripts/target.json; rust -> ../LINKDIR/rust, LINKDIR being
+# linux-lib-rust-9.9.9-1-generic unless given), linux-lib-rust-9.9.9-1-generic/rust (the artefacts), and
+# ROOT/lib/modules/9.9.9-1-generic/build -> the flavour's headers. Ubuntu's configs have MODVERSIONS and
+# its RUST has no MODVERSIONS dependency (6.2+); its module.h has variable-length modversion entries.
+urel=9.9.9-1-generic
+mkubuntu() {
+    local r=$1 link=${2:-linux-lib-rust-$urel}
+    local ind=$r/usr/src/linux-headers-9.9.9-1 fl=$r/usr/src/linux-headers-$urel lr=$r/usr/src/linux-lib-rust-$urel
+    rm -rf "$r"; mkdir -p "$ind/init" "$ind/include/linux" "$ind/arch/x86" "$fl/include/config" "$fl/scripts" \
+        "$fl/arch/x86" "$lr/rust/pin-init" "$r/lib/modules/$urel"
+    printf 'config RUST\n\tbool "Rust support"\n\tdepends on HAVE_RUST\n\tdepends on RUST_IS_AVAILABLE\n\tdepends on !GCC_PLUGIN_RANDSTRUCT\n\nconfig RUSTC_VERSION_TEXT\n\tstring\n' > "$ind/init/Kconfig"
+    printf 'struct modversion_info {\n\t/* Offset of the next modversion entry in relation to this one. */\n\tu32 next;\n\tu32 crc;\n\tchar name[0];\n} __packed;\n' > "$ind/include/linux/module.h"
+    echo 'KBUILD_RUSTFLAGS += --target=$(objtree)/scripts/target.json' > "$ind/arch/x86/Makefile"
+    echo 'all:' > "$fl/Makefile"
+    printf 'CONFIG_X86_64=y\nCONFIG_RUST=y\nCONFIG_MODVERSIONS=y\nCONFIG_RUSTC_VERSION_TEXT="rustc 9.9.9 (fake)"\n' > "$fl/.config"
+    echo "$urel" > "$fl/include/config/kernel.release"
+    touch "$fl/scripts/target.json" "$lr"/rust/{libcore.rmeta,libkernel.rmeta,libmacros.so,libpin_init.rmeta,libpin_init_internal.so}
+    ln -s ../linux-headers-9.9.9-1/init "$fl/init"
+    ln -s ../../linux-headers-9.9.9-1/include/linux "$fl/include/linux"
+    ln -s ../../../linux-headers-9.9.9-1/arch/x86/Makefile "$fl/arch/x86/Makefile"
+    ln -s "../$link/rust" "$fl/rust"
+    ln -s "$fl" "$r/lib/modules/$urel/build"   # Ubuntu's is absolute too (/usr/src/linux-headers-<release>)
+}
+u=$t/ubuntu; ub=$u/lib/modules/$urel/build; ulr=$u/usr/src/linux-lib-rust-$urel
+mkubuntu "$u"
+finds "Ubuntu layout (headers + linux-lib-rust, via /lib/modules/<release>/build) accepted" "" X=1 -- "$ub"
+grep -q "find-deps: Rust artefacts: $ub/rust -> $ulr/rust" "$t/err" && ok "... and names where rust/ leads" || bad "... lib-rust dir not named"
+grep -q "find-deps: MODVERSIONS with Rust: $ub/init/Kconfig lets RUST and MODVERSIONS coexist (.*variable-length" "$t/err" \
+    && ok "... and says why its MODVERSIONS is fine" || bad "... MODVERSIONS reason not given"
+for f in libkernel.rmeta libmacros.so libcore.rmeta libpin_init.rmeta; do
+    mkubuntu "$u"; rm "$ulr/rust/$f"
+    refuses "Ubuntu layout, linux-lib-rust lacks $f" "lacks the Rust artefacts rust/$f: rust/ links to $ulr/rust \(Ubuntu's linux-lib-rust-$urel\), which has no $ulr/rust/$f; reinstall .*apt install --reinstall linux-lib-rust-$urel" X=1 -- "$ub"
+done
+mkubuntu "$u"; rm -rf "$ulr"
+refuses "Ubuntu layout, linux-lib-rust not installed (rust/ dangles)" "rust/ links to $ulr/rust, which does not exist.*apt install linux-lib-rust-$urel\)$" X=1 -- "$ub"
+# HWE kernels: the link names the source package, the package installs linux-lib-rust-<release>.
+hwe=linux-hwe-9.9-lib-rust-$urel
+mkubuntu "$u" "$hwe"
+refuses "Ubuntu HWE layout, link and package disagree" "rust/ links to $u/usr/src/$hwe/rust, which does not exist, though .* installed at $ulr: .*\(ln -s linux-lib-rust-$urel $u/usr/src/$hwe\)$" X=1 -- "$ub"
+ln -s "linux-lib-rust-$urel" "$u/usr/src/$hwe"
+finds "... accepted once the suggested link exists" "" X=1 -- "$ub"
+mkubuntu "$u"; rm "$u/usr/src/linux-headers-$urel/rust"
+refuses "Ubuntu layout, headers without the rust link" "has no rust/, but .*\(ln -s ../linux-lib-rust-$urel/rust $u/usr/src/linux-headers-$urel/rust\)$" X=1 -- "$ub"
+ln -s "../linux-lib-rust-$urel/rust" "$u/usr/src/linux-headers-$urel/rust"
+finds "... accepted once the suggested link exists" "" X=1 -- "$ub"
+# A rust/ link that is not Ubuntu's keeps the generic refusal.
+mkkdir "$k"; mv "$k/rust" "$t/elsewhere-rust"; ln -s "$t/elsewhere-rust" "$k/rust"; rm "$k/rust/libmacros.so"
+refuses "other rust/ link lacking a file" "lacks the Rust artefacts rust/libmacros.so: its headers were packaged without them" X=1 -- "$k"
+rm -rf "$t/elsewhere-rust"
+
+# --- MODVERSIONS: the tree's own statement decides -------------------------------------------------
+kc=$u/usr/src/linux-headers-9.9.9-1/init/Kconfig mh=$u/usr/src/linux-headers-9.9.9-1/include/linux/module.h
+uconf=$u/usr/src/linux-headers-$urel/.config
+mkubuntu "$u"; sed -i 's/^\tdepends on RUST_IS_AVAILABLE$/&\n\tdepends on !MODVERSIONS/' "$kc"
+refuses "MODVERSIONS, Kconfig: RUST depends on !MODVERSIONS" "CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: .*its init/Kconfig makes RUST depend on !MODVERSIONS" X=1 -- "$ub"
+mkubuntu "$u"; sed -i 's/^\tdepends on RUST_IS_AVAILABLE$/&\n\tselect EXTENDED_MODVERSIONS if MODVERSIONS\n\tdepends on !MODVERSIONS || GENDWARFKSYMS/' "$kc"
+refuses "MODVERSIONS, Kconfig: '!MODVERSIONS || GENDWARFKSYMS', GENDWARFKSYMS unset" "its init/Kconfig makes RUST depend on '!MODVERSIONS \|\| GENDWARFKSYMS' and CONFIG_GENDWARFKSYMS is not set" X=1 -- "$ub"
+echo CONFIG_GENDWARFKSYMS=y >> "$uconf"
+finds "... accepted with CONFIG_GENDWARFKSYMS=y" "" X=1 -- "$ub"
+mkubuntu "$u"; printf 'struct modversion_info {\n\tunsigned long crc;\n\tchar name[MODULE_NAME_LEN];\n};\n' > "$mh"
+refuses "MODVERSIONS, Kconfig allows it but modversion names are fixed-length" "lets RUST and MODVERSIONS coexist but .*module.h keeps fixed-length modversion names" X=1 -- "$ub"
+echo CONFIG_EXTENDED_MODVERSIONS=y >> "$uconf"
+finds "... accepted with CONFIG_EXTENDED_MODVERSIONS=y" "" X=1 -- "$ub"
+mkubuntu "$u"; rm "$kc"
+finds "MODVERSIONS, no Kconfig, variable-length modversion entries in module.h: accepted" "" X=1 -- "$ub"
+grep -q "MODVERSIONS with Rust: $ub/include/linux/module.h: variable-length" "$t/err" && ok "... and names module.h" || bad "... module.h not named"
+rm "$mh"
+refuses "MODVERSIONS, neither Kconfig nor module.h says anything" "CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: .*nothing in the tree says" X=1 -- "$ub"
+
 echo "[test-discovery] $pass ok, $fail failed"
 [ $fail = 0 ]
