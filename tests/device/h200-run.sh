@@ -20,4 +20,14 @@ ldd "$nvpeer"
 "$nvpeer" bench --mem cuda --lat --op send; echo rc=$?
 NVPEER_LIBIBVERBS=libibverbs-absent.so.1 "$nvpeer" bench --mem cuda; echo rc=$?
 "$nvpeer" selftest --gpu 7; echo rc=$?
+# The allocation kinds (--alloc): VMM with and without gpuDirectRDMACapable, managed and
+# host-registered memory; each says which registration path its pointer takes.
+"$nvpeer" selftest --alloc vmm; echo rc=$?
+"$nvpeer" selftest --alloc vmm-no-rdma; echo rc=$?
+"$nvpeer" selftest --alloc managed; echo rc=$?
+"$nvpeer" selftest --alloc host-registered; echo rc=$?
+"$nvpeer" selftest --alloc vmm --size 64M --json; echo rc=$?
+"$nvpeer" bench --mem cuda --alloc vmm --compare-staged -s 1M; echo rc=$?
+"$nvpeer" bench --mem cuda --alloc vmm-no-rdma; echo rc=$?
+"$nvpeer" bench --mem host --alloc vmm; echo rc=$?
 true

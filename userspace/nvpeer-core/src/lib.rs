@@ -9,6 +9,7 @@ pub mod error;
 pub mod host;
 pub mod kernel;
 pub mod limits;
+pub mod metrics;
 pub mod nccl;
 pub mod nccl_log;
 pub mod pci;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::bench::cuda::Cuda;
+use crate::bench::cuda_alloc::{CudaAlloc, RegistrationPath};
 use crate::bench::mem::{first_mismatch, pattern, Buffer, MemKind, RegPath};
 use crate::bench::{self, BenchError, BenchOpts, Mode, Op};
 use crate::host::Host;
@@ -52,6 +53,8 @@ pub struct SelftestReport {
 #[derive(Clone, Debug)]
 pub struct SelftestOpts {
     pub mem: Option<MemKind>,
+    /// How CUDA memory is allocated.
+    pub alloc: CudaAlloc,
     pub size: usize,
     pub device: Option<String>,
     pub gpu: i32,
@@ -156,6 +159,17 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         }
     };
     report.memory = mem.label().to_owned();
+    if opts.alloc != CudaAlloc::Device && mem != MemKind::Cuda {
+        r.fail(
+            "allocate",
+            format!(
+                "--alloc {} is a CUDA allocation: it needs --mem cuda",
+                opts.alloc.api()
+            ),
+        );
+        report.steps = r.steps;
+        return report;
+    }
     let cuda = if mem == MemKind::Cuda {
         match Cuda::open(opts.gpu) {
             Ok(c) => {
@@ -193,15 +207,21 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         MemKind::Cuda => cuda
             .as_ref()
             .ok_or_else(|| BenchError::Cuda("not initialised".to_owned()))
-            .and_then(|c| Buffer::cuda(c.clone(), size)),
+            .and_then(|c| Buffer::cuda(c.clone(), opts.alloc, size)),
         MemKind::Sim => Buffer::sim(size),
         MemKind::Host => Buffer::host(size),
     };
     let buf = match buf {
         Ok(b) => {
+            report.memory = b.describe();
             r.ok(
                 "allocate",
-                format!("{} bytes of {} memory at {:#x}", b.len, mem.label(), b.addr),
+                format!(
+                    "{} bytes of {} memory at {:#x}",
+                    b.len,
+                    b.describe(),
+                    b.addr
+                ),
             );
             b
         }
@@ -211,19 +231,38 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
             return report;
         }
     };
+    // The registration path the pointer takes, from the pointer and allocation-property
+    // queries: only GPU memory through the peer-memory client is what this self-test proves.
+    let mut path = RegistrationPath::PeerMemory;
     if let Some(c) = &cuda {
-        match c.memory_type(buf.addr) {
-            Ok(2) => r.ok(
-                "pointer_attributes",
-                "CU_POINTER_ATTRIBUTE_MEMORY_TYPE = DEVICE",
-            ),
-            Ok(t) => r.fail(
-                "pointer_attributes",
-                format!("CU_POINTER_ATTRIBUTE_MEMORY_TYPE = {t}, not DEVICE (2)"),
-            ),
+        match c.pointer_facts(buf.addr) {
+            Ok(f) => {
+                path = f.path();
+                let attrs = format!(
+                    "MEMORY_TYPE={}, IS_MANAGED={}, IS_GPU_DIRECT_RDMA_CAPABLE={}{}",
+                    f.memory_type,
+                    u8::from(f.is_managed),
+                    f.gpudirect_rdma_capable
+                        .map_or("unanswered".to_owned(), |v| u8::from(v).to_string()),
+                    f.vmm_rdma_flag.map_or(String::new(), |v| format!(
+                        ", VMM allocation gpuDirectRDMACapable={}",
+                        u8::from(v)
+                    ))
+                );
+                if path == RegistrationPath::PeerMemory {
+                    r.ok("pointer_attributes", format!("{attrs}: {}", f.explain()));
+                } else {
+                    r.fail("pointer_attributes", format!("{attrs}: {}", f.explain()));
+                }
+            }
             Err(e) => r.fail("pointer_attributes", e.to_string()),
         }
-        match c.dmabuf_fd(buf.addr, buf.len) {
+        let dmabuf = if path == RegistrationPath::HostPages {
+            Err(None)
+        } else {
+            c.dmabuf_fd(buf.addr, buf.len).map_err(Some)
+        };
+        match dmabuf {
             Ok(fd) => {
                 r.ok(
                     "dmabuf_export",
@@ -235,7 +274,11 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
                 // SAFETY: the fd we were just given.
                 unsafe { libc::close(fd as c_int) };
             }
-            Err(e) => r.fail("dmabuf_export", e.to_string()),
+            Err(Some(e)) => r.fail("dmabuf_export", e.to_string()),
+            Err(None) => r.skip(
+                "dmabuf_export",
+                "dma-buf export is for device memory; this pointer is host pages",
+            ),
         }
     } else {
         r.skip("pointer_attributes", "not CUDA memory");
@@ -259,7 +302,14 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
 
     // ---------------------------------------------------------------- registration
     let during;
-    if via_sim_core && mem == MemKind::Sim {
+    if path != RegistrationPath::PeerMemory {
+        report.registration = buf.reg_label(RegPath::RegMr).to_owned();
+        r.skip(
+            "register",
+            "not attempted: this pointer does not take the peer-memory path (pointer_attributes)",
+        );
+        during = None;
+    } else if via_sim_core && mem == MemKind::Sim {
         report.registration =
             "peer_core_sim test interface (REG_MR ioctl: the MOFED core stand-in)".to_owned();
         during = sim_core_register(&mut r, host, &buf, size);
@@ -272,6 +322,9 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
 
     // ---------------------------------------------------------------- the counters
     match (before, during, stats::read(host)) {
+        _ if path != RegistrationPath::PeerMemory => {
+            r.skip("counters", "no registration through our client to count")
+        }
         (Some(b), Some(d), Ok(a)) => compare_counters(&mut r, &b, &d, &a, size as u64),
         (None, _, _) => r.fail("counters", "module not loaded: nothing to compare"),
         (_, None, _) => r.fail("counters", "no registration went through"),
@@ -564,6 +617,7 @@ fn verbs_register(
         latency: false,
         validate: true,
         mem,
+        alloc: opts.alloc,
         reg: RegPath::RegMr,
         gpu: opts.gpu,
         side,

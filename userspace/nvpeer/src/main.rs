@@ -10,13 +10,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use nvpeer_core::bench::cuda_alloc::CudaAlloc;
 use nvpeer_core::bench::engine::SideOpts;
 use nvpeer_core::bench::mem::{MemKind, RegPath};
 use nvpeer_core::bench::{self, BenchError, BenchOpts, Mode, Op};
 use nvpeer_core::check::brief::{self, ExitCodes, NAGIOS_UNKNOWN};
 use nvpeer_core::check::{self, Inputs};
 use nvpeer_core::host::Host;
-use nvpeer_core::{nccl_log, render, selftest, stats, topo};
+use nvpeer_core::{metrics, nccl_log, render, selftest, stats, topo};
 
 #[derive(Parser)]
 #[command(
@@ -74,6 +75,14 @@ enum Command {
         /// With --watch: stop after this many refreshes.
         #[arg(long, value_name = "COUNT", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
+        /// Output format: table (default), json (= --json) or prometheus (the text exposition
+        /// format, with the verdict of every `check`, for node_exporter's textfile collector).
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+        /// Write the prometheus format to DIR/nvpeer.prom atomically (a temporary file in DIR,
+        /// then a rename), for node_exporter's --collector.textfile.directory=DIR.
+        #[arg(long, value_name = "DIR")]
+        textfile: Option<PathBuf>,
     },
     /// Measure RDMA transfers (write, read, send, write-with-immediate) per message size, from
     /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
@@ -95,6 +104,9 @@ enum Command {
         /// Memory to test (default: CUDA when a driver is present, else the nv_p2p_sim stand-in).
         #[arg(long, value_enum)]
         mem: Option<MemArg>,
+        /// How CUDA memory is allocated.
+        #[arg(long, value_enum, default_value = "device")]
+        alloc: AllocArg,
         /// Bytes to allocate and register (rounded up to 64 KiB GPU pages).
         #[arg(long, default_value_t = 2 << 20, value_parser = parse_size)]
         size: usize,
@@ -121,6 +133,34 @@ impl From<ExitCodesArg> for ExitCodes {
         match e {
             ExitCodesArg::Default => ExitCodes::Default,
             ExitCodesArg::Nagios => ExitCodes::Nagios,
+        }
+    }
+}
+
+/// `--alloc`: the ways applications get CUDA memory (bench::cuda_alloc says which path each
+/// registration then takes).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AllocArg {
+    /// cuMemAlloc (cudaMalloc)
+    Device,
+    /// cuMemCreate + cuMemMap with gpuDirectRDMACapable=1 (PyTorch expandable segments, Grace)
+    Vmm,
+    /// the same without gpuDirectRDMACapable: registration fails with EFAULT (Bad address)
+    VmmNoRdma,
+    /// cuMemAllocManaged (cudaMallocManaged): host pages, not GPUDirect RDMA
+    Managed,
+    /// mmap + cuMemHostRegister (cudaHostRegister): host pages, not GPUDirect RDMA
+    HostRegistered,
+}
+
+impl From<AllocArg> for CudaAlloc {
+    fn from(a: AllocArg) -> Self {
+        match a {
+            AllocArg::Device => CudaAlloc::Device,
+            AllocArg::Vmm => CudaAlloc::Vmm,
+            AllocArg::VmmNoRdma => CudaAlloc::VmmNoRdma,
+            AllocArg::Managed => CudaAlloc::Managed,
+            AllocArg::HostRegistered => CudaAlloc::HostRegistered,
         }
     }
 }
@@ -223,6 +263,9 @@ struct BenchArgs {
     /// Memory of the buffers.
     #[arg(long, value_enum, default_value = "host")]
     mem: MemArg,
+    /// How --mem cuda memory is allocated.
+    #[arg(long, value_enum, default_value = "device")]
+    alloc: AllocArg,
     /// How the buffer is registered.
     #[arg(long, value_enum, default_value = "mr")]
     reg: RegArg,
@@ -342,16 +385,43 @@ fn main() -> ExitCode {
             run_check(&host, form, strict, exit_codes.into(), &mut out)
         }
         Command::Topo { json } => run_topo(&host, json, &mut out),
-        Command::Stats { json, watch, count } => run_stats(&host, json, watch, count, &mut out),
+        Command::Stats {
+            json,
+            watch,
+            count,
+            format,
+            textfile,
+        } => match stats_form(json, watch.is_some(), format.as_deref(), textfile) {
+            Ok(StatsForm::Prometheus(dest)) => {
+                run_stats_prometheus(&host, dest.as_deref(), &mut out)
+            }
+            Ok(StatsForm::Text { json }) => run_stats(&host, json, watch, count, &mut out),
+            Err(e) => {
+                eprintln!("nvpeer stats: {e}");
+                return ExitCode::from(2);
+            }
+        },
         Command::Bench(args) => run_bench(&args, &mut out),
         Command::NcclLog { file, json } => run_nccl_log(&file, json, &mut out),
         Command::Selftest {
             mem,
+            alloc,
             size,
             device,
             gpu,
             json,
-        } => run_selftest(&host, mem, size, device, gpu, json, &mut out),
+        } => {
+            let opts = selftest::SelftestOpts {
+                mem: mem.map(Into::into),
+                alloc: alloc.into(),
+                size,
+                device,
+                gpu,
+                port: 1,
+                gid_index: None,
+            };
+            run_selftest(&host, &opts, json, &mut out)
+        }
     };
     match result {
         Ok(code) => code,
@@ -440,6 +510,92 @@ fn run_topo(host: &Host, json: bool, out: &mut Out) -> std::io::Result<ExitCode>
         out.print(&render::topo(&topology))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+enum StatsForm {
+    /// The table, or JSON.
+    Text { json: bool },
+    /// The exposition format: on stdout, or into this textfile directory.
+    Prometheus(Option<PathBuf>),
+}
+
+/// Which output `stats` was asked for; a contradiction or an unknown format is one line.
+fn stats_form(
+    json: bool,
+    watch: bool,
+    format: Option<&str>,
+    textfile: Option<PathBuf>,
+) -> Result<StatsForm, String> {
+    let prometheus = match format {
+        None => textfile.is_some(),
+        Some("prometheus") => true,
+        Some("table") | Some("json") if textfile.is_some() => {
+            return Err(
+                "--textfile writes the prometheus format; it cannot be combined with --format table or json"
+                    .to_owned(),
+            )
+        }
+        Some("table") if json => {
+            return Err("--format table contradicts --json".to_owned())
+        }
+        Some("table") => false,
+        Some("json") => return Ok(StatsForm::Text { json: true }),
+        Some(other) => {
+            return Err(format!(
+                "unknown --format {other:?}: use table, json or prometheus"
+            ))
+        }
+    };
+    if !prometheus {
+        return Ok(StatsForm::Text { json });
+    }
+    if json {
+        return Err(
+            "--json contradicts the prometheus format (--format prometheus, --textfile)".to_owned(),
+        );
+    }
+    if watch {
+        return Err(
+            "--watch is for the table and --json; run --format prometheus / --textfile from a timer"
+                .to_owned(),
+        );
+    }
+    Ok(StatsForm::Prometheus(textfile))
+}
+
+/// `stats --format prometheus` / `--textfile DIR`: the counters and every check's verdict (the
+/// checks as `check --brief` runs them: sysfs, procfs, the libibverbs probe; no CUDA context,
+/// no RDMA traffic). Counters that cannot be read are one line on stderr and exit 2, after
+/// the rest (with `nvpeer_stats_readable 0`) was written.
+fn run_stats_prometheus(
+    host: &Host,
+    textfile: Option<&std::path::Path>,
+    out: &mut Out,
+) -> std::io::Result<ExitCode> {
+    let st = stats::read(host);
+    let report = check::run(host, &Inputs::live(host));
+    let text = metrics::render(&st, &report);
+    match textfile {
+        Some(dir) => {
+            if let Err(e) = metrics::write_textfile(dir, &text) {
+                let flag = match e {
+                    metrics::TextfileError::Dir { .. }
+                    | metrics::TextfileError::NotADirectory { .. } => "--textfile ",
+                    _ => "",
+                };
+                eprintln!("nvpeer stats: {flag}{e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+        None => out.print(&text)?,
+    }
+    Ok(match st {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nvpeer stats: {e}");
+            ExitCode::from(2)
+        }
+    })
 }
 
 fn run_stats(
@@ -536,6 +692,7 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
         latency: a.lat,
         validate: a.validate,
         mem: a.mem.into(),
+        alloc: a.alloc.into(),
         reg: match a.reg {
             RegArg::Mr => RegPath::RegMr,
             RegArg::Dmabuf => RegPath::Dmabuf,
@@ -569,6 +726,10 @@ fn fail(cmd: &str, e: &BenchError) -> ExitCode {
 
 fn run_bench(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
     let opts = bench_opts(a);
+    if opts.alloc != CudaAlloc::Device && opts.mem != MemKind::Cuda {
+        eprintln!("nvpeer bench: --alloc is how CUDA memory is allocated: it needs --mem cuda");
+        return Ok(ExitCode::from(2));
+    }
     if a.bidirectional && a.lat {
         eprintln!("nvpeer bench: -b/--bidirectional is for bandwidth runs, not with --lat");
         return Ok(ExitCode::from(2));
@@ -638,7 +799,7 @@ fn staged_only(opts: &BenchOpts) {
             return;
         }
     };
-    match bench::staged_copy_times(opts.mem, cuda.as_ref(), &opts.sizes) {
+    match bench::staged_copy_times(opts.mem, opts.alloc, cuda.as_ref(), &opts.sizes) {
         Ok(rows) => {
             let mut s = format!(
                 "staging copies ({} memory -> host bounce buffer, verified), per message:\n{:>10} {:>11} {:>11}\n",
@@ -663,22 +824,11 @@ fn staged_only(opts: &BenchOpts) {
 
 fn run_selftest(
     host: &Host,
-    mem: Option<MemArg>,
-    size: usize,
-    device: Option<String>,
-    gpu: i32,
+    opts: &selftest::SelftestOpts,
     json: bool,
     out: &mut Out,
 ) -> std::io::Result<ExitCode> {
-    let opts = selftest::SelftestOpts {
-        mem: mem.map(Into::into),
-        size,
-        device,
-        gpu,
-        port: 1,
-        gid_index: None,
-    };
-    let r = selftest::run(host, &opts);
+    let r = selftest::run(host, opts);
     if json {
         out.print(&to_json(&r, true)?)?;
     } else {

@@ -35,6 +35,9 @@ pub struct GpuInfo {
     pub name: String,
     pub driver_version: i32,
     pub gpudirect_rdma_supported: bool,
+    /// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: VMM allocations can be
+    /// made GPUDirect RDMA capable.
+    pub vmm_gpudirect_rdma_supported: bool,
     pub dmabuf_supported: bool,
 }
 
@@ -47,7 +50,7 @@ pub struct Cuda {
     pub info: GpuInfo,
 }
 
-fn check(what: &str, r: sys::CUresult) -> Result<(), BenchError> {
+pub(super) fn check(what: &str, r: sys::CUresult) -> Result<(), BenchError> {
     if r == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -57,6 +60,12 @@ fn check(what: &str, r: sys::CUresult) -> Result<(), BenchError> {
 
 /// Whether libcuda can be loaded with every symbol this module calls; the reason otherwise.
 pub fn available() -> Result<(), BenchError> {
+    require(&SYMBOLS)
+}
+
+/// Whether libcuda can be loaded and has each of `symbols` (cudarc panics on a missing one, so
+/// every entry point is checked before its first call).
+pub(super) fn require(symbols: &[&str]) -> Result<(), BenchError> {
     // SAFETY: only checks whether a library loads; cudarc's own candidates.
     if !unsafe { sys::is_culib_present() } {
         return Err(BenchError::Cuda(
@@ -70,13 +79,13 @@ pub fn available() -> Result<(), BenchError> {
             unsafe { libloading::Library::new("libcuda.so") }
         })
         .map_err(|e| BenchError::Cuda(format!("cannot load libcuda.so.1: {e}")))?;
-    for s in SYMBOLS {
+    for s in symbols {
         let mut name = s.as_bytes().to_vec();
         name.push(0);
         // SAFETY: only looks the symbol up.
         if unsafe { lib.get::<*const c_void>(&name) }.is_err() {
             return Err(BenchError::Cuda(format!(
-                "libcuda lacks {s} (driver too old: dma-buf export needs R515 or later)"
+                "libcuda lacks {s} (the NVIDIA driver is too old for this: dma-buf export needs R515, VMM R450)"
             )));
         }
     }
@@ -120,6 +129,9 @@ impl Cuda {
             };
             let gdr = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED);
             let dmabuf = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
+            let vmm_gdr = attr(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+            );
             let mut ctx: sys::CUcontext = std::ptr::null_mut();
             check(
                 "cuDevicePrimaryCtxRetain",
@@ -132,6 +144,7 @@ impl Cuda {
                     name,
                     driver_version: version,
                     gpudirect_rdma_supported: gdr != 0,
+                    vmm_gpudirect_rdma_supported: vmm_gdr != 0,
                     dmabuf_supported: dmabuf != 0,
                 },
             })

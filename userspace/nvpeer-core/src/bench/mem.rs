@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::cuda::Cuda;
+use super::cuda_alloc::{Allocation, CudaAlloc, PointerFacts, RegistrationPath};
 use super::BenchError;
 
 /// Where the buffer lives.
@@ -63,6 +64,9 @@ pub struct Buffer {
     pub addr: u64,
     pub len: usize,
     cuda: Option<Arc<Cuda>>,
+    /// How CUDA memory was allocated, and what the driver says about it (CUDA buffers only).
+    alloc: Option<Allocation>,
+    facts: Option<PointerFacts>,
     sim_fd: c_int,
 }
 
@@ -98,20 +102,53 @@ impl Buffer {
             addr: mmap_anon(len)?,
             len,
             cuda: None,
+            alloc: None,
+            facts: None,
             sim_fd: -1,
         })
     }
 
-    pub fn cuda(cuda: Arc<Cuda>, len: usize) -> Result<Self, BenchError> {
-        let len = len.max(4096);
-        let addr = cuda.alloc(len)?;
+    /// CUDA memory allocated the way `how` says (the length may grow to its granularity).
+    pub fn cuda(cuda: Arc<Cuda>, how: CudaAlloc, len: usize) -> Result<Self, BenchError> {
+        let a = cuda.allocate(how, len.max(4096))?;
+        let facts = cuda.pointer_facts(a.ptr).ok();
         Ok(Self {
             kind: MemKind::Cuda,
-            addr,
-            len,
+            addr: a.ptr,
+            len: a.len,
             cuda: Some(cuda),
+            alloc: Some(a),
+            facts,
             sim_fd: -1,
         })
+    }
+
+    /// The driver's pointer and allocation facts (CUDA buffers).
+    pub fn facts(&self) -> Option<&PointerFacts> {
+        self.facts.as_ref()
+    }
+
+    /// The memory in words: the kind, and for CUDA other than cuMemAlloc how it was allocated.
+    pub fn describe(&self) -> String {
+        match self.cuda_alloc() {
+            Some(a) if a != CudaAlloc::Device => format!("{} ({})", self.kind.label(), a.api()),
+            _ => self.kind.label().to_owned(),
+        }
+    }
+
+    /// How `ibv_reg_mr` of this buffer goes, in words.
+    pub fn reg_label(&self, reg: RegPath) -> &'static str {
+        match (reg, self.facts.as_ref().map(PointerFacts::path)) {
+            (RegPath::RegMr, Some(RegistrationPath::HostPages)) => {
+                "ibv_reg_mr (host pages pinned by the kernel: not GPUDirect RDMA)"
+            }
+            _ => reg.label(self.kind),
+        }
+    }
+
+    /// How a CUDA buffer was allocated.
+    pub fn cuda_alloc(&self) -> Option<CudaAlloc> {
+        self.alloc.as_ref().map(|a| a.kind)
     }
 
     /// nv_p2p_sim "GPU memory" (size rounded up to 64 KiB).
@@ -163,6 +200,8 @@ impl Buffer {
             addr: p as u64,
             len,
             cuda: None,
+            alloc: None,
+            facts: None,
             sim_fd: fd,
         })
     }
@@ -256,8 +295,8 @@ impl Drop for Buffer {
                 unsafe { libc::munmap(self.addr as *mut c_void, self.len) };
             }
             MemKind::Cuda => {
-                if let Some(c) = &self.cuda {
-                    c.free(self.addr);
+                if let (Some(c), Some(a)) = (&self.cuda, &self.alloc) {
+                    c.release(a);
                 }
             }
             MemKind::Sim => self.free_sim(),

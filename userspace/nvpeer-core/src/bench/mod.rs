@@ -7,6 +7,7 @@
 //! toolchain does not provide; the handful of entry points needed are bound here instead.
 
 pub mod cuda;
+pub mod cuda_alloc;
 pub mod engine;
 pub mod ibv;
 pub mod mem;
@@ -91,6 +92,11 @@ pub fn describe_reg_error(what: &str, e: &std::io::Error, buf: &Buffer) -> Strin
         buf.kind.label(),
         buf.addr
     );
+    if let (Some(libc::EFAULT), Some(f)) = (e.raw_os_error(), buf.facts()) {
+        if f.path() != cuda_alloc::RegistrationPath::PeerMemory {
+            return format!("{base}: cause: {}", f.explain());
+        }
+    }
     if e.raw_os_error() == Some(libc::EFAULT) && buf.kind != MemKind::Host {
         let module = std::path::Path::new("/sys/module/nvidia_peermem").exists()
             || std::path::Path::new("/sys/module/nv_peer_mem").exists();
@@ -136,6 +142,8 @@ pub struct BenchOpts {
     pub latency: bool,
     pub validate: bool,
     pub mem: MemKind,
+    /// How CUDA memory is allocated (`--alloc`; --mem cuda only).
+    pub alloc: cuda_alloc::CudaAlloc,
     pub reg: RegPath,
     pub gpu: i32,
     pub side: SideOpts,
@@ -224,6 +232,7 @@ pub fn all_sizes() -> Vec<usize> {
 /// Allocates the buffer of a side (2 * half bytes) and, for dma-buf, exports it.
 fn make_buffer(
     mem: MemKind,
+    alloc: cuda_alloc::CudaAlloc,
     cuda: Option<&Arc<cuda::Cuda>>,
     half: usize,
     reg: RegPath,
@@ -232,7 +241,7 @@ fn make_buffer(
     let buf = match (mem, cuda) {
         (MemKind::Host, _) => Buffer::host(len)?,
         (MemKind::Sim, _) => Buffer::sim(len)?,
-        (MemKind::Cuda, Some(c)) => Buffer::cuda(c.clone(), len)?,
+        (MemKind::Cuda, Some(c)) => Buffer::cuda(c.clone(), alloc, len)?,
         (MemKind::Cuda, None) => return Err(BenchError::Cuda("CUDA not initialised".to_owned())),
     };
     let dmabuf = match (reg, cuda) {
@@ -264,7 +273,7 @@ fn new_side(
     reg: RegPath,
     half: usize,
 ) -> Result<Side, BenchError> {
-    let (buf, dmabuf) = make_buffer(mem, cuda, half, reg)?;
+    let (buf, dmabuf) = make_buffer(mem, opts.alloc, cuda, half, reg)?;
     if reg == RegPath::Dmabuf {
         // NCCL's probe first: a provider without dma-buf support says so precisely.
         let probe = ibv::Context::open(opts.side.device.as_deref())?;
@@ -681,11 +690,12 @@ pub fn copy_time_us(
 /// The copy times alone (hosts without an RDMA device still learn the staging cost).
 pub fn staged_copy_times(
     mem: MemKind,
+    alloc: cuda_alloc::CudaAlloc,
     cuda: Option<&Arc<cuda::Cuda>>,
     sizes: &[usize],
 ) -> Result<Vec<(usize, f64)>, BenchError> {
     let max = sizes.iter().copied().max().unwrap_or(1);
-    let (src, _) = make_buffer(mem, cuda, max, RegPath::RegMr)?;
+    let (src, _) = make_buffer(mem, alloc, cuda, max, RegPath::RegMr)?;
     let mut bounce = vec![0u8; max];
     sizes
         .iter()
@@ -705,7 +715,7 @@ fn compare_staged(
     cuda: Option<&Arc<cuda::Cuda>>,
     direct: &[Row],
 ) -> Result<(Vec<StagedRow>, String), BenchError> {
-    let copies = staged_copy_times(opts.mem, cuda, &opts.sizes)?;
+    let copies = staged_copy_times(opts.mem, opts.alloc, cuda, &opts.sizes)?;
     let half = opts.sizes.iter().copied().max().unwrap_or(1);
     let mut host_opts = opts.clone();
     host_opts.validate = false;
