@@ -11,8 +11,11 @@
 #   make MODULE_NAME=nv_peer_mem   the module under the legacy name
 #   make install [DESTDIR=…] [PREFIX=/usr/local] [KDIR=…] [NVPEER_OPTIONS="peerdirect_support=1"]
 #                     module into /lib/modules/<kver>/updates, modules-load.d, modprobe.d (softdep),
-#                     the CLI into $(PREFIX)/bin, nvpeer.service; builds only what is not built yet
+#                     the CLI into $(PREFIX)/bin, its man pages and completions under $(PREFIX)/share,
+#                     nvpeer.service; builds only what is not built yet
 #   make uninstall    removes exactly what `make install` listed in /var/lib/nvpeer/manifest
+#   make deb          Debian packages nvpeer (CLI, man pages, completions, unit, NHC, Slurm) and
+#                     nvpeer-dkms (module source, dh-dkms) into build/deb/ (dist/debian/)
 #   make dkms-install the module source (kmod/ + include/) into /usr/src/nvpeer-<version> for DKMS
 #   make KDIR=stock:7.2.12+deb13-amd64   the module for a stock Debian kernel whose headers ship no
 #                     Rust artefacts (kmod/stock-kbuild.sh: a matching toolchain and tree, cached),
@@ -69,6 +72,15 @@ install: $(KO) $(CLI_BIN)
 	@kver=$$(kmod/find-deps.sh --kver $(KDIR)) || exit 1; \
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" KVER="$$kver" MODULE_NAME=$(MODULE_NAME) \
 	KO=$(KO) CLI=$(CLI_BIN) NVPEER_OPTIONS="$(NVPEER_OPTIONS)" kmod/packaging/nvpeer-install install
+	@# Man pages and completions from the CLI's clap definitions, added to the manifest.
+	@docs=$$(mktemp -d) && trap 'rm -rf "$$docs"' EXIT && \
+	$(CLI_BIN) __generate-docs "$$docs" >/dev/null && \
+	inst() { install -D -m 0644 "$$1" "$(DESTDIR)$$2" && echo "$$2" >> "$(DESTDIR)/var/lib/nvpeer/manifest" && \
+		echo "nvpeer-install: installed $$2"; } && \
+	for p in "$$docs"/man/man1/*.1; do inst "$$p" "$(PREFIX)/share/man/man1/$${p##*/}" || exit 1; done && \
+	inst "$$docs/completions/bash/nvpeer" "$(PREFIX)/share/bash-completion/completions/nvpeer" && \
+	inst "$$docs/completions/zsh/_nvpeer" "$(PREFIX)/share/zsh/site-functions/_nvpeer" && \
+	inst "$$docs/completions/fish/nvpeer.fish" "$(PREFIX)/share/fish/vendor_completions.d/nvpeer.fish"
 
 uninstall:
 	DESTDIR="$(DESTDIR)" MODULE_NAME=$(MODULE_NAME) kmod/packaging/nvpeer-install uninstall
@@ -85,6 +97,10 @@ dkms-install:
 dkms-uninstall:
 	-dkms remove nvpeer/$(NVPEER_VERSION) --all
 	rm -rf $(DKMS_SRC)
+
+# Debian packages nvpeer and nvpeer-dkms into build/deb/ (dist/debian/, dpkg-buildpackage).
+deb:
+	dist/debian/make-deb.sh build/deb
 
 test:
 	tests/run.sh
@@ -104,4 +120,4 @@ clean:
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run test bench bench-rdma soak sign clean install uninstall dkms-install dkms-uninstall
+.PHONY: all kmod cli run deb test bench bench-rdma soak sign clean install uninstall dkms-install dkms-uninstall

@@ -22,7 +22,13 @@ want="/lib/modules/$kver/updates/nvidia_peermem.ko
 /etc/modprobe.d/nvpeer.conf
 /usr/local/bin/nvpeer
 /etc/systemd/system/nvpeer.service"
-expect_eq "manifest lists the five files" "$want" "$(cat $manifest 2>&1)"
+expect_eq "manifest lists the five files first" "$want" "$(head -n5 $manifest 2>&1)"
+for f in /usr/local/share/man/man1/nvpeer.1 /usr/local/share/man/man1/nvpeer-check.1 \
+    /usr/local/share/bash-completion/completions/nvpeer /usr/local/share/zsh/site-functions/_nvpeer \
+    /usr/local/share/fish/vendor_completions.d/nvpeer.fish; do
+    expect "manifest lists $f (generated from the clap definitions)" grep -qx "$f" $manifest
+done
+want=$(cat $manifest)
 while IFS= read -r f; do expect "installed: $f" test -f "$f"; done < $manifest
 expect "module identical to the built one" cmp "$REPO/kmod/nvidia_peermem.ko" "/lib/modules/$kver/updates/nvidia_peermem.ko"
 expect_eq "modules-load.d names the module" nvidia_peermem "$(grep -v '^#' /etc/modules-load.d/nvpeer.conf)"

@@ -12,7 +12,7 @@ log() { printf 'deps: %s\n' "$*"; }
 APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libssl-dev xz-utils zstd
           python3 qemu-system-x86 busybox-static rdma-core ibverbs-utils libibverbs-dev dkms
           librdmacm-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
-          prometheus prometheus-node-exporter shellcheck)
+          prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

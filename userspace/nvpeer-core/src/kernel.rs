@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::host::Host;
@@ -38,7 +38,7 @@ pub mod symbols {
 }
 
 /// Where a symbol lives.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "in", content = "module", rename_all = "snake_case")]
 pub enum SymbolOwner {
     /// Built into the kernel image.
@@ -57,7 +57,7 @@ impl SymbolOwner {
 }
 
 /// The symbols of [`symbols::ALL`] found in `/proc/kallsyms`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Kallsyms {
     /// Absent, unreadable or empty (a container, a fixture tree, a locked-down kernel).
@@ -136,7 +136,7 @@ pub fn iommu_cmdline(cmdline: &str) -> Vec<String> {
 }
 
 /// How the IOMMU treats DMA.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IommuMode {
     /// No IOMMU device and no groups.
@@ -150,7 +150,7 @@ pub enum IommuMode {
 }
 
 /// The IOMMU as sysfs and the command line show it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Iommu {
     pub mode: IommuMode,
     /// `/sys/class/iommu/*` (e.g. `dmar0`, `ivhd0`).

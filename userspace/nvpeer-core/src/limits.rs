@@ -1,9 +1,9 @@
 //! Process limits that matter for registering GPU memory.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `RLIMIT_MEMLOCK` in bytes; `None` = unlimited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memlock {
     pub soft: Option<u64>,
     pub hard: Option<u64>,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
 use crate::topo::NcclPathType;
@@ -115,6 +115,43 @@ pub struct PeerMemoryVerdict {
     pub peer_memory: bool,
 }
 
+/// A [`PeerMemoryVerdict`] as a saved report has it: the consumer is one of the rules' ids
+/// ([`NCCL_RULES`], [`UCX_RULE`]).
+#[derive(Deserialize)]
+struct SavedVerdict {
+    consumer: String,
+    looked_for: Vec<String>,
+    found: Vec<String>,
+    peer_memory: bool,
+}
+
+impl<'de> Deserialize<'de> for PeerMemoryVerdict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        SavedVerdict::deserialize(d)?
+            .try_into()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<SavedVerdict> for PeerMemoryVerdict {
+    type Error = String;
+
+    fn try_from(v: SavedVerdict) -> Result<Self, String> {
+        let consumer = NCCL_RULES
+            .iter()
+            .chain(std::iter::once(&UCX_RULE))
+            .map(|r| r.id)
+            .find(|id| *id == v.consumer)
+            .ok_or_else(|| format!("unknown consumer {:?}", v.consumer))?;
+        Ok(Self {
+            consumer,
+            looked_for: v.looked_for,
+            found: v.found,
+            peer_memory: v.peer_memory,
+        })
+    }
+}
+
 /// Replays one rule against the paths present.
 pub fn replay(rule: &Rule, present: &[DetectionPath]) -> PeerMemoryVerdict {
     let found: Vec<String> = rule
@@ -177,7 +214,7 @@ pub fn parse_gdr_level(value: &str) -> Option<NcclPathType> {
 }
 
 /// Where a setting came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "from", content = "value", rename_all = "snake_case")]
 pub enum Source {
     Default,
@@ -187,7 +224,7 @@ pub enum Source {
 }
 
 /// The variables that decide whether NCCL uses GPUDirect RDMA.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NcclEnv {
     /// `NCCL_IB_DISABLE` != 0: NCCL does not use the IB transport at all (sockets only).
     pub ib_disable: bool,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -38,6 +38,15 @@ impl fmt::Display for PciAddress {
 impl Serialize for PciAddress {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PciAddress {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|_| {
+            serde::de::Error::custom(format!("{text:?} is not a PCI address (DDDD:BB:DD.F)"))
+        })
     }
 }
 
@@ -77,7 +86,9 @@ impl FromStr for PciAddress {
 
 /// Where a PCI function sits: its root complex (the `pciDDDD:BB` component of its sysfs path)
 /// and the functions from the root port down to itself (the last element is the function).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// `Default` (no root complex, no chain) stands in for a path that a saved report does not carry
+/// (the JSON leaves it out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PciPath {
     pub root_complex: String,
     pub chain: Vec<PciAddress>,
@@ -137,7 +148,7 @@ fn is_root_complex(component: &str) -> bool {
 }
 
 /// One PCI function with what the topology and the checks need.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PciDevice {
     pub address: PciAddress,
     pub vendor: u16,
@@ -262,7 +273,7 @@ const IORESOURCE_PREFETCH: u64 = 0x0000_2000;
 const IORESOURCE_MEM_64: u64 = 0x0010_0000;
 
 /// One memory BAR from the `resource` file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bar {
     pub index: usize,
     pub start: u64,
@@ -325,7 +336,7 @@ pub const ACS_P2P_COMPLETION_REDIRECT: u16 = 0x0008;
 pub const ACS_P2P_EGRESS_CONTROL: u16 = 0x0020;
 
 /// What config space says about ACS on one function.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Acs {
     /// Config space stops before the extended capabilities (unprivileged reads give 64 bytes).

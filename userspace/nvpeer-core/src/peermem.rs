@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::host::Host;
@@ -11,7 +11,7 @@ use crate::host::Host;
 pub const MODULE_NAMES: [&str; 2] = ["nvidia_peermem", "nv_peer_mem"];
 
 /// Who wrote the loaded module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Implementation {
     /// This project: recognised by `/sys/module/<name>/nvpeer/implementation`.
@@ -33,7 +33,7 @@ impl Implementation {
 }
 
 /// A loaded peer-memory module as sysfs shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadedModule {
     pub name: String,
     pub version: Option<String>,

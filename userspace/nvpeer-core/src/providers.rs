@@ -1,7 +1,7 @@
 //! The two kernel-side providers a peer-memory module needs: the NVIDIA driver (its P2P API)
 //! and a peer-memory capable IB core (MOFED), or the test stand-ins for them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
@@ -16,7 +16,7 @@ pub const PEER_CORE_STAND_INS: [&str; 3] =
     ["peer_core_sim", "peer_core_sim_5x", "peer_core_sim_4x"];
 
 /// How a driver offers persistent (callback-less) pinning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PersistentApi {
     /// `nvidia_p2p_get_pages_persistent` (535.43.02+).
@@ -30,7 +30,7 @@ pub enum PersistentApi {
 }
 
 /// The module that provides `nvidia_p2p_*`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NvidiaDriver {
     /// `nvidia`, or a stand-in's name.
     pub module: String,
@@ -103,7 +103,7 @@ pub fn nvidia_driver(host: &Host, kallsyms: &Kallsyms) -> Result<Option<NvidiaDr
 }
 
 /// Core generations as a client sees them (CONTRACT 1.1, 1.4, 1.7, 1.8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CoreGeneration {
     /// MOFED 4.1 ... 5.0: peer private data, whose callbacks a new-style client's `ex_size` and
     /// `flags` would overlay, so the client needs the legacy layout (`peerdirect_support=1`).
@@ -166,7 +166,7 @@ impl CoreGeneration {
 }
 
 /// Where a [`PeerCore::generation`] comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GenerationSource {
     /// `ib_get_peer_private_data` / `ib_umem_stop_invalidation_notifier` in `/proc/kallsyms`.
@@ -263,7 +263,7 @@ pub fn mofed_generation(version: &str) -> Option<CoreGeneration> {
 }
 
 /// Who provides `ib_register_peer_memory_client`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeerCore {
     /// The exporter: the module kallsyms names (`ib_core` on MOFED <= 23.x, `ib_uverbs` on
     /// DOCA-OFED >= 24.07 and NV-Kernels, any other name as it is), `peer_core_sim` (the
@@ -286,7 +286,7 @@ pub struct PeerCore {
 }
 
 /// What is known about ib_core and the peer-memory core.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IbCore {
     /// `/sys/module/ib_core` exists (loaded module, or built in with parameters).
     pub ib_core_loaded: bool,

@@ -1,13 +1,13 @@
 //! RDMA devices and their ports from `/sys/class/infiniband`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::host::Host;
 use crate::pci::PciDevice;
 
 /// One port of an RDMA device.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Port {
     pub number: String,
     /// `state` without its numeric prefix, e.g. `ACTIVE` (from `4: ACTIVE`).
@@ -27,7 +27,7 @@ impl Port {
 }
 
 /// One RDMA device (`/sys/class/infiniband/<name>`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RdmaDevice {
     pub name: String,
     /// The kernel driver of its PCI function (`mlx5_core`), when it has one.

@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::host::Host;
@@ -28,7 +28,7 @@ use crate::pci::{self, PciDevice, PciPath};
 use crate::rdma::{self, RdmaDevice};
 
 /// How far apart two PCI devices are, as `nvidia-smi topo -m` says it. Ordered near to far.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum PathClass {
     /// At most one PCIe switch between them.
@@ -73,7 +73,7 @@ impl fmt::Display for PathClass {
 
 /// NCCL's path types (`graph/topo.h`), in NCCL's order; the PCIe ones are what a GPU-NIC pair
 /// without NVLink or C2C can have. `NCCL_NET_GDR_LEVEL` is compared against this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum NcclPathType {
     Loc,
@@ -191,7 +191,7 @@ pub fn classify(a: Endpoint<'_>, b: Endpoint<'_>) -> PathClass {
 }
 
 /// A GPU in the topology.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Gpu {
     /// `GPU0`, `GPU1`, ... in PCI address order.
     pub label: String,
@@ -200,7 +200,7 @@ pub struct Gpu {
 }
 
 /// An RDMA device in the topology.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Nic {
     pub name: String,
     /// `None` for software devices (rxe, siw) that have no PCI function of their own.
@@ -208,7 +208,7 @@ pub struct Nic {
 }
 
 /// One cell of the matrix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Link {
     pub gpu: String,
     pub nic: String,
@@ -217,7 +217,7 @@ pub struct Link {
 }
 
 /// The nearest NIC(s) of one GPU.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Nearest {
     pub gpu: String,
     pub nics: Vec<String>,
@@ -226,8 +226,10 @@ pub struct Nearest {
 }
 
 /// The whole picture: `nvpeer topo --json` prints this.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Topology {
+    /// Always [`SCHEMA`] (read back as such).
+    #[serde(skip_deserializing, default = "schema")]
     pub schema: &'static str,
     pub gpus: Vec<Gpu>,
     pub nics: Vec<Nic>,
@@ -236,6 +238,10 @@ pub struct Topology {
 }
 
 pub const SCHEMA: &str = "nvpeer.topo/1";
+
+fn schema() -> &'static str {
+    SCHEMA
+}
 
 impl Topology {
     /// Builds the topology from GPUs and RDMA devices already read.

@@ -9,10 +9,10 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What `ibv_reg_dmabuf_mr` said on one device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum DmabufProbe {
     /// Failed with another errno than EOPNOTSUPP/EPROTONOSUPPORT: NCCL calls that supported.
@@ -29,14 +29,14 @@ pub enum DmabufProbe {
 }
 
 /// One device as libibverbs sees it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VerbsDevice {
     pub name: String,
     pub dmabuf: DmabufProbe,
 }
 
 /// The outcome of the libibverbs probe.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Verbs {
     /// Not attempted (e.g. `--sysfs-root` points at another tree).

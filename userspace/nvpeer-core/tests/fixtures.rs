@@ -387,6 +387,65 @@ fn stats_of_the_ready_fixture() {
     );
 }
 
+/// Every fixture tree's name.
+fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(fixtures())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.path()
+                .join("sys")
+                .is_dir()
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `report`'s checks are what its saved JSON judges to (whole report and bare facts).
+fn assert_rejudged(report: &check::Report, what: &str) {
+    let saved = serde_json::to_string_pretty(report).unwrap();
+    let again = check::report(check::parse_facts(saved.as_bytes(), what).unwrap());
+    assert_eq!(again.checks, report.checks, "{what}");
+    assert_eq!((again.status, again.ready), (report.status, report.ready));
+    // Nothing is lost on the way: the facts print the same again.
+    assert_eq!(
+        serde_json::to_string_pretty(&again).unwrap(),
+        saved,
+        "{what}"
+    );
+    let bare = serde_json::to_string(&report.facts).unwrap();
+    let facts = check::parse_facts(bare.as_bytes(), what).unwrap();
+    assert_eq!(check::judge(&facts), report.checks, "{what}");
+}
+
+/// The acceptance of `check --facts`: every fixture's verdicts come back from its saved JSON,
+/// also with NCCL/UCX variables and a memlock limit set.
+#[test]
+fn every_fixture_is_judged_again_from_its_json() {
+    let names = fixture_names();
+    assert!(names.len() >= 9, "{names:?}");
+    for name in &names {
+        let report = check::run(&host(name), &Inputs::fixture());
+        assert_rejudged(&report, name);
+        let mut inputs = Inputs::fixture();
+        inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PIX".into());
+        inputs.env.insert("NCCL_IB_DISABLE".into(), "bogus".into());
+        inputs
+            .env
+            .insert("UCX_IB_GPU_DIRECT_RDMA".into(), "no".into());
+        inputs.memlock = Some(nvpeer_core::limits::Memlock {
+            soft: Some(8 << 20),
+            hard: None,
+        });
+        assert_rejudged(&check::run(&host(name), &inputs), name);
+    }
+    // The malformed tree's unreadable files are facts too.
+    let report = check::run(&host("malformed"), &Inputs::fixture());
+    assert!(!report.facts.unreadable.is_empty());
+}
+
 /// Copies a fixture's sys tree (symlinks as symlinks) into `to`.
 fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -430,7 +489,7 @@ proptest! {
         let h = Host::new(&sys, fixtures().join("pix/proc"));
         let report = check::run(&h, &Inputs::fixture());
         let _ = render::check(&report, false);
-        let _ = serde_json::to_string(&report).unwrap();
+        assert_rejudged(&report, FUZZED[which]);
         if let Ok(t) = topo::discover(&h) {
             let _ = render::topo(&t);
         }

@@ -19,6 +19,8 @@ use nvpeer_core::check::{self, Inputs};
 use nvpeer_core::host::Host;
 use nvpeer_core::{metrics, nccl_log, render, selftest, stats, topo};
 
+mod gendocs;
+
 #[derive(Parser)]
 #[command(
     name = "nvpeer",
@@ -57,6 +59,10 @@ enum Command {
         /// 2 critical, 3 unknown: the host could not be read).
         #[arg(long, value_enum, default_value = "default", value_name = "STYLE")]
         exit_codes: ExitCodesArg,
+        /// Judge the facts of a saved `check --json` (a report from another node, or its bare
+        /// `facts` object) instead of this host; FILE `-` reads standard input.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<String>,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {
@@ -260,9 +266,9 @@ struct BenchArgs {
     /// Path MTU in bytes (256..4096; default: the port's active MTU).
     #[arg(short = 'm', long)]
     mtu: Option<u32>,
-    /// Memory of the buffers.
-    #[arg(long, value_enum, default_value = "host")]
-    mem: MemArg,
+    /// Memory of the buffers [default: host; with --loopback-all: cuda].
+    #[arg(long, value_enum)]
+    mem: Option<MemArg>,
     /// How --mem cuda memory is allocated.
     #[arg(long, value_enum, default_value = "device")]
     alloc: AllocArg,
@@ -282,12 +288,28 @@ struct BenchArgs {
     /// Server: the largest message accepted.
     #[arg(long, default_value = "8M", value_parser = parse_size)]
     max_size: usize,
-    /// Print JSON (schema nvpeer.bench/1).
+    /// Every GPU with its nearest NIC (`nvpeer topo`), the same loopback transfer per pair,
+    /// pinned to the CPUs of the NIC's NUMA node; one row per pair. With --mem host or sim:
+    /// every RDMA device once, with host memory. Exit 1 when a pair failed.
+    #[arg(long, conflicts_with_all = ["host", "server", "device", "gpu", "lat", "compare_staged"])]
+    loopback_all: bool,
+    /// With --loopback-all: fail (exit 1) the pairs below this many Gb/s, one line each.
+    #[arg(long, value_name = "GBPS", requires = "loopback_all", value_parser = parse_gbps)]
+    min_gbps: Option<f64>,
+    /// Print JSON (schema nvpeer.bench/1; with --loopback-all nvpeer.bench-loopback-all/1).
     #[arg(long, conflicts_with = "format")]
     json: bool,
     /// Text layout: our table or perftest's columns.
     #[arg(long, value_enum, default_value = "human")]
     format: FormatArg,
+}
+
+/// `--min-gbps`: a positive number.
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of Gb/s")),
+    }
 }
 
 /// "4096", "4K", "1M", "8MiB".
@@ -341,6 +363,10 @@ fn check_root(flag: &str, path: &std::path::Path) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // `nvpeer __generate-docs OUTDIR`: man pages and completions (packaging).
+    if let Some(code) = gendocs::intercept::<Cli>() {
+        return code;
+    }
     let cli = Cli::parse();
     for (flag, path) in [
         ("--sysfs-root", &cli.sysfs_root),
@@ -368,6 +394,7 @@ fn main() -> ExitCode {
             brief,
             strict,
             exit_codes,
+            facts,
         } => {
             if json && brief {
                 eprintln!(
@@ -382,7 +409,14 @@ fn main() -> ExitCode {
             } else {
                 CheckForm::Table
             };
-            run_check(&host, form, strict, exit_codes.into(), &mut out)
+            run_check(
+                &host,
+                facts.as_deref(),
+                form,
+                strict,
+                exit_codes.into(),
+                &mut out,
+            )
         }
         Command::Topo { json } => run_topo(&host, json, &mut out),
         Command::Stats {
@@ -401,6 +435,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        Command::Bench(args) if args.loopback_all => run_loopback_all(&host, &args, &mut out),
         Command::Bench(args) => run_bench(&args, &mut out),
         Command::NcclLog { file, json } => run_nccl_log(&file, json, &mut out),
         Command::Selftest {
@@ -453,8 +488,11 @@ enum CheckForm {
     Brief,
 }
 
+/// `facts`: judge a saved report instead of `host` (`--facts FILE`); one that cannot be read is
+/// one line on stderr and exit 2 (nagios: 3, UNKNOWN, with the line on stdout too).
 fn run_check(
     host: &Host,
+    facts: Option<&str>,
     form: CheckForm,
     strict: bool,
     codes: ExitCodes,
@@ -462,7 +500,20 @@ fn run_check(
 ) -> std::io::Result<ExitCode> {
     // The same checks in every form: --brief reads sysfs/procfs and probes libibverbs like the
     // table (no CUDA context, no RDMA traffic), only the rendering differs.
-    let report = check::run(host, &Inputs::live(host));
+    let report = match facts {
+        None => check::run(host, &Inputs::live(host)),
+        Some(file) => match check::read_facts(file) {
+            Ok(facts) => check::report(facts),
+            Err(e) => {
+                eprintln!("nvpeer check: --facts: {e}");
+                if codes == ExitCodes::Nagios {
+                    out.print(&format!("nvpeer: unknown: {e}\n"))?;
+                    return Ok(ExitCode::from(NAGIOS_UNKNOWN));
+                }
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
     match form {
         CheckForm::Json => out.print(&to_json(&report, true)?)?,
         CheckForm::Brief => out.print(&brief::line(&report, strict))?,
@@ -691,7 +742,14 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
         iters: a.iters.unwrap_or(if a.lat { 1000 } else { 5000 }),
         latency: a.lat,
         validate: a.validate,
-        mem: a.mem.into(),
+        mem: a.mem.map_or(
+            if a.loopback_all {
+                MemKind::Cuda
+            } else {
+                MemKind::Host
+            },
+            Into::into,
+        ),
         alloc: a.alloc.into(),
         reg: match a.reg {
             RegArg::Mr => RegPath::RegMr,
@@ -788,6 +846,58 @@ fn run_bench(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
         out.print(&bench::report::human(&report))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bench --loopback-all`: the table (or JSON) on stdout, then one line per failing pair on
+/// stderr; exit 1 when a pair is below --min-gbps or was not measured.
+fn run_loopback_all(host: &Host, a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
+    if a.format == FormatArg::Perftest {
+        eprintln!(
+            "nvpeer bench: --loopback-all prints one row per pair: not with --format perftest"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let opts = bench_opts(a);
+    if opts.alloc != CudaAlloc::Device && opts.mem != MemKind::Cuda {
+        eprintln!("nvpeer bench: --alloc is how CUDA memory is allocated: it needs --mem cuda");
+        return Ok(ExitCode::from(2));
+    }
+    if let Some(m) = a.mtu {
+        if bench::engine::mtu_enum(m).is_none() {
+            eprintln!("nvpeer bench: --mtu {m}: use 256, 512, 1024, 2048 or 4096");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    if opts.sizes.iter().any(|&s| s > opts.max_size) {
+        eprintln!(
+            "nvpeer bench: message size above --max-size {}",
+            opts.max_size
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let tty = std::io::stderr().is_terminal();
+    let progress = |i: usize, n: usize, name: &str| {
+        if tty {
+            eprintln!("[{}/{}] {name}...", i + 1, n);
+        }
+    };
+    let report = match bench::loopback_all::run(host, &opts, a.min_gbps, &progress) {
+        Ok(r) => r,
+        Err(e) => return Ok(fail("bench", &e)),
+    };
+    if a.json {
+        out.print(&to_json(&report, true)?)?;
+    } else {
+        out.print(&report.table())?;
+    }
+    for line in report.failure_lines() {
+        eprintln!("{line}");
+    }
+    Ok(if report.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Without an RDMA device, --compare-staged still measures the staging copies.

@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod cuda_alloc;
 pub mod engine;
 pub mod ibv;
+pub mod loopback_all;
 pub mod mem;
 pub mod rdmacm;
 pub mod report;

@@ -1,32 +1,45 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! `nvpeer check`: one line per readiness check with ok / warn / fail, and for every warn or
 //! fail the cause and the fix. The report also carries the facts the checks were made from
 //! (`facts` in the JSON).
+//!
+//! Two steps: [`gather`] reads every fact once (sysfs, procfs, the process's environment and
+//! limits, the libibverbs probe) into [`Facts`]; [`judge`] makes every check from those facts
+//! alone. So a saved `check --json` from another node is judged again by [`read_facts`] and
+//! [`report`] (`nvpeer check --facts FILE`), and the rules are tested on hand-made facts.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use std::io::Read;
+use std::path::PathBuf;
 
-use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
 use crate::host::Host;
-use crate::kernel::{self, symbols, Iommu, Kallsyms};
+use crate::kernel::{Iommu, Kallsyms};
 use crate::limits::Memlock;
 use crate::nccl::{self, NcclEnv, PeerMemoryVerdict};
-use crate::pci::{self, Acs, Bar, PciAddress, PciDevice};
-use crate::peermem::{self, LoadedModule};
-use crate::providers::{self, IbCore, NvidiaDriver};
-use crate::rdma::{self, RdmaDevice};
+use crate::pci::{Acs, Bar, PciAddress};
+use crate::peermem::LoadedModule;
+use crate::providers::{IbCore, NvidiaDriver};
+use crate::rdma::RdmaDevice;
 use crate::topo::Topology;
 use crate::verbs::{self, DmabufProbe, Verbs};
 
 pub mod brief;
 mod consumers;
+mod gather;
 mod platform;
+#[cfg(test)]
+mod rule_tests;
 mod stack;
+#[cfg(test)]
+mod tests;
+
+pub use gather::gather;
 
 use consumers::{check_dmabuf, check_nccl_env, check_nccl_gdr, check_nccl_range, check_ucx};
-use platform::{
-    acs_findings, check_acs, check_bar1, check_gpus, check_iommu, check_topology, gpu_facts,
-};
+use platform::{check_acs, check_bar1, check_gpus, check_iommu, check_topology};
 use stack::{
     check_core_bugs, check_driver_reload, check_ib_core, check_memlock, check_module,
     check_nvidia_driver, check_parameters, check_peer_clients, check_rdma_devices, check_verbs,
@@ -54,7 +67,7 @@ impl Status {
 }
 
 /// The outcome of one check.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// Stable identifier, e.g. `module`.
     pub id: &'static str,
@@ -99,8 +112,9 @@ impl Check {
             "fix the unreadable files the other check names",
         )
     }
-    /// A check that could not be made because a file was unreadable or malformed.
-    fn error(id: &'static str, e: &Error) -> Self {
+    /// A check that could not be made because a file was unreadable or malformed (`e`: the
+    /// error as [`Facts::unreadable`] keeps it).
+    fn error(id: &'static str, e: &str) -> Self {
         Self::warn(
             id,
             format!("could not check: {e}"),
@@ -150,33 +164,37 @@ impl Inputs {
 }
 
 /// One peer client in `/sys/kernel/mm/memory_peers`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeerClientInfo {
     pub name: String,
     pub version: Option<String>,
 }
 
 /// A GPU with its BAR1.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GpuFacts {
     pub label: String,
     pub address: PciAddress,
+    /// PCI vendor and device id.
+    pub vendor: u16,
+    pub device: u16,
     pub numa_node: Option<i32>,
     pub bar1: Option<Bar>,
 }
 
 /// ACS on one bridge of a GPU-NIC path.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AcsFinding {
     pub bridge: PciAddress,
     pub gpu: String,
     pub nic: String,
     pub acs: Option<Acs>,
-    pub redirecting: Vec<&'static str>,
+    /// The names of the enabled control bits that hurt P2P ([`Acs::p2p_hurting_bits`]).
+    pub redirecting: Vec<String>,
 }
 
 /// What the DMA-BUF path (no peer-memory module needed) would have.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DmabufFacts {
     /// `ib_umem_dmabuf_get` is exported (kernel >= 5.12 ib_core); `None` = unknown.
     pub kernel: Option<bool>,
@@ -200,8 +218,12 @@ impl DmabufFacts {
     }
 }
 
-/// Everything the checks were made from.
-#[derive(Clone, Debug, Serialize)]
+/// Our module's counters that `peer_clients` shows when `memory_peers` is absent.
+pub const MODULE_COUNTERS: [&str; 3] = ["acquired", "registrations", "live_contexts"];
+
+/// Everything the checks are made from ([`gather`]), and all that [`judge`] reads: the
+/// `facts` of `nvpeer check --json`, which [`read_facts`] reads back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Facts {
     pub modules: Vec<LoadedModule>,
     /// `None` when `/sys/kernel/mm/memory_peers` does not exist.
@@ -222,6 +244,13 @@ pub struct Facts {
     /// `UCX_IB_GPU_DIRECT_RDMA`: `Some(false)` = disabled by the user.
     pub ucx_gpu_direct_rdma: Option<bool>,
     pub dmabuf: DmabufFacts,
+    /// Our modules' [`MODULE_COUNTERS`] as written: module name -> counter -> value.
+    pub module_counters: BTreeMap<String, BTreeMap<String, String>>,
+    /// The facts that could not be read, by facts field (`modules`, `memory_peers`, `nvidia`,
+    /// `ib_core`, `rdma_devices`, `gpus`, `bars` for the GPUs' BAR1, `iommu`, `acs`) -> why;
+    /// their checks say "could not check". Facts without it (and so without the other fields
+    /// added with `--facts`) come from an older release and are refused.
+    pub unreadable: BTreeMap<String, String>,
 }
 
 /// All checks of one run: `nvpeer check --json` prints this.
@@ -243,605 +272,176 @@ impl Report {
     }
 }
 
-/// Runs every check against `host`. Unreadable or malformed files turn into `warn` lines that
-/// name the file; nothing here fails as a whole.
+/// Runs every check against `host`: [`gather`], then [`judge`]. Unreadable or malformed files
+/// turn into `warn` lines that name the file; nothing here fails as a whole.
 pub fn run(host: &Host, inputs: &Inputs) -> Report {
-    let kallsyms = kernel::kallsyms(host);
-    let modules = peermem::loaded_modules(host);
-    let memory_peers = memory_peers(host);
-    let nvidia = providers::nvidia_driver(host, &kallsyms);
-    let ib_core = providers::ib_core(host, &kallsyms);
-    let rdma_devices = rdma::devices(host);
-    let gpus = pci::gpus(host);
-    // None when the PCI or RDMA devices could not be read (their own checks say why).
-    let topology = match (&gpus, &rdma_devices) {
-        (Ok(g), Ok(r)) => Some(Topology::build(g.clone(), r)),
-        _ => None,
-    };
-    let present = nccl::present_paths(host);
-    let nccl_env = nccl::nccl_env(&inputs.env);
+    report(gather(host, inputs))
+}
 
-    let mut checks = Vec::new();
-    let modules_ok = modules.as_ref().ok().cloned().unwrap_or_default();
-    let ib_core_ok = ib_core.as_ref().ok().cloned();
-    let nvidia_ok = nvidia.as_ref().ok().cloned().flatten();
-
-    checks.push(match &modules {
-        Ok(m) => check_module(m),
-        Err(e) => Check::error("module", e),
-    });
-    if let [module] = modules_ok.as_slice() {
-        checks.push(check_parameters(module, ib_core_ok.as_ref()));
-    }
-    checks.push(match &memory_peers {
-        Ok(mp) => check_peer_clients(host, &modules_ok, mp.as_deref(), nvidia_ok.as_ref()),
-        Err(e) => Check::error("peer_clients", e),
-    });
-    checks.push(match &nvidia {
-        Ok(n) => check_nvidia_driver(n.as_ref(), &kallsyms),
-        Err(e) => Check::error("nvidia_driver", e),
-    });
-    checks.push(match &ib_core {
-        Ok(c) => check_ib_core(c, &modules_ok),
-        Err(e) => Check::error("ib_core", e),
-    });
-    if let Some(c) = &ib_core_ok {
-        checks.extend(check_driver_reload(c, &modules_ok));
-        checks.extend(check_core_bugs(c, &modules_ok));
-    }
-    checks.push(match &rdma_devices {
-        Ok(d) => check_rdma_devices(d),
-        Err(e) => Check::error("rdma_devices", e),
-    });
-    checks.push(check_verbs(
-        &inputs.verbs,
-        rdma_devices.as_ref().map(Vec::len).unwrap_or(0),
-    ));
-
-    let gpu_facts = gpus.as_ref().ok().map(|g| gpu_facts(host, g));
-    checks.push(match &gpus {
-        Ok(g) => check_gpus(g),
-        Err(e) => Check::error("gpus", e),
-    });
-    checks.push(match &gpu_facts {
-        Some(Ok(g)) => check_bar1(g),
-        Some(Err(e)) => Check::error("bar1", e),
-        None => Check::not_examined("bar1", "the GPUs could not be read (see `gpus`)"),
-    });
-    checks.push(match &topology {
-        Some(t) => check_topology(t),
-        None => Check::not_examined(
-            "topology",
-            "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)",
-        ),
-    });
-
-    let examined: Vec<&PciDevice> = match &topology {
-        Some(t) => t
-            .gpus
-            .iter()
-            .map(|g| &g.pci)
-            .chain(t.nics.iter().filter_map(|n| n.pci.as_ref()))
-            .collect(),
-        None => Vec::new(),
-    };
-    let iommu = kernel::iommu(host, &examined);
-    checks.push(match &iommu {
-        Ok(i) => check_iommu(i),
-        Err(e) => Check::error("iommu", e),
-    });
-    let acs = topology.as_ref().map(|t| acs_findings(host, t));
-    checks.push(match &acs {
-        Some(Ok(a)) => check_acs(a),
-        Some(Err(e)) => Check::error("acs", e),
-        None => Check::not_examined(
-            "acs",
-            "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)",
-        ),
-    });
-    checks.push(check_memlock(inputs.memlock));
-
-    let dmabuf = DmabufFacts {
-        kernel: match kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
-            Ok(found) => Some(found.is_some()),
-            Err(_) => None,
-        },
-        gpu_open_kernel_module: nvidia_ok.as_ref().and_then(|n| n.open_kernel_module),
-        nics: match &inputs.verbs {
-            Verbs::Probed { devices } => devices
-                .iter()
-                .map(|d| (d.name.clone(), d.dmabuf.clone()))
-                .collect(),
-            _ => BTreeMap::new(),
-        },
-        nccl_dmabuf_enable: nccl_env.dmabuf_enable,
-    };
-    let verdicts: Vec<PeerMemoryVerdict> = nccl::NCCL_RULES
-        .iter()
-        .map(|r| nccl::replay(r, &present))
-        .collect();
-    let ucx = nccl::replay(&nccl::UCX_RULE, &present);
-    let ucx_switch = nccl::ucx_gpu_direct_rdma(&inputs.env);
-
-    checks.push(check_nccl_env(&nccl_env));
-    for (rule, verdict) in nccl::NCCL_RULES.iter().zip(&verdicts) {
-        checks.push(check_nccl_range(rule, verdict, &dmabuf));
-    }
-    checks.push(check_nccl_gdr(&nccl_env, topology.as_ref()));
-    checks.push(check_ucx(&ucx, ucx_switch, &dmabuf));
-    checks.push(check_dmabuf(
-        &dmabuf,
-        &inputs.verbs,
-        verdicts.iter().any(|v| v.peer_memory),
-    ));
-
+/// The report of `facts`: every check [`judge`] makes, the worst status, and the facts.
+pub fn report(facts: Facts) -> Report {
+    let checks = judge(&facts);
     let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
     Report {
         schema: SCHEMA,
         status,
         ready: status != Status::Fail,
         checks,
-        facts: Facts {
-            modules: modules_ok,
-            memory_peers: memory_peers.ok().flatten(),
-            nvidia: nvidia_ok,
-            ib_core: ib_core_ok,
-            kallsyms,
-            rdma_devices: rdma_devices.unwrap_or_default(),
-            verbs: inputs.verbs.clone(),
-            gpus: gpu_facts.and_then(Result::ok).unwrap_or_default(),
-            topology,
-            iommu: iommu.ok(),
-            acs: acs.and_then(Result::ok).unwrap_or_default(),
-            memlock: inputs.memlock,
-            nccl_env,
-            nccl: verdicts,
-            ucx,
-            ucx_gpu_direct_rdma: ucx_switch,
-            dmabuf,
-        },
+        facts,
     }
 }
 
-fn memory_peers(host: &Host) -> Result<Option<Vec<PeerClientInfo>>> {
-    let dir = "kernel/mm/memory_peers";
-    if !host.sys_exists(dir) {
-        return Ok(None);
+/// Every check, in report order, made from `facts` alone (no file is read here).
+pub fn judge(f: &Facts) -> Vec<Check> {
+    let unreadable = |fact: &str| f.unreadable.get(fact).map(String::as_str);
+    let mut checks = Vec::new();
+    checks.push(match unreadable("modules") {
+        Some(e) => Check::error("module", e),
+        None => check_module(&f.modules),
+    });
+    if let [module] = f.modules.as_slice() {
+        checks.push(check_parameters(module, f.ib_core.as_ref()));
     }
-    let mut clients = Vec::new();
-    for name in host.list_sys(dir)? {
-        clients.push(PeerClientInfo {
-            version: host.read_sys(format!("{dir}/{name}/version"))?,
-            name,
+    checks.push(match unreadable("memory_peers") {
+        Some(e) => Check::error("peer_clients", e),
+        None => check_peer_clients(
+            &f.modules,
+            f.memory_peers.as_deref(),
+            f.nvidia.as_ref(),
+            &f.module_counters,
+        ),
+    });
+    checks.push(match unreadable("nvidia") {
+        Some(e) => Check::error("nvidia_driver", e),
+        None => check_nvidia_driver(f.nvidia.as_ref(), &f.kallsyms),
+    });
+    checks.push(match (unreadable("ib_core"), &f.ib_core) {
+        (Some(e), _) => Check::error("ib_core", e),
+        (None, Some(c)) => check_ib_core(c, &f.modules),
+        (None, None) => Check::not_examined("ib_core", "the facts have no ib_core"),
+    });
+    if let Some(c) = &f.ib_core {
+        checks.extend(check_driver_reload(c, &f.modules));
+        checks.extend(check_core_bugs(c, &f.modules));
+    }
+    checks.push(match unreadable("rdma_devices") {
+        Some(e) => Check::error("rdma_devices", e),
+        None => check_rdma_devices(&f.rdma_devices),
+    });
+    checks.push(check_verbs(&f.verbs, f.rdma_devices.len()));
+    checks.push(match unreadable("gpus") {
+        Some(e) => Check::error("gpus", e),
+        None => check_gpus(&f.gpus),
+    });
+    checks.push(match (unreadable("gpus"), unreadable("bars")) {
+        (Some(_), _) => Check::not_examined("bar1", "the GPUs could not be read (see `gpus`)"),
+        (None, Some(e)) => Check::error("bar1", e),
+        (None, None) => check_bar1(&f.gpus),
+    });
+    const NO_TOPOLOGY: &str = "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)";
+    checks.push(match &f.topology {
+        Some(t) => check_topology(t),
+        None => Check::not_examined("topology", NO_TOPOLOGY),
+    });
+    checks.push(match (unreadable("iommu"), &f.iommu) {
+        (Some(e), _) => Check::error("iommu", e),
+        (None, Some(i)) => check_iommu(i),
+        (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
+    });
+    checks.push(match (&f.topology, unreadable("acs")) {
+        (None, _) => Check::not_examined("acs", NO_TOPOLOGY),
+        (Some(_), Some(e)) => Check::error("acs", e),
+        (Some(_), None) => check_acs(&f.acs),
+    });
+    checks.push(check_memlock(f.memlock));
+    checks.push(check_nccl_env(&f.nccl_env));
+    for rule in &nccl::NCCL_RULES {
+        checks.push(match f.nccl.iter().find(|v| v.consumer == rule.id) {
+            Some(v) => check_nccl_range(rule, v, &f.dmabuf),
+            None => Check::not_examined(rule.id, "the facts have no verdict for it"),
         });
     }
-    Ok(Some(clients))
+    checks.push(check_nccl_gdr(&f.nccl_env, f.topology.as_ref()));
+    checks.push(check_ucx(&f.ucx, f.ucx_gpu_direct_rdma, &f.dmabuf));
+    checks.push(check_dmabuf(
+        &f.dmabuf,
+        &f.verbs,
+        f.nccl.iter().any(|v| v.peer_memory),
+    ));
+    checks
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs;
+/// Why a saved report could not be judged again.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not JSON: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: schema {schema:?}: not a {SCHEMA} report")]
+    Schema { path: PathBuf, schema: String },
+    #[error("{path}: facts without `unreadable`, from an nvpeer older than `check --facts`: its verdicts cannot be reproduced; run `nvpeer check --json` of this release there")]
+    OlderRelease { path: PathBuf },
+    #[error("{path}: not a `nvpeer check --json` report or its facts: {source}")]
+    Shape {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
-    fn write(root: &std::path::Path, rel: &str, content: &str) {
-        let p = root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, content).unwrap();
-    }
+/// The facts of a saved `nvpeer check --json` (or of a bare facts object) in the file at `path`,
+/// `-` for standard input.
+pub fn read_facts(path: &str) -> Result<Facts, FactsError> {
+    let mut bytes = Vec::new();
+    let result = if path == "-" {
+        std::io::stdin().lock().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    result.map_err(|source| FactsError::Read {
+        path: PathBuf::from(path),
+        source,
+    })?;
+    parse_facts(&bytes, path)
+}
 
-    fn run_on(sys: &std::path::Path, proc: &std::path::Path) -> Report {
-        run(&Host::new(sys, proc), &Inputs::fixture())
-    }
-
-    #[test]
-    fn empty_host_fails_with_a_fix_for_each_missing_piece() {
-        let sys = tempfile::tempdir().unwrap();
-        let report = run_on(sys.path(), std::path::Path::new("/nonexistent"));
-        assert_eq!(report.status, Status::Fail);
-        assert!(!report.ready);
-        assert_eq!(report.schema, "nvpeer.check/1");
-        for id in [
-            "module",
-            "peer_clients",
-            "nvidia_driver",
-            "ib_core",
-            "rdma_devices",
-            "gpus",
-            "nccl>=2.23.4",
-            "ucx",
-        ] {
-            assert_eq!(report.get(id).unwrap().status, Status::Fail, "{id}");
+/// [`read_facts`] on text already read; `source` names it in errors.
+pub fn parse_facts(bytes: &[u8], source: &str) -> Result<Facts, FactsError> {
+    let path = || PathBuf::from(source);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|source| FactsError::Json {
+            path: path(),
+            source,
+        })?;
+    // A whole report: its schema must be ours, and its facts are what is judged.
+    if let Some(schema) = value.get("schema") {
+        if schema != SCHEMA {
+            return Err(FactsError::Schema {
+                path: path(),
+                schema: schema
+                    .as_str()
+                    .map_or_else(|| schema.to_string(), str::to_owned),
+            });
         }
-        for c in &report.checks {
-            if c.status != Status::Ok {
-                assert!(c.fix.is_some(), "{} has no fix", c.id);
-            }
-        }
+        value = value
+            .get_mut("facts")
+            .map(serde_json::Value::take)
+            .unwrap_or(serde_json::Value::Null);
     }
-
-    #[test]
-    fn recognises_our_module_and_the_stand_ins() {
-        let sys = tempfile::tempdir().unwrap();
-        let proc = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        write(s, "module/nvidia_peermem/version", "0.1.0\n");
-        write(
-            s,
-            "module/nvidia_peermem/nvpeer/implementation",
-            "nvpeer 0.1.0\n",
-        );
-        write(
-            s,
-            "module/nvidia_peermem/parameters/peerdirect_support",
-            "0\n",
-        );
-        write(
-            s,
-            "module/nvidia_peermem/parameters/persistent_api_support",
-            "1\n",
-        );
-        write(s, "module/nv_p2p_sim/parameters/api", "535\n");
-        write(
-            s,
-            "module/peer_core_sim/parameters/generation",
-            "5x-unmaps\n",
-        );
-        write(s, "module/peer_core_sim/parameters/sysfs", "Y\n");
-        write(s, "kernel/mm/memory_peers/nv_mem/version", "0.1.0\n");
-        write(s, "class/infiniband/rxe0/ports/1/state", "4: ACTIVE\n");
-        write(s, "class/infiniband/rxe0/ports/1/link_layer", "Ethernet\n");
-        write(
-            proc.path(),
-            "kallsyms",
-            "0 T nvidia_p2p_get_pages\t[nv_p2p_sim]\n0 T nvidia_p2p_get_pages_persistent\t[nv_p2p_sim]\n\
-             0 T ib_register_peer_memory_client\t[peer_core_sim]\n",
-        );
-        let report = run_on(s, proc.path());
-        let status = |id: &str| report.get(id).unwrap().status;
-        let detail = |id: &str| report.get(id).unwrap().detail.clone();
-        assert_eq!(status("module"), Status::Ok, "{:?}", report.get("module"));
-        assert!(detail("module").contains("nvpeer 0.1.0 loaded as nvidia_peermem"));
-        assert_eq!(status("parameters"), Status::Ok);
-        assert_eq!(status("peer_clients"), Status::Ok);
-        assert!(detail("peer_clients").contains("nv_mem 0.1.0"));
-        assert_eq!(status("nvidia_driver"), Status::Ok);
-        assert!(detail("nvidia_driver").contains("nv_p2p_sim (test stand-in"));
-        assert!(detail("nvidia_driver").contains("nvidia_p2p_get_pages_persistent"));
-        assert_eq!(status("ib_core"), Status::Ok);
-        assert!(detail("ib_core").contains("peer_core_sim (test stand-in"));
-        assert!(detail("ib_core").contains("generation 5x-unmaps"));
-        assert_eq!(status("rdma_devices"), Status::Ok);
-        for id in [
-            "nccl<=2.9.6",
-            "nccl=2.9.8..2.21.5",
-            "nccl=2.22.3",
-            "nccl>=2.23.4",
-            "ucx",
-        ] {
-            assert_eq!(status(id), Status::Ok, "{id}");
-        }
-        // No GPU in this tree: that is the only failure.
-        let failed: Vec<&str> = report
-            .checks
-            .iter()
-            .filter(|c| c.status == Status::Fail)
-            .map(|c| c.id)
-            .collect();
-        assert_eq!(failed, ["gpus"]);
+    if value.get("modules").is_some() && value.get("unreadable").is_none() {
+        return Err(FactsError::OlderRelease { path: path() });
     }
-
-    /// `peerdirect_support=0` on a 4.1-5.0 core: NVIDIA's module registers a client that core
-    /// misreads (a failure); ours detects the core and follows it (fine, said so).
-    #[test]
-    fn contradicting_peerdirect_support_fails_only_for_modules_that_obey_it() {
-        for (marker, want) in [(Some("nvpeer 0.1.0\n"), Status::Ok), (None, Status::Fail)] {
-            let sys = tempfile::tempdir().unwrap();
-            let proc = tempfile::tempdir().unwrap();
-            let s = sys.path();
-            write(s, "module/nvidia_peermem/version", "0.1.0\n");
-            if let Some(m) = marker {
-                write(s, "module/nvidia_peermem/nvpeer/implementation", m);
-                write(s, "module/nvidia_peermem/nvpeer/core", "4x\n");
-            }
-            write(
-                s,
-                "module/nvidia_peermem/parameters/peerdirect_support",
-                "0\n",
-            );
-            write(s, "module/ib_core/version", "4.9-7.1.0.0\n");
-            write(
-                proc.path(),
-                "kallsyms",
-                "0 T ib_register_peer_memory_client\t[ib_core]\n0 T ib_get_peer_private_data\t[ib_core]\n",
-            );
-            let report = run_on(s, proc.path());
-            let p = report.get("parameters").unwrap();
-            assert_eq!(p.status, want, "{marker:?}: {}", p.detail);
-            if marker.is_some() {
-                assert!(p.detail.contains("nvpeer follows"), "{}", p.detail);
-            }
-        }
-    }
-
-    #[test]
-    fn memory_peers_off_warns_and_older_nccl_loses_detection() {
-        let sys = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        write(s, "module/nvidia_peermem/version", "0.1.0\n");
-        write(
-            s,
-            "module/nvidia_peermem/nvpeer/implementation",
-            "nvpeer 0.1.0\n",
-        );
-        write(s, "module/nvidia_peermem/nvpeer/stats/registrations", "3\n");
-        write(s, "module/peer_core_sim/parameters/sysfs", "N\n");
-        let report = run_on(s, std::path::Path::new("/nonexistent"));
-        let pc = report.get("peer_clients").unwrap();
-        assert_eq!(pc.status, Status::Warn);
-        assert!(
-            pc.detail.contains("memory_peers is absent") && pc.detail.contains("registrations=3"),
-            "{}",
-            pc.detail
-        );
-        assert_eq!(report.get("nccl=2.22.3").unwrap().status, Status::Warn);
-        assert_eq!(report.get("nccl>=2.23.4").unwrap().status, Status::Ok);
-        assert_eq!(report.get("ucx").unwrap().status, Status::Ok);
-    }
-
-    #[test]
-    fn two_implementations_loaded_is_a_failure() {
-        let sys = tempfile::tempdir().unwrap();
-        write(sys.path(), "module/nvidia_peermem/version", "550.163.01\n");
-        write(sys.path(), "module/nv_peer_mem/version", "1.3-0\n");
-        let report = run_on(sys.path(), std::path::Path::new("/nonexistent"));
-        let module = report.get("module").unwrap();
-        assert_eq!(module.status, Status::Fail);
-        assert!(module.detail.contains("NVIDIA nvidia-peermem"));
-        assert!(module.detail.contains("Mellanox nv_peer_mem"));
-        assert!(report.get("parameters").is_none());
-    }
-
-    #[test]
-    fn legacy_parameter_on_a_new_core_and_the_reverse() {
-        // NVIDIA's module obeys the parameter (ours follows the core: the test above).
-        let sys = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        write(s, "module/nvidia_peermem/version", "550.163.01\n");
-        write(
-            s,
-            "module/nvidia_peermem/parameters/peerdirect_support",
-            "0\n",
-        );
-        write(s, "module/peer_core_sim/parameters/generation", "4x\n");
-        let report = run_on(s, std::path::Path::new("/nonexistent"));
-        assert_eq!(report.get("parameters").unwrap().status, Status::Fail);
-        write(
-            s,
-            "module/nvidia_peermem/parameters/peerdirect_support",
-            "1\n",
-        );
-        write(
-            s,
-            "module/peer_core_sim/parameters/generation",
-            "5x-unmaps\n",
-        );
-        let report = run_on(s, std::path::Path::new("/nonexistent"));
-        assert_eq!(report.get("parameters").unwrap().status, Status::Warn);
-    }
-
-    /// NVIDIA's module (no nvpeer marker) and a MOFED core in `exporter`, with kallsyms.
-    fn nvidia_module_on(
-        exporter: &str,
-        mofed: &str,
-        persistent: Option<&str>,
-    ) -> (tempfile::TempDir, tempfile::TempDir) {
-        let sys = tempfile::tempdir().unwrap();
-        let proc = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        write(s, "module/nvidia_peermem/version", "550.163.01\n");
-        write(
-            s,
-            "module/nvidia_peermem/parameters/peerdirect_support",
-            "0\n",
-        );
-        if let Some(p) = persistent {
-            write(
-                s,
-                "module/nvidia_peermem/parameters/persistent_api_support",
-                p,
-            );
-        }
-        write(s, "module/ib_core/version", mofed);
-        write(
-            proc.path(),
-            "kallsyms",
-            &format!(
-                "0 T ib_register_peer_memory_client\t[{exporter}]\n\
-                 0 T ib_umem_stop_invalidation_notifier\t[{exporter}]\n"
-            ),
-        );
-        (sys, proc)
-    }
-
-    #[test]
-    fn ib_uverbs_held_without_a_holders_directory() {
-        let (sys, proc) = nvidia_module_on("ib_uverbs", "24.07-0.6.1\n", Some("1\n"));
-        // No holders directory and no refcnt: kallsyms alone says the module uses ib_uverbs.
-        let report = run_on(sys.path(), proc.path());
-        let reload = report.get("driver_reload").unwrap();
-        assert_eq!(reload.status, Status::Warn);
-        assert!(
-            reload.detail.contains(
-                "nvidia_peermem (kallsyms: ib_uverbs exports the core it registers with)"
-            ),
-            "{}",
-            reload.detail
-        );
-        assert!(reload
-            .fix
-            .as_deref()
-            .unwrap()
-            .contains("rmmod nvidia_peermem;"));
-        // A refcnt of 0: nothing holds ib_uverbs, whatever is loaded.
-        write(sys.path(), "module/ib_uverbs/refcnt", "0\n");
-        let report = run_on(sys.path(), proc.path());
-        assert_eq!(report.get("driver_reload").unwrap().status, Status::Ok);
-        // A holders directory that does not list the module: it does not hold ib_uverbs.
-        fs::create_dir_all(sys.path().join("module/ib_uverbs/holders/mlx5_ib")).unwrap();
-        write(sys.path(), "module/ib_uverbs/refcnt", "1\n");
-        let report = run_on(sys.path(), proc.path());
-        assert_eq!(report.get("driver_reload").unwrap().status, Status::Ok);
-    }
-
-    #[test]
-    fn the_stop_notifier_bug_by_release_and_client() {
-        // NVIDIA < 560 (no persistent_api_support): an invalidating nv_mem meets the
-        // self-deadlock half of the bug.
-        let (sys, proc) = nvidia_module_on("ib_core", "5.4-3.0.3\n", None);
-        let report = run_on(sys.path(), proc.path());
-        let bugs = report.get("core_bugs").unwrap();
-        assert_eq!(bugs.status, Status::Warn);
-        assert!(
-            bugs.detail.contains("nvidia_peermem is invalidating")
-                && bugs.detail.contains("self-deadlocks (a hung task"),
-            "{}",
-            bugs.detail
-        );
-        // The ib_core exporter is no reason for the ib_uverbs warning.
-        assert!(report.get("driver_reload").is_none());
-        for (version, persistent, says) in [
-            ("25.04-0.6.1\n", Some("1\n"), "has the fix"),
-            ("5.4-1.0.3.0\n", Some("1\n"), "predates"),
-            ("24.10\n", Some("1\n"), "no claim"),
-            ("OFED-internal-24.10\n", Some("1\n"), "no claim"),
-        ] {
-            let (sys, proc) = nvidia_module_on("ib_uverbs", version, persistent);
-            let report = run_on(sys.path(), proc.path());
-            let bugs = report.get("core_bugs").unwrap();
-            assert_eq!(bugs.status, Status::Ok, "{version}: {bugs:?}");
-            assert!(bugs.detail.contains(says), "{version}: {}", bugs.detail);
-        }
-        // No peer-memory module loaded: the bug is named, nothing meets it.
-        let (sys, proc) = nvidia_module_on("ib_uverbs", "24.10-3.2.5\n", Some("1\n"));
-        fs::remove_dir_all(sys.path().join("module/nvidia_peermem")).unwrap();
-        let report = run_on(sys.path(), proc.path());
-        let bugs = report.get("core_bugs").unwrap();
-        assert_eq!(bugs.status, Status::Ok);
-        assert!(
-            bugs.detail.contains("no peer-memory module is loaded"),
-            "{}",
-            bugs.detail
-        );
-        assert!(report.get("driver_reload").is_none());
-        // A core without a MOFED version (NV-Kernels, Ubuntu): no claim at all.
-        fs::remove_file(sys.path().join("module/ib_core/version")).unwrap();
-        let report = run_on(sys.path(), proc.path());
-        assert!(report.get("core_bugs").is_none());
-        assert!(report
-            .get("ib_core")
-            .unwrap()
-            .detail
-            .contains("not MOFED's"));
-    }
-
-    #[test]
-    fn a_stand_in_marker_wins_over_its_parameter_and_the_module_is_compared() {
-        let sys = tempfile::tempdir().unwrap();
-        let proc = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        write(
-            s,
-            "module/nvidia_peermem/nvpeer/implementation",
-            "nvpeer 0.1.0\n",
-        );
-        write(s, "module/nvidia_peermem/nvpeer/core", "5x\n");
-        write(
-            s,
-            "module/peer_core_sim/parameters/generation",
-            "5x-unmaps\n",
-        );
-        write(
-            proc.path(),
-            "kallsyms",
-            "0 T ib_register_peer_memory_client\t[peer_core_sim]\n",
-        );
-        // The stand-in exports no marker: its parameter says 5x-unmaps, the module 5x.
-        let report = run_on(s, proc.path());
-        let c = report.get("ib_core").unwrap();
-        assert_eq!(c.status, Status::Warn);
-        assert!(
-            c.detail.contains("nvidia_peermem detected 5x (/sys/module/nvidia_peermem/nvpeer/core) where peer_core_sim's generation parameter says 5x-unmaps"),
-            "{}",
-            c.detail
-        );
-        assert!(report.get("core_bugs").is_none() && report.get("driver_reload").is_none());
-        // A marker it exports is what a client sees.
-        write(
-            proc.path(),
-            "kallsyms",
-            "0 T ib_register_peer_memory_client\t[peer_core_sim]\n0 T ib_get_peer_private_data\t[peer_core_sim]\n",
-        );
-        write(s, "module/nvidia_peermem/nvpeer/core", "4x\n");
-        let report = run_on(s, proc.path());
-        let c = report.get("ib_core").unwrap();
-        assert_eq!(c.status, Status::Ok, "{c:?}");
-        assert!(
-            c.detail
-                .contains("generation 4x: MOFED 4.1-5.0 (legacy PeerDirect) (from kallsyms)"),
-            "{}",
-            c.detail
-        );
-        assert!(
-            c.detail.contains("nvidia_peermem detected 4x too"),
-            "{}",
-            c.detail
-        );
-        let json = serde_json::to_value(&report).unwrap();
-        assert_eq!(
-            json["facts"]["ib_core"]["peer_core"]["generation_from"],
-            "kallsyms"
-        );
-    }
-
-    #[test]
-    fn malformed_files_become_warnings_that_name_the_file() {
-        let sys = tempfile::tempdir().unwrap();
-        let s = sys.path();
-        fs::create_dir_all(s.join("devices/pci0000:00/0000:00:01.0")).unwrap();
-        write(s, "devices/pci0000:00/0000:00:01.0/vendor", "0x10de\n");
-        write(s, "devices/pci0000:00/0000:00:01.0/class", "0x030200\n");
-        write(s, "devices/pci0000:00/0000:00:01.0/numa_node", "zero\n");
-        fs::create_dir_all(s.join("bus/pci/devices")).unwrap();
-        std::os::unix::fs::symlink(
-            "../../../devices/pci0000:00/0000:00:01.0",
-            s.join("bus/pci/devices/0000:00:01.0"),
-        )
-        .unwrap();
-        let report = run_on(s, std::path::Path::new("/nonexistent"));
-        let gpus = report.get("gpus").unwrap();
-        assert_eq!(gpus.status, Status::Warn);
-        assert!(
-            gpus.detail.contains("numa_node") && gpus.detail.contains("\"zero\""),
-            "{}",
-            gpus.detail
-        );
-    }
-
-    #[test]
-    fn memlock_limits() {
-        assert_eq!(
-            check_memlock(Some(Memlock {
-                soft: None,
-                hard: None
-            }))
-            .status,
-            Status::Ok
-        );
-        let c = check_memlock(Some(Memlock {
-            soft: Some(8 << 20),
-            hard: Some(8 << 20),
-        }));
-        assert_eq!(c.status, Status::Warn);
-        assert!(c.detail.contains("8 MiB"));
-    }
+    serde_json::from_value(value).map_err(|source| FactsError::Shape {
+        path: path(),
+        source,
+    })
 }

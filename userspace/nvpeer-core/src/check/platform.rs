@@ -1,31 +1,15 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Checks of the PCIe platform: the GPUs and their BAR1, where the NICs sit relative to them,
 //! the IOMMU mode and ACS on the bridges between them.
 
-use crate::error::Result;
-use crate::host::Host;
 use crate::kernel::{Iommu, IommuMode};
 use crate::limits::human_bytes;
-use crate::pci::{self, Acs, PciAddress, PciDevice};
+use crate::pci::Acs;
 use crate::topo::{self, PathClass, Topology};
 
 use super::{AcsFinding, Check, GpuFacts};
 
-pub(super) fn gpu_facts(host: &Host, gpus: &[PciDevice]) -> Result<Vec<GpuFacts>> {
-    gpus.iter()
-        .enumerate()
-        .map(|(i, g)| {
-            let bars = pci::bars(host, g)?;
-            Ok(GpuFacts {
-                label: format!("GPU{i}"),
-                address: g.address,
-                numa_node: g.numa_node,
-                bar1: bars.as_deref().and_then(pci::bar1).cloned(),
-            })
-        })
-        .collect()
-}
-
-pub(super) fn check_gpus(gpus: &[PciDevice]) -> Check {
+pub(super) fn check_gpus(gpus: &[GpuFacts]) -> Check {
     if gpus.is_empty() {
         return Check::fail(
             "gpus",
@@ -36,14 +20,13 @@ pub(super) fn check_gpus(gpus: &[PciDevice]) -> Check {
     Check::ok(
         "gpus",
         gpus.iter()
-            .enumerate()
-            .map(|(i, g)| {
+            .map(|g| {
                 let numa = g
                     .numa_node
                     .map_or_else(|| "?".to_owned(), |n| n.to_string());
                 format!(
-                    "GPU{i} {} [{:04x}:{:04x}] NUMA {numa}",
-                    g.address, g.vendor, g.device
+                    "{} {} [{:04x}:{:04x}] NUMA {numa}",
+                    g.label, g.address, g.vendor, g.device
                 )
             })
             .collect::<Vec<_>>()
@@ -186,51 +169,6 @@ pub(super) fn check_iommu(i: &Iommu) -> Check {
             "read /sys/kernel/iommu_groups/*/type as root; identity (passthrough) is what GPUDirect RDMA wants",
         ),
     }
-}
-
-/// The bridges a GPU-NIC path turns around at or passes below: from the deepest common bridge
-/// down both sides. Only paths that can stay below the root complex (PIX, PXB) are examined.
-fn path_bridges(gpu: &PciDevice, nic: &PciDevice) -> Vec<PciAddress> {
-    let (a, b) = (gpu.path.bridges(), nic.path.bridges());
-    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    if common == 0 || gpu.root_complex != nic.root_complex {
-        return Vec::new();
-    }
-    let mut out: Vec<PciAddress> = a[common - 1..].to_vec();
-    for br in &b[common..] {
-        if !out.contains(br) {
-            out.push(*br);
-        }
-    }
-    out
-}
-
-pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>> {
-    let mut out = Vec::new();
-    for near in &t.nearest {
-        if near.class > PathClass::Pxb {
-            continue;
-        }
-        let Some(gpu) = t.gpu(&near.gpu) else {
-            continue;
-        };
-        for nic_name in &near.nics {
-            let Some(nic) = t.nic(nic_name).and_then(|n| n.pci.as_ref()) else {
-                continue;
-            };
-            for bridge in path_bridges(&gpu.pci, nic) {
-                let acs = pci::acs(host, bridge)?;
-                out.push(AcsFinding {
-                    bridge,
-                    gpu: near.gpu.clone(),
-                    nic: nic_name.clone(),
-                    redirecting: acs.as_ref().map(Acs::p2p_hurting_bits).unwrap_or_default(),
-                    acs,
-                });
-            }
-        }
-    }
-    Ok(out)
 }
 
 pub(super) fn check_acs(findings: &[AcsFinding]) -> Check {

@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Checks of the software stack: the peer-memory module and its parameters and clients, the two
 //! providers it needs (NVIDIA driver, peer-memory IB core), the RDMA devices, libibverbs, and the
 //! process's memlock limit.
 
-use crate::host::Host;
+use std::collections::BTreeMap;
+
 use crate::kernel::{symbols, Kallsyms};
 use crate::limits::{human_bytes, Memlock};
 use crate::peermem::{Implementation, LoadedModule};
@@ -13,7 +15,7 @@ use crate::providers::{
 use crate::rdma::RdmaDevice;
 use crate::verbs::Verbs;
 
-use super::{Check, PeerClientInfo, Status};
+use super::{Check, PeerClientInfo, Status, MODULE_COUNTERS};
 
 pub(super) fn check_module(modules: &[LoadedModule]) -> Check {
     match modules {
@@ -119,10 +121,10 @@ pub(super) fn check_parameters(module: &LoadedModule, ib_core: Option<&IbCore>) 
 }
 
 pub(super) fn check_peer_clients(
-    host: &Host,
     modules: &[LoadedModule],
     memory_peers: Option<&[PeerClientInfo]>,
     nvidia: Option<&NvidiaDriver>,
+    module_counters: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Check {
     let persistent = nvidia.is_none_or(|n| n.persistent_api != PersistentApi::None);
     match memory_peers {
@@ -162,11 +164,11 @@ pub(super) fn check_peer_clients(
                 "load the peer-memory module (see `module`)",
             ),
             [m] if m.implementation == Implementation::Nvpeer => {
-                let counters = ["acquired", "registrations", "live_contexts"]
+                let counters = MODULE_COUNTERS
                     .iter()
                     .filter_map(|c| {
-                        let v = host.read_sys(format!("module/{}/nvpeer/stats/{c}", m.name)).ok().flatten()?;
-                        Some(format!("{c}={}", v.trim()))
+                        let v = module_counters.get(&m.name)?.get(*c)?;
+                        Some(format!("{c}={v}"))
                     })
                     .collect::<Vec<_>>()
                     .join(" ");

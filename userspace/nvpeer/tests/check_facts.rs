@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! `nvpeer check --facts FILE`: a saved `check --json` judged again gives the same verdicts in
+//! every output form, and what is not such a report is one line and a non-zero exit.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn nvpeer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `nvpeer --sysfs-root/--procfs-root <fixture> check ARGS`.
+fn on_fixture(name: &str, args: &[&str]) -> Output {
+    let dir = fixtures().join(name);
+    let (sys, proc) = (dir.join("sys"), dir.join("proc"));
+    let mut all = vec![
+        "--sysfs-root",
+        sys.to_str().unwrap(),
+        "--procfs-root",
+        proc.to_str().unwrap(),
+        "check",
+    ];
+    all.extend_from_slice(args);
+    nvpeer(&all)
+}
+
+fn with_facts(file: &str, args: &[&str]) -> Output {
+    let mut all = vec!["check", "--facts", file];
+    all.extend_from_slice(args);
+    nvpeer(&all)
+}
+
+fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.path()
+                .join("sys")
+                .is_dir()
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_fixture_is_judged_again_from_its_saved_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = fixture_names();
+    assert!(names.len() >= 9, "{names:?}");
+    for name in &names {
+        let live = on_fixture(name, &["--json"]);
+        let saved = dir.path().join(format!("{name}.json"));
+        std::fs::write(&saved, &live.stdout).unwrap();
+        let file = saved.to_str().unwrap();
+        let again = with_facts(file, &["--json"]);
+        assert_eq!(again.status.code(), live.status.code(), "{name}");
+        let (a, b): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_slice(&live.stdout).unwrap(),
+            serde_json::from_slice(&again.stdout).unwrap(),
+        );
+        assert!(
+            a["checks"].as_array().is_some_and(|c| c.len() > 10),
+            "{name}"
+        );
+        assert_eq!(a["checks"], b["checks"], "{name}");
+        assert_eq!(a, b, "{name}: the report differs beyond its checks");
+        // The other forms and exit codes are the same as on the tree itself.
+        for args in [
+            &[][..],
+            &["--brief"],
+            &["--brief", "--strict"],
+            &["--strict", "--exit-codes", "nagios"],
+            &["--brief", "--exit-codes", "nagios"],
+        ] {
+            let (l, r) = (on_fixture(name, args), with_facts(file, args));
+            assert_eq!(l.stdout, r.stdout, "{name} {args:?}");
+            assert_eq!(l.status.code(), r.status.code(), "{name} {args:?}");
+        }
+    }
+}
+
+#[test]
+fn facts_from_standard_input_and_bare_facts() {
+    let live = on_fixture("doca", &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    let bare = serde_json::to_vec(&report["facts"]).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .args(["check", "--facts", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bare).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), live.status.code());
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(again["checks"], report["checks"]);
+}
+
+#[test]
+fn what_is_not_a_check_report_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .arg("--sysfs-root")
+        .arg(fixtures().join("pix/sys"))
+        .args(["topo", "--json"])
+        .output()
+        .unwrap();
+    let missing = dir.path().join("missing.json");
+    for (name, content, says) in [
+        ("garbage.json", Some(&b"not json\n"[..]), "not JSON"),
+        (
+            "topo.json",
+            Some(&topo.stdout[..]),
+            "not a nvpeer.check/1 report",
+        ),
+        (
+            "empty.json",
+            Some(&b"{}"[..]),
+            "not a `nvpeer check --json` report",
+        ),
+        ("missing.json", None, "cannot read"),
+        (
+            "old.json",
+            Some(&br#"{"schema": "nvpeer.check/1", "facts": {"modules": []}}"#[..]),
+            "older than `check --facts`",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        if let Some(c) = content {
+            std::fs::write(&path, c).unwrap();
+        } else {
+            assert_eq!(path, missing);
+        }
+        let file = path.to_str().unwrap();
+        let out = with_facts(file, &[]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(out.stdout.is_empty(), "{name}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.starts_with("nvpeer check: --facts: ") && err.contains(says) && err.contains(file),
+            "{name}: {err}"
+        );
+        // Nagios: UNKNOWN, with the reason on stdout.
+        let out = with_facts(file, &["--exit-codes", "nagios"]);
+        assert_eq!(out.status.code(), Some(3), "{name}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.starts_with("nvpeer: unknown: ") && text.lines().count() == 1,
+            "{text}"
+        );
+    }
+}
