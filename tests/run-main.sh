@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The main job (README: `make run`): installs what is needed, builds the test kernel (cached),
-# the module and the CLI, then boots the test kernel, loads the module and prints `nvpeer check`.
+# the module and the CLI, then boots the test kernel, loads the module, prints `nvpeer check` and
+# shows one registration through our client (`nvpeer selftest --mem sim` between two `nvpeer stats`).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"

@@ -53,6 +53,7 @@ step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
 step "install: find-deps discovery and refusals (fake trees)" tests/install/test-discovery.sh
 step "install: nvpeer-migrate plan, run, revert (fake /etc trees)" tests/install/test-migrate.sh
 step "install: DKMS add/build/install/remove (temp trees)" tests/install/test-dkms.sh "$KDIR"
+step "install: make deb, package contents, lintian" tests/install/test-deb.sh
 step "cli: cargo fmt --check" bash -c 'cd userspace && cargo fmt --all --check'
 step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --locked --all-targets -q -- -D warnings'
 step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
@@ -60,6 +61,11 @@ fatal "cli: cargo build --release" bash -c 'cd userspace && cargo build --locked
 step "cli: nvpeer --version/--help" tests/cli-smoke.sh
 step "docs: every documented nvpeer flag and JSON field exists" tests/docs/check-docs.sh
 step "docs: self-test (planted bogus flag and fields fail the check)" tests/docs/check-docs.sh --self-test
+step "fleet: stats --format prometheus / --textfile: promtool, scraped from a real node_exporter" tests/fleet/test-metrics.sh
+step "fleet: NHC check file (check_nvpeer, check_nvpeer_bw) under an NHC harness" tests/fleet/test-nhc.sh
+step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak drains once" tests/fleet/test-slurm-epilog.sh
+step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
+    dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
@@ -67,13 +73,15 @@ step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
 step "vm: core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" tests/vm/run.sh --kdir "$KDIR" core-detect
 step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
 step "vm: DKMS add/build/install, modprobe, remove" tests/vm/run.sh --kdir "$KDIR" dkms
+step "vm: nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r" tests/vm/run.sh --kdir "$KDIR" deb
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
 step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
 step "vm: nvpeer bench over Soft-RoCE (every op x 8 B/4 KiB/1 MiB verified, two namespaces, failures)" \
     tests/vm/run.sh --kdir "$KDIR" rdma-bench
+step "vm: bench --loopback-all over Soft-RoCE (a row per device, --min-gbps names the pair)" tests/vm/run.sh --kdir "$KDIR" bench-loopback-all
 step "vm: nvpeer selftest against the stand-ins (and without the module)" tests/vm/run.sh --kdir "$KDIR" selftest
 step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
-step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
+step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5.4-3, 24.04, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
 step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
 step "vm: revocation at every point (ours, every generation)" \
@@ -84,9 +92,11 @@ step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh -
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
-step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" \
+step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5.4-3, 24.04, 5x-unmaps)" \
     tests/vm/run.sh --kdir "$KDIR" revocation reference "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
 step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known" tests/reference/expect-breaks.sh "$KDIR"
+step "vm: MOFED 5.4-3 ... 24.10's stop_invalidation_notifier bug, reproduced by the core stand-in, shows as known" \
+    tests/stand-ins/peer_core_sim/expect-core-bugs.sh "$KDIR"
 step "vm: rmmod racing an in-flight acquire, then cudaFree (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" unload-race ours
 step "vm: rmmod racing an in-flight acquire, NVIDIA's nvidia-peermem (outcome recorded)" tests/vm/run.sh --kdir "$KDIR" unload-race reference
 step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference

@@ -7,9 +7,10 @@ Per client (ours, reference): VM runs, checks, faults injected, revocations, ite
 and kernel reports found. A run without a tally loaded only our module (or nothing of
 NVIDIA's) and counts for ours. A run that declares an expected bug of NVIDIA's driver itself
 (NVPEER_SUMMARY_EXPECTED starting "nvidia.ko: ", a use-after-free the stand-in commits as
-nvidia.ko does, whichever client drives it) counts in a row of its own. Exit status 1 when ours
-shows any leak or report, or when the reference or the driver row shows one that its run did not
-declare as an expected known bug."""
+nvidia.ko does, whichever client drives it) counts in a row of its own, as does one that declares
+a known bug of a real MOFED core that the core stand-in reproduces ("MOFED core: "). Exit status
+1 when ours shows any leak or report, or when another row shows one that its run did not declare
+as an expected known bug."""
 
 import glob
 import json
@@ -19,10 +20,12 @@ import sys
 COLUMNS = ("runs", "checks", "faults", "revocations", "iterations", "leaks", "reports")
 DRIVER = "nvidia.ko"  # the stand-in's own known breaks, as NVIDIA's driver has them
 DRIVER_PREFIX = DRIVER + ": "
+CORE = "MOFED core"  # the core stand-in's known bugs of real MOFED lines (stop_bug=1)
+CORE_PREFIX = CORE + ": "
 
 
 def main(directory):
-    rows = {c: dict.fromkeys(COLUMNS, 0) for c in ("ours", "reference", DRIVER)}
+    rows = {c: dict.fromkeys(COLUMNS, 0) for c in ("ours", "reference", DRIVER, CORE)}
     expected, unexpected = [], []
     records = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, "run-*.json")))]
     for rec in records:
@@ -37,6 +40,8 @@ def main(directory):
         owner = "ours" if "ours" in clients or not clients else "reference"
         if rec.get("expected", "").startswith(DRIVER_PREFIX):
             owner = DRIVER
+        elif rec.get("expected", "").startswith(CORE_PREFIX):
+            owner = CORE
         rows[owner]["runs"] += 1
         found = rec["leaks"] + len(rec["reports"])
         rows[owner]["leaks"] += rec["leaks"]

@@ -10,6 +10,8 @@ import ctypes
 import errno
 import mmap
 import os
+import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -21,7 +23,7 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 GPU_PAGE = 64 * KIB
-GENERATIONS = ("4x", "5x", "5x-unmaps")
+GENERATIONS = coresim.GENERATIONS
 
 # (offset into the allocation, size): aligned and unaligned 1 B, 64 KiB, 64 KiB + 1, 4 MiB.
 RANGES = [(0, 1), (0x1234, 1), (0, GPU_PAGE), (0x10, GPU_PAGE), (0, GPU_PAGE + 1),
@@ -128,7 +130,7 @@ def registration_cases(t, st, nv, core, label, with_1g):
         covered = align_up(off + size, GPU_PAGE) - first
         total = sum(length for _, length in info["sg"])
         t.eq(f"{name}: SG entries cover the 64 KiB-aligned range", covered, total) if \
-            st.generation != "5x-unmaps" else t.check(
+            not coresim.trims_sgls(st.generation) else t.check(
                 f"{name}: SG (after the 5.5+ fix-up) covers the PAGE_SIZE-aligned range",
                 total == align_up(off + size, 4096) - off // 4096 * 4096, total)
         t.eq(f"{name}: nmap = SG entries", len(info["sg"]), info["nmap"])
@@ -153,21 +155,27 @@ def registration_cases(t, st, nv, core, label, with_1g):
 
 
 def sysfs_cases(t, st, nv, core, label):
+    """memory_peers where the core creates it (else the same counters from the stand-in's
+    debugfs: MOFED 24.04+ on new kernels keeps them but shows none)."""
     mr_client, cq_client = expected_clients(st)
     t.check(f"{label}: /sys/module/nvidia_peermem/version (NCCL >= 2.23, UCX)",
             os.path.exists("/sys/module/nvidia_peermem/version"))
-    t.check(f"{label}: memory_peers/nv_mem/version (NCCL, UCX)",
-            os.path.exists("/sys/kernel/mm/memory_peers/nv_mem/version"))
-    t.eq(f"{label}: memory_peers/nv_mem_nc/version only with a separate persistent client",
-         cq_client == "nv_mem_nc", os.path.exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version"))
-    before = core.sysfs_stats(mr_client)
+    if st.sysfs:
+        t.check(f"{label}: memory_peers/nv_mem/version (NCCL, UCX)",
+                os.path.exists("/sys/kernel/mm/memory_peers/nv_mem/version"))
+        t.eq(f"{label}: memory_peers/nv_mem_nc/version only with a separate persistent client",
+             cq_client == "nv_mem_nc", os.path.exists("/sys/kernel/mm/memory_peers/nv_mem_nc/version"))
+    else:
+        t.check(f"{label}: no memory_peers (MOFED 24.04+ on a kernel without mm_kobj's export)",
+                not os.path.exists("/sys/kernel/mm/memory_peers"))
+    before = core.peer_stats(mr_client)
     alloc = nv.alloc(4 * MIB)
     size = 4 * MIB - 0x3000
     mr = core.reg_mr(alloc.va + 0x1000, size)
     info = core.mr_info(mr)
-    mid = core.sysfs_stats(mr_client)
+    mid = core.peer_stats(mr_client)
     core.dereg_mr(mr)
-    after = core.sysfs_stats(mr_client)
+    after = core.peer_stats(mr_client)
     alloc.free()
     d = {k: mid[k] - before[k] for k in counted(mid)}
     t.eq(f"{label}: num_alloc_mrs +1", 1, d["num_alloc_mrs"])
@@ -176,19 +184,23 @@ def sysfs_cases(t, st, nv, core, label):
     t.eq(f"{label}: num_reg_bytes (4.x: nmap * page size, 5.x: length)", reg_bytes, d["num_reg_bytes"])
     d2 = {k: after[k] - mid[k] for k in counted(after)}
     t.eq(f"{label}: num_dealloc_mrs +1 at dereg", 1, d2["num_dealloc_mrs"])
-    t.eq(f"{label}: num_dereg_pages += nmap", info["nmap"], d2["num_dereg_pages"])
+    if coresim.counts_dereg_pages(st.generation):
+        t.eq(f"{label}: num_dereg_pages += nmap", info["nmap"], d2["num_dereg_pages"])
+    else:
+        t.eq(f"{label}: num_dereg_pages stays 0 (24.04+ zero the table before counting it)", 0,
+             after["num_dereg_pages"])
 
 
 def revocation_cases(t, st, nv, core, label):
     mr_client, _ = expected_clients(st)
     alloc = nv.alloc(4 * MIB)
     mr = core.reg_mr(alloc.va + 0x1234, 2 * MIB)
-    before = core.sysfs_stats(mr_client)
+    before = core.peer_stats(mr_client)
     c0 = nv.counters()
     s0 = our_stats()
     alloc.free()
     c1 = nv.counters()
-    after = core.sysfs_stats(mr_client)
+    after = core.peer_stats(mr_client)
     if mr_is_invalidating(st):
         t.eq(f"{label}: cudaFree fired our free callback", 1, c1["free_callbacks"] - c0["free_callbacks"])
         t.eq(f"{label}: the core's invalidate was called (num_free_callbacks)", 1,
@@ -236,6 +248,11 @@ def unload_cases(t, st, nv, core, label):
     t.check(f"{label}: rmmod clean once the MR is gone", rc == 0 and not loaded("nvidia_peermem"), err)
 
 
+# The MOFED lines that differ from 5x-unmaps only in the core's flow and counters: both
+# client kinds, one driver flavour (the flavours are the core's business on none of them).
+LINES_ONLY = ("5.4-3", "24.04")
+
+
 def combinations(client, quick):
     if client == "reference":
         # NVIDIA 550's nvidia-peermem: nv_mem + nv_mem_nc, persistent API required (535 stand-in).
@@ -249,9 +266,23 @@ def combinations(client, quick):
         pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
         for api, ptv in ((535, 0x00010002), (535, 0x00020000), (530, 0x00010002)):
             for pas in ("persistent_api_support=1", "persistent_api_support=0"):
-                if quick and (ptv, pas) != (0x00020000, "persistent_api_support=0"):
+                if (quick or gen in LINES_ONLY) and (api, ptv) != (535, 0x00020000):
+                    continue
+                if quick and pas != "persistent_api_support=0":
                     continue
                 yield gen, api, ptv, [pd, pas]
+
+
+def detected_core(t, st, label):
+    """Ours names the generation it detected at load (sysfs and the load line)."""
+    if st.client != "ours":
+        return
+    want = coresim.detected(st.generation)
+    with open("/sys/module/nvidia_peermem/nvpeer/core") as f:
+        t.eq(f"{label}: nvpeer/core names the detected generation", want, f.read().strip())
+    loads = re.findall(r"nvidia_peermem: nvpeer \S+ loaded: core (\S+) ",
+                       subprocess.run(["dmesg"], capture_output=True, text=True).stdout)
+    t.eq(f"{label}: the load line names it", want, loads[-1] if loads else None)
 
 
 def main():
@@ -266,6 +297,7 @@ def main():
             with Stack(gen, client=client, api=api, pt_version=ptv, client_params=params) as st:
                 nv = nvsim.NvP2pSim()
                 core = coresim.PeerCoreSim()
+                detected_core(t, st, label)
                 host_memory_not_acquired(t, st, core, label)
                 with_1g = gen not in big_done
                 big_done.add(gen)

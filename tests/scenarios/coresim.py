@@ -98,13 +98,56 @@ STATES = {CONSTS["PEER_CORE_SIM_MR_MAPPED"]: "mapped",
 # generation the stand-in acts; DOCA_CORE is the 5x-unmaps one under DOCA-OFED 24.07+'s name.
 CORE_MODULES = {"4x": "peer_core_sim_4x", "5x": "peer_core_sim_5x", "5x-unmaps": "peer_core_sim"}
 DOCA_CORE = "ib_uverbs"
+# The tests' core generations: the three export sets, and two more MOFED lines of the 5x-unmaps
+# build (its parameter line=, pcs.h). A client detects 5x-unmaps on all three UNMAPS lines.
+#   5.4-3      the 5.4 LTS line: page size before dma_map, no SG trimming, memory_peers
+#   24.04      5.5 ... 24.10 as on new kernels: SG trimming, no memory_peers, num_dereg_pages 0
+#   5x-unmaps  25.04+ (line 25.04, memory_peers on: a kernel still exporting mm_kobj)
+GENERATIONS = ("4x", "5x", "5.4-3", "24.04", "5x-unmaps")
+LINES = {"5.4-3": "5.4-3", "24.04": "24.04", "5x-unmaps": "25.04"}
+
+
+def detected(generation):
+    """The generation a client detects at load on the stand-in of GENERATION."""
+    return "5x-unmaps" if generation in LINES else generation
+
+
+def honours_unmaps(generation):
+    """_ex and PEER_MEM_INVALIDATE_UNMAPS honoured (5.4-3 and later)."""
+    return generation in LINES
+
+
+def trims_sgls(generation):
+    """5.5+: fix_peer_sgls trims the SG to the PAGE_SIZE range, page size read after dma_map."""
+    return generation in ("24.04", "5x-unmaps")
+
+
+def counts_dereg_pages(generation):
+    """num_dereg_pages grows at dereg (before 24.04's sgt_append zeroing, CONTRACT 1.9)."""
+    return generation not in ("24.04", "5x-unmaps")
+
+
+def default_sysfs(generation):
+    """memory_peers as that generation's stand-in is loaded by the suites."""
+    return 0 if generation == "24.04" else 1
+
+
+def core_params(generation, sysfs=None, stop_bug=False):
+    """The insmod parameters of the stand-in build of GENERATION."""
+    params = [f"generation={detected(generation)}"]
+    if generation in LINES:
+        params.append(f"line={LINES[generation]}")
+    params.append(f"sysfs={default_sysfs(generation) if sysfs is None else sysfs}")
+    if stop_bug:
+        params.append("stop_bug=1")
+    return params
 CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stand-ins",
                         "peer_core_sim")
 
 
 def core_module(generation):
     """The module name of the core stand-in of GENERATION."""
-    return CORE_MODULES[generation]
+    return CORE_MODULES[detected(generation)]
 
 
 def core_ko(generation, ko_dir=None):
@@ -155,6 +198,18 @@ def sysfs_stats(name):
             v = fh.read().rstrip("\n")
         out[f] = v if f == "version" else int(v)
     return out
+
+
+def peer_stats(name):
+    """The eight memory_peers values of client NAME: from sysfs when the stand-in creates it,
+    else from its debugfs (which has them also with memory_peers off, as MOFED keeps them)."""
+    from_sysfs = sysfs_stats(name)
+    if from_sysfs is not None:
+        return from_sysfs
+    for c in stats()["clients"]:
+        if c["name"] == name:
+            return {k: c[k] for k in SYSFS_FILES if k in c}
+    return None
 
 
 class Buffer:
@@ -274,6 +329,10 @@ class PeerCoreSim:
     @staticmethod
     def sysfs_stats(name):
         return sysfs_stats(name)
+
+    @staticmethod
+    def peer_stats(name):
+        return peer_stats(name)
 
 
 # ---------------------------------------------------------------- the test-only fake client

@@ -87,6 +87,22 @@ expect_fail "... which the core now refuses (ours holds the name)" insmod "$SIM_
 expect "rmmod" rmmod nvidia_peermem
 expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
 
+# MOFED 24.04+ on a new kernel: no memory_peers, so the core lets two clients of one name
+# register (fake clients named x twice), and our refusal to run beside the other GPU peer-memory
+# module must hold without it.
+expect "insmod the 24.04-line core without memory_peers" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko" line=24.04 sysfs=0
+expect "... which lets two clients named x register" insmod "$SIM_DIR/peer_core_sim/test/fake_client.ko" name=x,x
+expect "rmmod the fake clients" rmmod fake_client
+insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
+if [ -f "$legacy" ]; then
+    expect "insmod nvidia_peermem (no memory_peers)" insmod "$ko"
+    mark beside-nosysfs
+    expect_fail "nv_peer_mem still refused beside it" insmod "$legacy"
+    expect "... by our own check" grep -q "nv_peer_mem: nvidia_peermem is loaded: only one GPU peer-memory module may run" <(dmesg_since beside-nosysfs)
+    expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+fi
+expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
+
 # Debug traces are dynamic debug: off by default, on through /proc/dynamic_debug/control.
 register_host_memory() {
     python3 - "$REPO/tests/scenarios" <<'PY'

@@ -61,14 +61,15 @@ REFERENCE_BREAKS = {
     ("free_in_dereg", "5x"): (HANGS, "ABBA deadlock between dereg (mapping_lock, then the RM lock "
                               "in dma_unmap) and cudaFree (RM lock, then mapping_lock in invalidate)"),
     ("dereg_in_callback", "5x"): (CORRUPTS, _CALLBACK_UAF),
-    ("dereg_in_callback", "5x-unmaps"): (CORRUPTS, _CALLBACK_UAF),
+    **{("dereg_in_callback", gen): (CORRUPTS, _CALLBACK_UAF) for gen in coresim.LINES},
     # The same breaks reached by timing, so dereg_race is not run against the reference: on 5x
     # the free_in_dereg deadlock (seen within 5 races x 2 threads); on 5x-unmaps the
     # dereg_in_callback use-after-free (SLUB "Poison overwritten" in kmalloc-128 in a CI run)
     # and free_in_dereg_unlocked's unmap of a freed page table (its stale use, same run).
     ("dereg_race", "5x"): (HANGS, "the free_in_dereg ABBA deadlock, reached by timing"),
-    ("dereg_race", "5x-unmaps"): (CORRUPTS, "the dereg_in_callback use-after-free and the "
-                                  "free_in_dereg_unlocked stale unmap, reached by timing"),
+    **{("dereg_race", gen): (CORRUPTS, "the dereg_in_callback use-after-free and the "
+                             "free_in_dereg_unlocked stale unmap, reached by timing")
+       for gen in coresim.LINES},
 }
 
 # Breaks inside NVIDIA's driver, for every client of a non-persistent (callback) pin:
@@ -80,7 +81,7 @@ REFERENCE_BREAKS = {
 # (in_dma_map_persistent).
 _DMA_MAP_UAF = ("use-after-free write inside nvidia_p2p_dma_map_pages: the free callback frees "
                 "the page table between its reads and its link of the new mapping")
-NVIDIA_BREAKS = {("in_dma_map", gen): (CORRUPTS, _DMA_MAP_UAF) for gen in ("4x", "5x", "5x-unmaps")}
+NVIDIA_BREAKS = {("in_dma_map", gen): (CORRUPTS, _DMA_MAP_UAF) for gen in coresim.GENERATIONS}
 
 
 def known_break(client, name, gen):
@@ -265,7 +266,7 @@ def free_in_dereg(c):
     reg = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["in_dereg"])
     free_while_stalled(c, "free_in_dereg", lambda: c.core.dereg_mr(reg["id"]), a.va)
     a.unmap()
-    if not c.ours and c.st.generation == "5x-unmaps":
+    if not c.ours and coresim.honours_unmaps(c.st.generation):
         # The core drops mapping_lock before its unmap (UNMAPS client): the blocked cudaFree
         # then races dereg's dma_unmap, and when its callback returns first NVIDIA's module
         # unmaps the freed table (free_in_dereg_unlocked's stale use, reached by timing).
@@ -295,7 +296,7 @@ def free_in_dereg_unlocked(c):
 
 
 # The stall point exists only where the core unmaps outside mapping_lock.
-free_in_dereg_unlocked.gens = ("5x-unmaps",)
+free_in_dereg_unlocked.gens = tuple(coresim.LINES)
 
 
 def dereg_in_callback(c):
@@ -556,7 +557,7 @@ def main():
     if args.client == "reference" and not args.in_child and args.gen and len(args.gen) == 1 \
             and (known_break(args.client, args.only, args.gen[0]) or ("",))[0] == HANGS:
         return breaking_case(args.only, args.gen[0], args.iterations, args.threads)
-    default_gens = ("5x", "5x-unmaps") if args.client == "reference" else ("4x", "5x", "5x-unmaps")
+    default_gens = coresim.GENERATIONS[1:] if args.client == "reference" else coresim.GENERATIONS
     t = Tally(f"revocation-{args.client}")
     for gen, api, ptv, params, only_cases in combinations(args.client, args.gen or default_gens):
         cases = only_cases or CASES

@@ -58,17 +58,19 @@ def loaded(name):
 class Stack:
     """nv_p2p_sim (api 535 or 530, page-table version) + the core stand-in's build of the
     generation (peer_core_sim, peer_core_sim_5x or peer_core_sim_4x: each exports what that
-    generation's cores export, so a client detects the generation the stand-in acts; sysfs) +
+    generation's cores export, so a client detects the generation the stand-in acts; the MOFED
+    line of the 5x-unmaps build, coresim.GENERATIONS; sysfs, stop_bug) +
     a client module. Use as a context manager: unloads in reverse order."""
 
     def __init__(self, generation, client="ours", api=535, pt_version=0x00010002,
-                 sysfs=1, client_params=(), ko_dir=None):
+                 sysfs=None, client_params=(), ko_dir=None, stop_bug=False):
         self.ko_dir = ko_dir
         self.generation = generation
         self.client = client
         self.api = api
         self.pt_version = pt_version
-        self.sysfs = sysfs
+        self.sysfs = coresim.default_sysfs(generation) if sysfs is None else sysfs
+        self.stop_bug = stop_bug
         self.client_params = list(client_params)
         self.modules = []
 
@@ -101,7 +103,7 @@ class Stack:
         self._insmod(self.path(sim), sim, f"pt_version={self.pt_version:#x}")
         # generation= is what the build is (it refuses another): a wrong mapping fails here.
         self._insmod(self.path(self.core_module), self.core_module,
-                     f"generation={self.generation}", f"sysfs={self.sysfs}")
+                     *coresim.core_params(self.generation, self.sysfs, self.stop_bug))
         ko = self.path("nvidia_peermem" if self.client == "ours" else "reference")
         self._insmod(ko, self.client_module, *self.client_params)
         return self

@@ -8,8 +8,8 @@
  *
  *   4x         MOFED 4.0 ... 4.9 LTS and 5.0 (CONTRACT 1.8); exports ib_get_peer_private_data
  *   5x         MOFED 5.1 ... 5.4-2           (CONTRACT 1.7, marker ignored, lock inversion)
- *   5x-unmaps  MOFED 5.4-3 and later, with the 25.04 fix; exports
- *              ib_umem_stop_invalidation_notifier
+ *   5x-unmaps  MOFED 5.4-3 and later; exports ib_umem_stop_invalidation_notifier; the
+ *              parameter line= picks 5.4-3, 24.04 (5.5 ... 24.10) or 25.04+ (pcs.h)
  *
  * /dev/peer_core_sim (mr.c) registers "MRs" over user VAs and performs "NIC DMA" through the
  * DMA addresses the client returned, with QEMU's edu device as the NIC (nic.c).
@@ -38,6 +38,15 @@ bool pcs_sysfs = true;
 module_param_named(sysfs, pcs_sysfs, bool, 0444);
 MODULE_PARM_DESC(sysfs, "create /sys/kernel/mm/memory_peers/<client>/ (1, default) or not (0)");
 
+/* 5x-unmaps builds: which UNMAPS-era MOFED line (pcs.h); the other builds take none. */
+static char *line = PCS_BUILD == PCS_BUILD_5X_UNMAPS ? "25.04" : "";
+module_param(line, charp, 0444);
+MODULE_PARM_DESC(line, "5x-unmaps builds: MOFED line 5.4-3, 24.04 (5.5 ... 24.10) or 25.04 (default)");
+bool pcs_stop_bug;
+module_param_named(stop_bug, pcs_stop_bug, bool, 0444);
+MODULE_PARM_DESC(stop_bug, "lines 5.4-3 and 24.04: the pre-25.04 ib_umem_stop_invalidation_notifier (lockdep reports it)");
+enum pcs_line pcs_line;
+
 const enum pcs_gen pcs_gen = PCS_BUILD_GEN;
 const struct pcs_gen_ops *const pcs_ops =
 	PCS_BUILD_GEN == PCS_GEN_4X ? &pcs_gen_4x_ops : &pcs_gen_5x_ops;
@@ -63,8 +72,9 @@ static const struct {
 	PCS_OP_OFFSET(acquire), PCS_OP_OFFSET(get_pages), PCS_OP_OFFSET(put_pages),
 	PCS_OP_OFFSET(dma_map), PCS_OP_OFFSET(dma_unmap),
 	/*
-	 * Mandatory on 4.x. 5.x cores do not list it but every release after 5.1-0.6.6.0 calls it
-	 * unconditionally (a NULL one oopses at the first registration): refused here instead.
+	 * Mandatory on 4.x only. 5.x cores do not list it, so they register a client without it,
+	 * but every release after 5.1-0.6.6.0 calls it unconditionally (a NULL one oopses at the
+	 * first registration; the stand-in fails that registration as a protocol violation).
 	 */
 	PCS_OP_OFFSET(get_page_size),
 };
@@ -76,10 +86,11 @@ static int pcs_check_mandatory(const struct peer_memory_client *pc)
 	for (i = 0; i < ARRAY_SIZE(pcs_mandatory); i++) {
 		if (*(void **)((char *)pc + pcs_mandatory[i].offset))
 			continue;
+		if (pcs_gen != PCS_GEN_4X && pcs_mandatory[i].offset ==
+		    offsetof(struct peer_memory_client, get_page_size))
+			continue;
 		pr_err("Peer memory %.*s is missing mandatory function %s\n",
 		       IB_PEER_MEMORY_NAME_MAX, pc->name, pcs_mandatory[i].name);
-		if (pcs_gen != PCS_GEN_4X && !strcmp(pcs_mandatory[i].name, "get_page_size"))
-			pr_err("(5.x cores after 5.1-0.6.6.0 call get_page_size unconditionally)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -337,10 +348,18 @@ void pcs_call_put_pages(struct pcs_umem *u, bool inval)
 	pcs_op_end(PCS_OP_PUT_PAGES, t0);
 }
 
+/* Returns 0 for a client without get_page_size (the caller then fails the registration). */
 unsigned long pcs_call_get_page_size(struct pcs_umem *u)
 {
-	u64 t0 = pcs_op_begin(PCS_OP_GET_PAGE_SIZE, false);
-	unsigned long ret = u->client->ops->get_page_size(u->ctx);
+	u64 t0;
+	unsigned long ret;
+
+	if (!u->client->ops->get_page_size) {
+		pcs_violation(u->client, "no get_page_size: a 5.x core calls it unconditionally (a NULL pointer call)");
+		return 0;
+	}
+	t0 = pcs_op_begin(PCS_OP_GET_PAGE_SIZE, false);
+	ret = u->client->ops->get_page_size(u->ctx);
 
 	pcs_op_end(PCS_OP_GET_PAGE_SIZE, t0);
 	return ret;
@@ -443,7 +462,8 @@ void pcs_stats_show_clients(struct seq_file *m)
 
 /*
  * One line per section, "section key=value ...":
- *   core generation=5x-unmaps sysfs=1 nic=0000:00:04.0 live_umems=0 live_mrs=0 violations=0
+ *   core generation=5x-unmaps line=25.04 stop_bug=0 sysfs=1 nic=0000:00:04.0 live_umems=0
+ *        live_mrs=0 violations=0 stop_calls=0 (one line)
  *   calls acquire=N get_pages=N ...      every call into a client
  *   inval_calls dma_unmap=N ...          the calls made inside the invalidate function
  *   timing last_reg_ns=N last_dereg_ns=N in-kernel time of the last REG_MR / DEREG_MR
@@ -455,10 +475,12 @@ static int pcs_stats_show(struct seq_file *m, void *unused)
 	struct device *nic = pcs_nic_get();
 	int i;
 
-	seq_printf(m, "core generation=%s sysfs=%d nic=%s live_umems=%d live_mrs=%d violations=%lld\n",
-		   PCS_BUILD_NAME, pcs_sysfs, nic ? dev_name(nic) : "none",
+	seq_printf(m, "core generation=%s line=%s stop_bug=%d sysfs=%d nic=%s live_umems=%d live_mrs=%d violations=%lld stop_calls=%lld\n",
+		   PCS_BUILD_NAME, *line ? line : "-", pcs_stop_bug, pcs_sysfs,
+		   nic ? dev_name(nic) : "none",
 		   atomic_read(&pcs_counters.live_umems), atomic_read(&pcs_counters.live_mrs),
-		   atomic64_read(&pcs_counters.violations));
+		   atomic64_read(&pcs_counters.violations),
+		   atomic64_read(&pcs_counters.stop_calls));
 	put_device(nic);
 	seq_puts(m, "calls");
 	for (i = 0; i < PCS_OP_COUNT; i++)
@@ -508,10 +530,45 @@ static int pcs_check_generation(void)
 	return -EINVAL;
 }
 
+/* line= and stop_bug= as this build and that line allow. */
+static int pcs_check_line(void)
+{
+	static const struct {
+		const char *name;
+		enum pcs_line line;
+	} lines[] = {
+		{ "5.4-3", PCS_LINE_5_4_3 }, { "24.04", PCS_LINE_24_04 }, { "25.04", PCS_LINE_25_04 },
+	};
+	int i;
+
+	if (PCS_BUILD != PCS_BUILD_5X_UNMAPS) {
+		if (*line || pcs_stop_bug) {
+			pr_err("line= and stop_bug= are for the 5x-unmaps builds (this one is %s)\n",
+			       PCS_BUILD_NAME);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	for (i = 0; i < ARRAY_SIZE(lines); i++)
+		if (!strcmp(line, lines[i].name))
+			pcs_line = lines[i].line;
+	if (pcs_line == PCS_LINE_NONE) {
+		pr_err("invalid line=%s: 5.4-3, 24.04 or 25.04\n", line);
+		return -EINVAL;
+	}
+	if (pcs_stop_bug && pcs_line == PCS_LINE_25_04) {
+		pr_err("stop_bug=1: line 25.04 has the fix (cccf5314); the bug is in 5.4-3 ... 24.10\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int __init pcs_init(void)
 {
 	int ret = pcs_check_generation();
 
+	if (!ret)
+		ret = pcs_check_line();
 	if (ret)
 		return ret;
 	ret = pcs_nic_init();
@@ -525,7 +582,8 @@ static int __init pcs_init(void)
 		pcs_nic_exit();
 		return ret;
 	}
-	pr_info("loaded: generation %s, memory_peers sysfs %s\n", PCS_BUILD_NAME,
+	pr_info("loaded: generation %s%s%s%s, memory_peers sysfs %s\n", PCS_BUILD_NAME,
+		*line ? ", MOFED line " : "", line, pcs_stop_bug ? " with the pre-25.04 stop bug" : "",
 		pcs_sysfs ? "on" : "off");
 	return 0;
 }

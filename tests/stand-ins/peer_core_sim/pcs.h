@@ -35,7 +35,7 @@
 enum pcs_gen {
 	PCS_GEN_4X,		/* MOFED 4.0 ... 4.9 LTS and 5.0 (legacy 152-byte layout) */
 	PCS_GEN_5X,		/* MOFED 5.1 ... 5.4-2: _ex marker ignored, page_shift before dma_map */
-	PCS_GEN_5X_UNMAPS,	/* MOFED 5.4-3+ (25.04 fix): _ex/UNMAPS honoured, fix_peer_sgls */
+	PCS_GEN_5X_UNMAPS,	/* MOFED 5.4-3+: _ex/UNMAPS honoured; the line below says the rest */
 };
 
 /*
@@ -71,6 +71,38 @@ enum pcs_gen {
 
 extern const enum pcs_gen pcs_gen;
 extern bool pcs_sysfs;
+
+/*
+ * The MOFED line a 5x-unmaps build acts (parameter line=). The UNMAPS-era cores export the same
+ * symbols, so a client cannot tell them apart at load; they differ in flow (CONTRACT 1.7 item 8)
+ * and counters (1.9), and the ones before 25.04 have the `!=` bug of 1.7 item 7:
+ *
+ *   5.4-3   the 5.4 LTS line: page_shift from get_page_size before dma_map, no fix_peer_sgls
+ *   24.04   5.5 ... 24.10: fix_peer_sgls; with 24.04's sgt_append, num_dereg_pages stays 0
+ *   25.04   25.04 and later (default): as 24.04 with the bug fixed
+ *
+ * The 4x and 5x builds have no line (PCS_LINE_NONE sorts before all).
+ */
+enum pcs_line { PCS_LINE_NONE, PCS_LINE_5_4_3, PCS_LINE_24_04, PCS_LINE_25_04 };
+extern enum pcs_line pcs_line;
+/*
+ * stop_bug=1 (lines 5.4-3 and 24.04 only): ib_umem_stop_invalidation_notifier as those lines
+ * shipped it. Off by default: its first lockdep report turns lockdep off for the rest of a
+ * boot, so only the boots that show the bug turn it on (tests/scenarios/core_bugs.py).
+ */
+extern bool pcs_stop_bug;
+
+/* fix_peer_sgls and get_page_size after dma_map: 5.5 and later. */
+static inline bool pcs_fixes_sgls(void)
+{
+	return pcs_line >= PCS_LINE_24_04;
+}
+
+/* 24.04+ zero the umem's table before adding its entries to num_dereg_pages (CONTRACT 1.9). */
+static inline bool pcs_counts_dereg_pages(void)
+{
+	return pcs_line < PCS_LINE_24_04;
+}
 
 /* Core-internal umem flags (include/rdma/ib_umem.h in 5.x, ib_peer_mem.h in 4.x). */
 #define IB_PEER_MEM_ALLOW	(1 << 0)
@@ -199,6 +231,7 @@ struct pcs_counters {
 	atomic64_t inval_calls[PCS_OP_COUNT];	/* made inside the invalidate function */
 	atomic64_t client_ns[PCS_OP_COUNT];	/* time spent inside each client op, for benchmarks */
 	atomic64_t violations;
+	atomic64_t stop_calls;			/* ib_umem_stop_invalidation_notifier (5.x) */
 	atomic_t live_umems;			/* acquired, not yet released */
 	atomic_t live_mrs;
 	/* In-kernel duration of the last REG_MR / DEREG_MR (core + client), for benchmarks. */

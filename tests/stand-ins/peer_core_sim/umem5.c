@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The MOFED 5.x core flow (CONTRACT 1.7): generation 5x (5.1 ... 5.4-2) and 5x-unmaps
- * (5.4-3 and later, with the 25.04 fix). ib_umem_get pins host memory first and only asks the
+ * (5.4-3 and later: the line parameter picks 5.4-3, 24.04 or 25.04, pcs.h). ib_umem_get pins host memory first and only asks the
  * peer clients when that fails; the umem's mapping_lock is held from before get_pages until the
  * "HW driver" activates the invalidation notifier (after the mkey exists), so an invalidation
  * arriving during registration sleeps until then.
@@ -76,9 +76,9 @@ static void pcs5_restore_sgls(struct pcs_umem *u)
  * the client's dma_unmap and put_pages; the core then forgets the table (the client owns and
  * frees it). Reaching UNMAPPED counts the deregistration.
  *
- * MOFED >= 5.4-3 on kernels with sgt_append zeroes the table before adding its nents to
- * num_dereg_pages (so that counter stays 0 there); this stand-in counts the nmap of the
- * registration, as CONTRACT 1.9 states the rule.
+ * MOFED 24.04+ (line 24.04 and 25.04 here) zero the table before adding its nents to
+ * num_dereg_pages, so that counter stays 0 there (CONTRACT 1.9); older lines count the nmap
+ * of the registration.
  */
 static void pcs5_unmap(struct pcs_umem *u, enum pcs_umem_state cur, enum pcs_umem_state to,
 		       bool inval)
@@ -95,16 +95,19 @@ static void pcs5_unmap(struct pcs_umem *u, enum pcs_umem_state cur, enum pcs_ume
 		atomic64_inc(&st->num_dealloc_mrs);
 	}
 	if ((cur == PCS_MAPPED || cur == PCS_INVALIDATED) && to == PCS_UNMAPPED) {
-		atomic64_add(u->nmap, &st->num_dereg_pages);
+		if (pcs_counts_dereg_pages())
+			atomic64_add(u->nmap, &st->num_dereg_pages);
 		atomic64_add(u->length, &st->num_dereg_bytes);
 	}
 	u->state = to;
 }
 
-/* 5.1-2.3.7.1 ... 5.4-x: page_shift = ilog2(get_page_size()), between get_pages and dma_map. */
+/* 5.1-2.3.7.1 ... 5.4-3: page_shift = ilog2(get_page_size()), between get_pages and dma_map. */
 static int pcs5_page_shift(struct pcs_umem *u)
 {
 	u->page_size = pcs_call_get_page_size(u);
+	if (!u->client->ops->get_page_size)
+		return -EINVAL;	/* reported by the call */
 	if (!is_power_of_2(u->page_size)) {
 		pcs_violation(u->client, "get_page_size returned %lu", u->page_size);
 		return -EINVAL;
@@ -117,6 +120,8 @@ static int pcs5_page_shift(struct pcs_umem *u)
 static int pcs5_fix_page_size(struct pcs_umem *u)
 {
 	u->page_size = pcs_call_get_page_size(u);
+	if (!u->client->ops->get_page_size)
+		return -EINVAL;	/* reported by the call */
 	if (!is_power_of_2(u->page_size) || u->page_size < PAGE_SIZE) {
 		pcs_violation(u->client, "get_page_size returned %lu", u->page_size);
 		return -EINVAL;
@@ -145,7 +150,7 @@ static int pcs5_map(struct pcs_umem *u)
 {
 	/* 5.7+ kernels pass umem->sgt_append.sgt.nents itself as nmap; older ones umem->nmap. */
 	int *nmap = pcs_gen == PCS_GEN_5X_UNMAPS ? (int *)&u->sgt.nents : &u->nmap;
-	bool fix = pcs_gen == PCS_GEN_5X_UNMAPS;
+	bool fix = pcs_fixes_sgls();
 	int ret;
 
 	if (!u->dma_dev) {
@@ -208,7 +213,7 @@ static int pcs5_umem_get(struct pcs_mr *mr, int gup_err)
 	if (ret)
 		goto err_xa;
 	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_AFTER_GET_PAGES);
-	if (pcs_gen == PCS_GEN_5X) {
+	if (!pcs_fixes_sgls()) {
 		ret = pcs5_page_shift(u);
 		if (ret)
 			goto err_pages;
@@ -252,23 +257,26 @@ static void pcs5_activate(struct pcs_umem *u)
 }
 
 /*
- * ib_umem_stop_invalidation_notifier, as fixed in 25.04. MOFED 5.4-3 ... 24.10 tested
- * xa_id != PEER_NO_INVALIDATION_ID in the middle branch: it re-locked the mutex this thread
- * still holds when an invalidating client's registration failed before activation
- * (self-deadlock) and unlocked an unheld one on every persistent dereg. Not reproduced.
- * 5.1 ... 5.4-2 have no such function: their ib_umem_release takes the lock and unmaps, which
- * is the old-style branch here.
+ * ib_umem_stop_invalidation_notifier, as fixed in 25.04 (cccf5314). MOFED 5.4-3 ... 24.10
+ * test xa_id != PEER_NO_INVALIDATION_ID in the middle branch (stop_bug=1 here, CONTRACT 1.7
+ * item 7): they re-lock the mutex this thread still holds when an invalidating client's
+ * registration fails before activation (lockdep "possible recursive locking", then a hung
+ * task), and unlock an unheld one at every dereg of a persistent client's MR (lockdep "bad
+ * unlock balance"). 5.1 ... 5.4-2 have no such function: their ib_umem_release takes the lock
+ * and unmaps, which is the old-style branch here.
  */
 static void pcs5_stop_notifier(struct pcs_umem *u)
 {
 	struct pcs_mr *mr = u->mr;
 	bool unmaps = pcs_client_unmaps(u->client);
+	bool persistent = u->xa_id == PCS_NO_INVALIDATION_ID;
 	enum pcs_umem_state cur;
 
+	atomic64_inc(&pcs_counters.stop_calls);
 	if (u->notifier_active) {
 		mutex_lock(&u->mapping_lock);
 		u->notifier_active = false;
-	} else if (u->xa_id == PCS_NO_INVALIDATION_ID) {
+	} else if (pcs_stop_bug ? !persistent : persistent) {
 		mutex_lock(&u->mapping_lock);
 	} /* else: not activated yet, this thread still holds mapping_lock */
 	pcs_stall_point(mr, PEER_CORE_SIM_REG_STALL_IN_DEREG);
@@ -310,7 +318,10 @@ static void pcs5_hw_stop_notifier(struct pcs_umem *u)
 #endif
 }
 
-/* ib_peer_umem_release */
+/*
+ * ib_peer_umem_release (5.7+ kernels): unmaps what is still mapped without mapping_lock, which
+ * only a umem of no invalidating client can be (a CQ-style umem, never stopped).
+ */
 static void pcs5_release(struct pcs_umem *u)
 {
 	struct pcs_client *c = u->client;
@@ -382,11 +393,16 @@ static int pcs5_reg(struct pcs_mr *mr)
 	return 0;
 }
 
-/* mlx5 dereg: revoke the mkey, stop the notifier, release the umem. */
+/*
+ * mlx5 dereg of an MR: revoke the mkey, stop the notifier, release the umem. CQ, QP, SRQ,
+ * DEVX and doorbell umems are only released (mlx5 never calls stop for them), so the
+ * pre-25.04 stop bug never meets them; their client is a persistent one (pcs5_kind_flags).
+ */
 static void pcs5_dereg(struct pcs_mr *mr)
 {
 	pcs_mr_revoke(mr);
-	pcs5_hw_stop_notifier(mr->umem);
+	if (mr->kind == PEER_CORE_SIM_UMEM_MR)
+		pcs5_hw_stop_notifier(mr->umem);
 	pcs5_release(mr->umem);
 }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """In-VM suite of peer_core_sim with its test-only client fake_client.ko (run by
-tests/scenarios/peer-core-sim.sh): python3 core_checks.py [GENERATION...] (default: all three).
+tests/scenarios/peer-core-sim.sh): python3 core_checks.py [GENERATION...] (default: all of
+coresim.GENERATIONS).
 
 For each generation and memory_peers sysfs on/off it loads that generation's build of the core
-(peer_core_sim_4x.ko, peer_core_sim_5x.ko, peer_core_sim.ko), then runs each case
+(peer_core_sim_4x.ko, peer_core_sim_5x.ko, peer_core_sim.ko with the line of 5.4-3, 24.04 or
+25.04), then runs each case
 with a fresh fake_client.ko carrying the clients the case needs. Modules are loaded with
 finit_module/delete_module and the kernel log is read from /dev/kmsg: the guest's root is 9p, so
 every exec costs seconds. One line per check ("ok    ..." / "FAIL  ..."), then the tally; exit
@@ -21,14 +23,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scenarios"))
-from coresim import (DOCA_CORE, Kmsg, FAIL_AFTER_MAP, GPU_PAGE, Buffer, FakeClient,  # noqa: E402
-                     PeerCoreSim, core_ko, core_module, fake_mem, stats, sysfs_stats)
+from coresim import (DOCA_CORE, GENERATIONS, Kmsg, FAIL_AFTER_MAP, GPU_PAGE, Buffer,  # noqa: E402
+                     FakeClient, PeerCoreSim, core_ko, core_module, core_params, counts_dereg_pages,
+                     detected, fake_mem, honours_unmaps, stats, sysfs_stats, trims_sgls)
 
 FAKE_KO = os.path.join(HERE, "fake_client.ko")
 PAGE = mmap.PAGESIZE
 OPS = ("acquire", "get_pages", "dma_map", "dma_unmap", "put_pages", "get_page_size", "release")
 NO_INVALIDATION_ID = 0xFFFFFFFF
-GENERATIONS = ("4x", "5x", "5x-unmaps")
+BUILDS = ("4x", "5x", "5x-unmaps")  # one .ko each; the other generations are lines of 5x-unmaps
 GEN = ""
 TALLY = {"ok": 0, "failed": 0}
 
@@ -119,7 +122,7 @@ def client_stats(name):
 
 def reg_order():
     """The client calls of one successful registration, per generation."""
-    if GEN == "5x-unmaps":
+    if trims_sgls(GEN):
         return ["acquire", "get_pages", "dma_map", "get_page_size"]
     return ["acquire", "get_pages", "get_page_size", "dma_map"]
 
@@ -275,8 +278,15 @@ def case_cq():
         expect_errno("CQ umem with only an invalidating client willing: EFAULT", errno.EFAULT,
                      core.reg_mr, gpu.addr, GPU_PAGE, kind="cq")
         check("... and the invalidating client was not asked", entries(inv, "acquire") == [])
+        stops = core_stat("stop_calls")
         core.dereg_mr(cq["id"])
+        if GEN != "4x":
+            check("5x: a CQ umem is released without ib_umem_stop_invalidation_notifier (mlx5)",
+                  core_stat("stop_calls") == stops, core_stat("stop_calls") - stops)
         core.dereg_mr(mr["id"])
+        if GEN != "4x":
+            check("5x: an MR's dereg stops the notifier first",
+                  core_stat("stop_calls") == stops + 1, core_stat("stop_calls") - stops)
     check("every context released", inv.live() == 0 and p.live() == 0)
 
 
@@ -352,7 +362,7 @@ def case_errors():
         a.clear()
         a.set("fail_dma_map", errno.ENOMEM)
         expect_errno("dma_map fails: its error", errno.ENOMEM, core.reg_mr, gpu.addr, GPU_PAGE)
-        want = [o for o in reg_order() if GEN != "5x-unmaps" or o != "get_page_size"]
+        want = [o for o in reg_order() if not trims_sgls(GEN) or o != "get_page_size"]
         check("error after get_pages: put_pages (no dma_unmap), then release",
               ops(a) == want + ["put_pages", "release"], ops(a))
         a.set("fail_dma_map", 0)
@@ -388,7 +398,7 @@ def expected_inside(name):
     """What the core calls inside the invalidate call of client `name` (config of case_inval)."""
     if GEN == "4x":
         return ["dma_unmap", "put_pages", "release"]
-    if GEN == "5x-unmaps" and name == "uinv":
+    if honours_unmaps(GEN) and name == "uinv":
         return []
     return ["dma_unmap", "put_pages"]
 
@@ -417,7 +427,7 @@ def case_inval():
             want = expected_inside(name)
             check(f"{name}: the core calls {want or 'nothing'} inside the invalidate call",
                   inside == want, c.log())
-            if GEN == "5x-unmaps" and name == "uinv":
+            if honours_unmaps(GEN) and name == "uinv":
                 check("uinv: UNMAPS detected, the client unmapped itself afterwards",
                       "self_unmap" in [e["fn"] for e in c.log()], c.log())
             if "dma_unmap" in inside:
@@ -488,12 +498,12 @@ def fixup_case(core, gpu, a, off, size, desc):
     pbase = addr - addr % ps
     head = base - pbase
     tail = (-end % ps) - (-end % PAGE)
-    if GEN == "5x-unmaps" and ps != PAGE:
+    if trims_sgls(GEN) and ps != PAGE:
         ok = (sg[0][0] % ps == head % ps and
               sum(n for _, n in sg) == (end + (-end % PAGE)) - base and
               (len(sg) > 1 or sg[0][1] == ps - head - tail) and
               (len(sg) == 1 or (sg[0][1] == ps - head and sg[-1][1] == ps - tail)))
-        check(f"{desc}: 5x-unmaps trims first/last entries to the PAGE_SIZE range "
+        check(f"{desc}: 5.5+ trims first/last entries to the PAGE_SIZE range "
               f"(head {head:#x}, tail {tail:#x})", ok, sg)
     else:
         ok = all(d % ps == 0 and n == ps for d, n in sg)
@@ -554,6 +564,8 @@ def case_sysfs():
                   "num_reg_bytes", "num_dereg_bytes", "num_free_callbacks"]))
     a = FakeClient("a")
     bytes_of = (lambda nmap, length: nmap * GPU_PAGE) if GEN == "4x" else (lambda nmap, length: length)
+    # 24.04+ zero the umem's table before adding its entries to num_dereg_pages.
+    dereg_pages = (lambda n: n) if counts_dereg_pages(GEN) else (lambda n: 0)
     with PeerCoreSim() as core, fake_mem(4 * GPU_PAGE) as gpu:
         only("a", "a", "b", "u")
         length = GPU_PAGE + 50
@@ -561,31 +573,31 @@ def case_sysfs():
         sysfs_expect("a", num_alloc_mrs=1, num_reg_pages=2, num_reg_bytes=bytes_of(2, length),
                      num_dealloc_mrs=0, num_dereg_pages=0, num_dereg_bytes=0, num_free_callbacks=0)
         a.invalidate(core.mr_info(mr)["core_context"])
-        sysfs_expect("a", num_dealloc_mrs=1, num_dereg_pages=2, num_dereg_bytes=bytes_of(2, length),
+        sysfs_expect("a", num_dealloc_mrs=1, num_dereg_pages=dereg_pages(2), num_dereg_bytes=bytes_of(2, length),
                      num_free_callbacks=1)
         core.dereg_mr(mr)
-        sysfs_expect("a", num_alloc_mrs=1, num_dealloc_mrs=1, num_dereg_pages=2,
+        sysfs_expect("a", num_alloc_mrs=1, num_dealloc_mrs=1, num_dereg_pages=dereg_pages(2),
                      num_dereg_bytes=bytes_of(2, length), num_free_callbacks=1)
 
         only("b", "a", "b", "u")
         cq = core.reg_mr(gpu.addr, 3 * GPU_PAGE, kind="cq")
         sysfs_expect("b", num_alloc_mrs=1, num_reg_pages=3, num_reg_bytes=3 * GPU_PAGE)
         core.dereg_mr(cq)
-        sysfs_expect("b", num_dealloc_mrs=1, num_dereg_pages=3, num_dereg_bytes=3 * GPU_PAGE)
+        sysfs_expect("b", num_dealloc_mrs=1, num_dereg_pages=dereg_pages(3), num_dereg_bytes=3 * GPU_PAGE)
 
         if GEN != "4x":
             u = FakeClient("u")
             only("u", "a", "b", "u")
             mr = core.reg_mr(gpu.addr, 2 * GPU_PAGE)
             u.invalidate(core.mr_info(mr)["core_context"])
-            if GEN == "5x-unmaps":
+            if honours_unmaps(GEN):
                 sysfs_expect("u", num_alloc_mrs=1, num_dealloc_mrs=1, num_dereg_pages=0,
                              num_dereg_bytes=0, num_free_callbacks=1)
             else:
-                sysfs_expect("u", num_dealloc_mrs=1, num_dereg_pages=2,
+                sysfs_expect("u", num_dealloc_mrs=1, num_dereg_pages=dereg_pages(2),
                              num_dereg_bytes=2 * GPU_PAGE)
             core.dereg_mr(mr)
-            sysfs_expect("u", num_alloc_mrs=1, num_dealloc_mrs=1, num_dereg_pages=2,
+            sysfs_expect("u", num_alloc_mrs=1, num_dealloc_mrs=1, num_dereg_pages=dereg_pages(2),
                          num_dereg_bytes=2 * GPU_PAGE, num_free_callbacks=1)
 
 
@@ -867,10 +879,36 @@ def run_case(params, case):
             check(f"rmmod fake_client after case {name}", False, e)
 
 
+def no_page_size():
+    """5.x cores do not list get_page_size as mandatory but call it at every registration: the
+    client registers, its first registration fails (a real core calls the NULL pointer)."""
+    log = Kmsg()
+    try:
+        insmod(FAKE_KO, "name=m missing=get_page_size")
+    except OSError as e:
+        check("5x: a client without get_page_size registers (not refused)", False, e)
+        return
+    check("5x: a client without get_page_size registers (not refused)",
+          "missing mandatory function" not in log.text(), log.text())
+    with PeerCoreSim() as core, fake_mem(GPU_PAGE) as gpu:
+        expect_errno("... its first registration fails: EINVAL", errno.EINVAL, core.reg_mr,
+                     gpu.addr, GPU_PAGE)
+    check("... as a protocol violation naming it", "no get_page_size: a 5.x core calls it" in
+          log.text(), log.text())
+    log.close()
+    m = FakeClient("m")
+    check("... with everything undone", m.live() == 0 and core_stat("live_umems") == 0,
+          (m.live(), core_stat("live_umems")))
+    rmmod("fake_client")
+
+
 def registration_rules():
     """Refusals: a missing mandatory op (release is optional: case_norelease), a duplicate
     name while memory_peers exists."""
     for op in ("acquire", "get_pages", "dma_map", "dma_unmap", "put_pages", "get_page_size"):
+        if op == "get_page_size" and GEN != "4x":
+            no_page_size()
+            continue
         log = Kmsg()
         expect_errno(f"a client without {op} is refused", errno.EINVAL, insmod, FAKE_KO,
                      f"name=m missing={op}")
@@ -898,14 +936,16 @@ def module_symbols(name):
 
 def load_core(sysfs):
     mod = core_module(GEN)
+    params = " ".join(core_params(GEN, sysfs))
     try:
-        insmod(core_ko(GEN), f"generation={GEN} sysfs={sysfs}")
+        insmod(core_ko(GEN), params)
     except OSError as e:
-        return check(f"insmod {mod} generation={GEN} sysfs={sysfs}", False, e)
+        return check(f"insmod {mod} {params}", False, e)
     with open(f"/sys/module/{mod}/parameters/generation") as f:
-        check(f"{mod} loaded, generation {GEN}, sysfs={sysfs}", f.read().strip() == GEN)
+        check(f"{mod} loaded ({params})", f.read().strip() == detected(GEN))
+    markers = MARKERS[detected(GEN)]
     syms = module_symbols(mod) & set().union(*MARKERS.values())
-    check(f"{mod} has the markers of {GEN} only: {sorted(MARKERS[GEN])}", syms == MARKERS[GEN],
+    check(f"{mod} has the markers of {detected(GEN)} only: {sorted(markers)}", syms == markers,
           sorted(syms))
     return True
 
@@ -924,8 +964,8 @@ def unload_core():
 
 def builds_refuse_other_generations():
     """A build's exports say which generation it is: every other generation= is refused."""
-    for gen in GENERATIONS:
-        for other in GENERATIONS:
+    for gen in BUILDS:
+        for other in BUILDS:
             if other == gen:
                 continue
             log = Kmsg()
@@ -941,6 +981,30 @@ def builds_refuse_other_generations():
                  "generation=4x")
 
 
+def lines_refused():
+    """line= and stop_bug= only where that line and build have them, each refusal one line."""
+    for ko, params, want in (
+            (core_ko("5x-unmaps"), "line=5.6", "invalid line=5.6"),
+            (core_ko("5x-unmaps"), "stop_bug=1", "line 25.04 has the fix"),
+            (core_ko("5x-unmaps"), "line=25.04 stop_bug=1", "line 25.04 has the fix"),
+            (core_ko("5x"), "line=5.4-3", "line= and stop_bug= are for the 5x-unmaps builds"),
+            (core_ko("4x"), "stop_bug=1", "line= and stop_bug= are for the 5x-unmaps builds")):
+        log = Kmsg()
+        expect_errno(f"insmod {os.path.basename(ko)} {params} is refused", errno.EINVAL, insmod,
+                     ko, params)
+        check(f"... log: {want}", want in log.text(), log.text())
+        log.close()
+    for line in ("5.4-3", "24.04"):
+        try:
+            insmod(core_ko("5x-unmaps"), f"line={line} stop_bug=1")
+            check(f"line={line} stop_bug=1 loads (the bug is that line's)",
+                  stats()["core"]["stop_bug"] == 1 and stats()["core"]["line"] == line,
+                  stats()["core"])
+            rmmod(core_module("5x-unmaps"))
+        except OSError as e:
+            check(f"line={line} stop_bug=1 loads (the bug is that line's)", False, e)
+
+
 def run_generation():
     t0 = time.monotonic()
     print(f"=== generation {GEN}, memory_peers sysfs on", flush=True)
@@ -951,8 +1015,9 @@ def run_generation():
         registration_rules()
         check("memory_peers is gone with the last client",
               not os.path.exists("/sys/kernel/mm/memory_peers"))
-        # Planted: dma_map reporting nmap 0 (errors); on 4x also a negative acquire (order).
-        planted = 2 if GEN == "4x" else 1
+        # Planted: dma_map reporting nmap 0 (errors); on 4x also a negative acquire (order),
+        # on 5.x the registration of a client without get_page_size (no_page_size).
+        planted = 2
         check(f"protocol violations: the {planted} planted", core_stat("violations") == planted,
               core_stat("violations"))
         unload_core()
@@ -977,6 +1042,7 @@ def main():
         run_generation()
     GEN = "-"
     builds_refuse_other_generations()
+    lines_refused()
     log = Kmsg()
     expect_errno("insmod generation=6x is refused", errno.EINVAL, insmod, core_ko("5x-unmaps"),
                  "generation=6x")

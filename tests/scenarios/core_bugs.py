@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The MOFED core bug of 5.4-3 ... 24.10 (CONTRACT 1.7 item 7, fixed in 25.04 by cccf5314),
+reproduced by the core stand-in with stop_bug=1: ib_umem_stop_invalidation_notifier tests
+`xa_id != PEER_NO_INVALIDATION_ID` where it means `==`. Each case needs a boot of its own
+(lockdep reports only the first bug of a boot; the second case leaves a thread blocked for ever);
+tests/stand-ins/peer_core_sim/expect-core-bugs.sh runs them and checks the reports.
+
+  persistent_dereg GEN   our default (persistent) nv_mem: a CQ umem registers and deregisters
+                         without a report (mlx5 never stops those), then an MR's dereg unlocks the
+                         umem's mapping_lock that nobody holds: lockdep "bad unlock balance". The
+                         MR is gone all the same and nothing is left pinned.
+  failed_activation GEN  an invalidating nv_mem (persistent_api_support=0) and an MR whose mkey
+                         creation fails after dma_map (before activation, mapping_lock still held
+                         by the registering thread): stop re-locks it, lockdep "possible recursive
+                         locking detected", and the registration never returns.
+
+Not the client's doing: every client of such a core meets them (NVIDIA's 560+ default is a
+persistent nv_mem too). Usage (in the VM): core_bugs.py persistent_dereg|failed_activation GEN"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack import Stack, Tally  # noqa: E402
+import coresim  # noqa: E402
+import nvsim  # noqa: E402
+import totals  # noqa: E402
+
+MIB = 1 << 20
+# How long the failed registration must stay blocked to count as the self-deadlock: past a
+# hung-task check (every 30 s) after 30 s blocked, so the detector reports it too.
+HANG_S = 75
+BAD_UNLOCK = "bad unlock balance detected"
+RECURSIVE = "possible recursive locking detected"
+
+
+def persistent_dereg(t, gen):
+    label = f"[ours {gen} stop_bug=1 defaults]"
+    with Stack(gen, client="ours", stop_bug=True):
+        nv, core, log = nvsim.NvP2pSim(), coresim.PeerCoreSim(), coresim.Kmsg()
+        a = nv.alloc(2 * MIB)
+        cq = core.reg(a.va, 2 * MIB, kind="cq")
+        core.dereg_mr(cq["id"])
+        t.check(f"{label} a CQ umem's dereg shows no report (mlx5 only releases those)",
+                BAD_UNLOCK not in log.text(), log.text()[-400:])
+        mr = core.reg(a.va, 2 * MIB)
+        t.eq(f"{label} the MR is taken by our persistent nv_mem", "nv_mem", mr["client"])
+        core.dereg_mr(mr["id"])
+        t.check(f"{label} the MR's dereg: lockdep reports the core's unlock of an unheld "
+                f"mapping_lock ('{BAD_UNLOCK}')", BAD_UNLOCK in log.text(), log.text()[-400:])
+        t.check(f"{label} ... in ib_umem_stop_invalidation_notifier (the core's, not ours)",
+                "pcs5_stop_notifier" in log.text() or
+                "ib_umem_stop_invalidation_notifier" in log.text(), log.text()[-1500:])
+        a.free()
+        c = nv.counters()
+        t.check(f"{label} the MR is gone all the same: nothing pinned or mapped",
+                c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
+        log.close()
+        core.close()
+        nv.close()
+
+
+def failed_activation(t, gen):
+    label = f"[ours {gen} stop_bug=1 persistent_api_support=0]"
+    st = Stack(gen, client="ours", stop_bug=True, client_params=["persistent_api_support=0"])
+    st.__enter__()  # never left: the blocked registration keeps every module in use
+    nv, log = nvsim.NvP2pSim(), coresim.Kmsg()
+    a = nv.alloc(2 * MIB)
+    pid = os.fork()
+    if pid == 0:
+        totals.forget()
+        try:
+            coresim.PeerCoreSim().reg(a.va, 2 * MIB, inject=coresim.FAIL_AFTER_MAP)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline and RECURSIVE not in log.text():
+        time.sleep(0.5)
+    t.check(f"{label} mkey creation fails before activation: lockdep reports the core "
+            f"re-locking the mapping_lock it holds ('{RECURSIVE}')", RECURSIVE in log.text(),
+            log.text()[-400:])
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            break
+        time.sleep(1)
+    t.check(f"{label} ... and the registration never returns (blocked {HANG_S} s: the "
+            "self-deadlock)", os.waitpid(pid, os.WNOHANG)[0] == 0)
+    log.close()
+
+
+CASES = {"persistent_dereg": persistent_dereg, "failed_activation": failed_activation}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in CASES or sys.argv[2] not in ("5.4-3", "24.04"):
+        print(f"usage: core_bugs.py {'|'.join(CASES)} 5.4-3|24.04", flush=True)
+        return 2
+    t = Tally(f"core-bugs-{sys.argv[1]}")
+    try:
+        CASES[sys.argv[1]](t, sys.argv[2])
+    except Exception as e:
+        t.check(f"{sys.argv[1]} {sys.argv[2]}: ran to the end", False, repr(e))
+    return t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
