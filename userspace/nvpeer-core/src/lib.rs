@@ -10,6 +10,7 @@ pub mod host;
 pub mod kernel;
 pub mod limits;
 pub mod metrics;
+pub mod modprobe;
 pub mod nccl;
 pub mod nccl_log;
 pub mod pci;

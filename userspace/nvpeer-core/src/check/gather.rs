@@ -76,6 +76,10 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         None => Vec::new(),
     };
     let module_counters = module_counters(host, &modules);
+    let modprobe_target = crate::modprobe::modprobe_target(host)
+        .inspect_err(|e| note("modprobe_target", e))
+        .ok()
+        .flatten();
     let present = nccl::present_paths(host);
     let nccl_env = nccl::nccl_env(&inputs.env);
     let dmabuf = DmabufFacts {
@@ -116,6 +120,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         ucx_gpu_direct_rdma: nccl::ucx_gpu_direct_rdma(&inputs.env),
         dmabuf,
         module_counters,
+        modprobe_target,
         unreadable,
     }
 }

@@ -29,6 +29,7 @@ use crate::verbs::{self, DmabufProbe, Verbs};
 pub mod brief;
 mod consumers;
 mod gather;
+mod installed;
 mod platform;
 #[cfg(test)]
 mod rule_tests;
@@ -37,6 +38,7 @@ mod stack;
 mod tests;
 
 pub use gather::gather;
+use installed::check_modprobe_target;
 
 use consumers::{check_dmabuf, check_nccl_env, check_nccl_gdr, check_nccl_range, check_ucx};
 use platform::{check_acs, check_bar1, check_gpus, check_iommu, check_topology};
@@ -246,6 +248,9 @@ pub struct Facts {
     pub dmabuf: DmabufFacts,
     /// Our modules' [`MODULE_COUNTERS`] as written: module name -> counter -> value.
     pub module_counters: BTreeMap<String, BTreeMap<String, String>>,
+    /// What `modprobe nvidia-peermem` would load (depmod's entry); `None`: no `modules.dep`.
+    #[serde(default)]
+    pub modprobe_target: Option<crate::modprobe::ModprobeTarget>,
     /// The facts that could not be read, by facts field (`modules`, `memory_peers`, `nvidia`,
     /// `ib_core`, `rdma_devices`, `gpus`, `bars` for the GPUs' BAR1, `iommu`, `acs`) -> why;
     /// their checks say "could not check". Facts without it (and so without the other fields
@@ -319,6 +324,10 @@ pub fn judge(f: &Facts) -> Vec<Check> {
         (Some(e), _) => Check::error("ib_core", e),
         (None, Some(c)) => check_ib_core(c, &f.modules),
         (None, None) => Check::not_examined("ib_core", "the facts have no ib_core"),
+    });
+    checks.extend(match unreadable("modprobe_target") {
+        Some(e) => Some(Check::error("modprobe", e)),
+        None => check_modprobe_target(f.modprobe_target.as_ref(), &f.modules),
     });
     if let Some(c) = &f.ib_core {
         checks.extend(check_driver_reload(c, &f.modules));

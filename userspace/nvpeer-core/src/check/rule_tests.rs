@@ -125,6 +125,7 @@ fn ready_facts() -> Facts {
         },
         nccl_env,
         module_counters: BTreeMap::new(),
+        modprobe_target: None,
         unreadable: BTreeMap::new(),
     }
 }
@@ -315,4 +316,53 @@ fn what_is_not_a_report_is_refused_in_one_line() {
         );
         assert_eq!(e.lines().count(), 1, "{e}");
     }
+}
+
+#[test]
+fn modprobe_target_warns_when_the_next_load_is_not_ours() {
+    use crate::modprobe::{ModprobeTarget, TargetKind};
+    let status = |path: Option<&str>, kind: Option<TargetKind>, ours: bool| {
+        let mut f = ready_facts();
+        if !ours {
+            f.modules.clear();
+        }
+        f.modprobe_target = Some(ModprobeTarget {
+            release: "7.2.0".to_owned(),
+            path: path.map(str::to_owned),
+            kind,
+        });
+        let c = judge(&f).into_iter().find(|c| c.id == "modprobe").unwrap();
+        (c.status, c.detail)
+    };
+    let (s, d) = status(
+        Some("updates/nvidia_peermem.ko"),
+        Some(TargetKind::Nvpeer),
+        true,
+    );
+    assert_eq!(s, Status::Ok);
+    assert!(d.contains("loads nvpeer"), "{d}");
+    let (s, d) = status(
+        Some("kernel/nvidia-peermem.ko"),
+        Some(TargetKind::Other),
+        true,
+    );
+    assert_eq!(s, Status::Warn);
+    assert!(d.contains("replaces ours"), "{d}");
+    assert_eq!(status(None, None, true).0, Status::Warn);
+    assert_eq!(status(None, None, false).0, Status::Ok);
+    assert_eq!(
+        status(
+            Some("kernel/nvidia-peermem.ko"),
+            Some(TargetKind::Other),
+            false
+        )
+        .0,
+        Status::Ok
+    );
+    let mut f = ready_facts();
+    f.modprobe_target = None;
+    assert!(
+        judge(&f).iter().all(|c| c.id != "modprobe"),
+        "no modules.dep: no check"
+    );
 }
