@@ -48,7 +48,8 @@ def persistent_dereg(t, gen):
         t.eq(f"{label} the MR is taken by our persistent nv_mem", "nv_mem", mr["client"])
         core.dereg_mr(mr["id"])
         t.check(f"{label} the MR's dereg: lockdep reports the core's unlock of an unheld "
-                f"mapping_lock ('{BAD_UNLOCK}')", BAD_UNLOCK in log.text(), log.text()[-400:])
+                "mapping_lock (an unlock-imbalance report)", BAD_UNLOCK in log.text(),
+                log.text()[-400:])
         t.check(f"{label} ... in ib_umem_stop_invalidation_notifier (the core's, not ours)",
                 "pcs5_stop_notifier" in log.text() or
                 "ib_umem_stop_invalidation_notifier" in log.text(), log.text()[-1500:])
@@ -62,30 +63,45 @@ def persistent_dereg(t, gen):
 
 
 def failed_activation(t, gen):
+    """In a child whose output goes to a file (a thread stuck in the kernel cannot be waited for,
+    and must not hold the runner's console pipe): the stack, the allocation and the failing
+    registration, all of that process (nv_p2p_sim's memory belongs to the process that mapped
+    it). The parent watches the kernel log and the child, then returns, leaving it blocked."""
     label = f"[ours {gen} stop_bug=1 persistent_api_support=0]"
-    st = Stack(gen, client="ours", stop_bug=True, client_params=["persistent_api_support=0"])
-    st.__enter__()  # never left: the blocked registration keeps every module in use
-    nv, log = nvsim.NvP2pSim(), coresim.Kmsg()
-    a = nv.alloc(2 * MIB)
+    logf = "/tmp/core-bugs-child.log"
+    totals.set_client("ours")  # the stack is the child's; this run's records are ours
+    log = coresim.Kmsg()
     pid = os.fork()
     if pid == 0:
         totals.forget()
+        fd = os.open(logf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
         try:
+            st = Stack(gen, client="ours", stop_bug=True, client_params=["persistent_api_support=0"])
+            st.__enter__()  # never left: the blocked registration keeps every module in use
+            a = nvsim.NvP2pSim().alloc(2 * MIB)
+            print(f"child: registering {a.va:#x} with FAIL_AFTER_MAP", flush=True)
             coresim.PeerCoreSim().reg(a.va, 2 * MIB, inject=coresim.FAIL_AFTER_MAP)
+            print("child: the registration returned", flush=True)
+        except BaseException as e:  # noqa: BLE001 - reported through the log file
+            print(f"child: {e!r}", flush=True)
         finally:
             os._exit(0)
     deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and RECURSIVE not in log.text():
         time.sleep(0.5)
-    t.check(f"{label} mkey creation fails before activation: lockdep reports the core "
-            f"re-locking the mapping_lock it holds ('{RECURSIVE}')", RECURSIVE in log.text(),
+    t.check(f"{label} mkey creation fails before activation: lockdep reports the core re-taking "
+            "the mapping_lock its thread holds (a recursive-locking report)", RECURSIVE in log.text(),
             log.text()[-400:])
     while time.monotonic() < deadline:
         if os.waitpid(pid, os.WNOHANG)[0]:
             break
         time.sleep(1)
+    blocked = os.waitpid(pid, os.WNOHANG)[0] == 0
+    print("".join(f"  {line}" for line in open(logf)), end="", flush=True)
     t.check(f"{label} ... and the registration never returns (blocked {HANG_S} s: the "
-            "self-deadlock)", os.waitpid(pid, os.WNOHANG)[0] == 0)
+            "self-deadlock)", blocked)
     log.close()
 
 

@@ -101,7 +101,8 @@ DOCA_CORE = "ib_uverbs"
 # The tests' core generations: the three export sets, and two more MOFED lines of the 5x-unmaps
 # build (its parameter line=, pcs.h). A client detects 5x-unmaps on all three UNMAPS lines.
 #   5.4-3      the 5.4 LTS line: page size before dma_map, no SG trimming, memory_peers
-#   24.04      5.5 ... 24.10 as on new kernels: SG trimming, no memory_peers, num_dereg_pages 0
+#   24.04      24.04 ... 24.10 on a new kernel: 5.5+'s SG trimming, no memory_peers, num_dereg_pages
+#              0 (5.5 ... 23.10, the same flow with memory_peers and counted dereg pages, have no line)
 #   5x-unmaps  25.04+ (line 25.04, memory_peers on: a kernel still exporting mm_kobj)
 GENERATIONS = ("4x", "5x", "5.4-3", "24.04", "5x-unmaps")
 LINES = {"5.4-3": "5.4-3", "24.04": "24.04", "5x-unmaps": "25.04"}

@@ -93,13 +93,20 @@ expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
 expect "insmod the 24.04-line core without memory_peers" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko" line=24.04 sysfs=0
 expect "... which lets two clients named x register" insmod "$SIM_DIR/peer_core_sim/test/fake_client.ko" name=x,x
 expect "rmmod the fake clients" rmmod fake_client
-insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
+expect "insmod nv_p2p_sim" insmod "$SIM_DIR/nv_p2p_sim/nv_p2p_sim.ko"
 if [ -f "$legacy" ]; then
     expect "insmod nvidia_peermem (no memory_peers)" insmod "$ko"
     mark beside-nosysfs
     expect_fail "nv_peer_mem still refused beside it" insmod "$legacy"
     expect "... by our own check" grep -q "nv_peer_mem: nvidia_peermem is loaded: only one GPU peer-memory module may run" <(dmesg_since beside-nosysfs)
     expect "rmmod nvidia_peermem" rmmod nvidia_peermem
+    expect "insmod nv_peer_mem (no memory_peers)" insmod "$legacy"
+    mark beside-nosysfs2
+    expect_fail "nvidia_peermem still refused beside it" insmod "$ko"
+    expect "... by our own check" grep -q "nvidia_peermem: nv_peer_mem is loaded" <(dmesg_since beside-nosysfs2)
+    expect "rmmod nv_peer_mem" rmmod nv_peer_mem
+else
+    not_ok "legacy build $legacy missing"
 fi
 expect "rmmod the stand-ins" rmmod nv_p2p_sim peer_core_sim
 

@@ -9,7 +9,7 @@
  *   4x         MOFED 4.0 ... 4.9 LTS and 5.0 (CONTRACT 1.8); exports ib_get_peer_private_data
  *   5x         MOFED 5.1 ... 5.4-2           (CONTRACT 1.7, marker ignored, lock inversion)
  *   5x-unmaps  MOFED 5.4-3 and later; exports ib_umem_stop_invalidation_notifier; the
- *              parameter line= picks 5.4-3, 24.04 (5.5 ... 24.10) or 25.04+ (pcs.h)
+ *              parameter line= picks 5.4-3, 24.04 (24.04 ... 24.10, with 5.5+'s flow) or 25.04+ (pcs.h)
  *
  * /dev/peer_core_sim (mr.c) registers "MRs" over user VAs and performs "NIC DMA" through the
  * DMA addresses the client returned, with QEMU's edu device as the NIC (nic.c).
@@ -41,7 +41,7 @@ MODULE_PARM_DESC(sysfs, "create /sys/kernel/mm/memory_peers/<client>/ (1, defaul
 /* 5x-unmaps builds: which UNMAPS-era MOFED line (pcs.h); the other builds take none. */
 static char *line = PCS_BUILD == PCS_BUILD_5X_UNMAPS ? "25.04" : "";
 module_param(line, charp, 0444);
-MODULE_PARM_DESC(line, "5x-unmaps builds: MOFED line 5.4-3, 24.04 (5.5 ... 24.10) or 25.04 (default)");
+MODULE_PARM_DESC(line, "5x-unmaps builds: MOFED line 5.4-3, 24.04 (24.04 ... 24.10) or 25.04 (default)");
 bool pcs_stop_bug;
 module_param_named(stop_bug, pcs_stop_bug, bool, 0444);
 MODULE_PARM_DESC(stop_bug, "lines 5.4-3 and 24.04: the pre-25.04 ib_umem_stop_invalidation_notifier (lockdep reports it)");

@@ -78,7 +78,8 @@ extern bool pcs_sysfs;
  * and counters (1.9), and the ones before 25.04 have the `!=` bug of 1.7 item 7:
  *
  *   5.4-3   the 5.4 LTS line: page_shift from get_page_size before dma_map, no fix_peer_sgls
- *   24.04   5.5 ... 24.10: fix_peer_sgls; with 24.04's sgt_append, num_dereg_pages stays 0
+ *   24.04   the flow of 5.5 ... 24.10 (fix_peer_sgls, the bug) with the counters of 24.04+
+ *           (sgt_append: num_dereg_pages stays 0); 5.5 ... 23.10, which count it, have no line
  *   25.04   25.04 and later (default): as 24.04 with the bug fixed
  *
  * The 4x and 5x builds have no line (PCS_LINE_NONE sorts before all).

@@ -148,8 +148,8 @@ static int pcs5_check_fixable(struct pcs_umem *u)
 /* dma_map and what the core checks and computes right after it. */
 static int pcs5_map(struct pcs_umem *u)
 {
-	/* 5.7+ kernels pass umem->sgt_append.sgt.nents itself as nmap; older ones umem->nmap. */
-	int *nmap = pcs_gen == PCS_GEN_5X_UNMAPS ? (int *)&u->sgt.nents : &u->nmap;
+	/* The sgt_append cores (24.04+) pass umem->sgt_append.sgt.nents itself as nmap; older ones umem->nmap. */
+	int *nmap = pcs_line >= PCS_LINE_24_04 ? (int *)&u->sgt.nents : &u->nmap;
 	bool fix = pcs_fixes_sgls();
 	int ret;
 
@@ -319,14 +319,20 @@ static void pcs5_hw_stop_notifier(struct pcs_umem *u)
 }
 
 /*
- * ib_peer_umem_release (5.7+ kernels): unmaps what is still mapped without mapping_lock, which
- * only a umem of no invalidating client can be (a CQ-style umem, never stopped).
+ * ib_peer_umem_release. What is still mapped here belongs to no invalidating client (a CQ-style
+ * umem, never stopped). 5.4-3 and later unmap it without mapping_lock; 5.1 ... 5.4-2 take the
+ * lock around the unmap (persistent umems), as their release does for every umem.
  */
 static void pcs5_release(struct pcs_umem *u)
 {
 	struct pcs_client *c = u->client;
+	bool lock = pcs_gen == PCS_GEN_5X && u->state == PCS_MAPPED;
 
+	if (lock)
+		mutex_lock(&u->mapping_lock);
 	pcs5_unmap(u, u->state, PCS_UNMAPPED, false);
+	if (lock)
+		mutex_unlock(&u->mapping_lock);
 	if (u->xa_id != PCS_NO_INVALIDATION_ID)
 		xa_erase(&c->umem_xa, u->xa_id);
 	pcs_put_peer_client(c, u->ctx, false);
