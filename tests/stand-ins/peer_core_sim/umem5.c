@@ -301,7 +301,8 @@ static void pcs5_stop_notifier(struct pcs_umem *u)
  * the core's own dereg path. MOFED's takes the struct ib_umem its ib_umem_get returned; the
  * stand-in's umem is a struct pcs_umem.
  */
-void ib_umem_stop_invalidation_notifier(struct pcs_umem *umem)
+/* noinline: a lockdep report of the stop bug names this function, as it names MOFED's. */
+noinline void ib_umem_stop_invalidation_notifier(struct pcs_umem *umem)
 {
 	pcs5_stop_notifier(umem);
 }
