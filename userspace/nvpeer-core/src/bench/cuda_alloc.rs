@@ -182,23 +182,7 @@ impl Cuda {
             }
             CudaAlloc::HostRegistered => {
                 let len = len.max(1).div_ceil(4096) * 4096;
-                // SAFETY: a fresh private anonymous mapping.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                if p == libc::MAP_FAILED {
-                    return Err(BenchError::Memory(format!(
-                        "mmap of {len} bytes: {}",
-                        std::io::Error::last_os_error()
-                    )));
-                }
+                let p = super::mem::mmap_anon(len)? as *mut c_void;
                 // SAFETY: [p, p+len) is our mapping; symbol checked.
                 let r =
                     unsafe { sys::cuMemHostRegister_v2(p, len, sys::CU_MEMHOSTREGISTER_PORTABLE) };

@@ -73,7 +73,7 @@ pub struct Buffer {
 // SAFETY: the buffer is owned memory; concurrent access is the engine's business.
 unsafe impl Send for Buffer {}
 
-fn mmap_anon(len: usize) -> Result<u64, BenchError> {
+pub(super) fn mmap_anon(len: usize) -> Result<u64, BenchError> {
     // SAFETY: a fresh private anonymous mapping.
     let p = unsafe {
         libc::mmap(
