@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Installs everything the build and the test suite need, idempotently, on a Debian host with a
-# rustup toolchain. Safe to run again: each step is skipped when its result is already there.
+# deps.sh [--cross arm64]: installs everything the build and the test suite need, idempotently,
+# on a Debian host with a rustup toolchain. Safe to run again: each step is skipped when its
+# result is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
@@ -11,8 +12,15 @@ log() { printf 'deps: %s\n' "$*"; }
 # Debian packages of the machine's own release.
 APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libssl-dev xz-utils zstd
           python3 qemu-system-x86 busybox-static rdma-core ibverbs-utils libibverbs-dev dkms
-          librdmacm-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
+          librdmacm-dev libclang-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
           prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian)
+# --cross arm64 (make ARCH=arm64, make test-matrix): the cross compiler and the arm64 QEMU.
+if [ "${1:-}" = --cross ]; then
+    case "${2:-}" in
+    arm64) APT_PKGS+=(gcc-aarch64-linux-gnu qemu-system-arm) ;;
+    *) log "FATAL: --cross takes arm64, not '${2:-}'"; exit 2 ;;
+    esac
+fi
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

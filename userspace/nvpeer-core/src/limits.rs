@@ -10,12 +10,16 @@ pub struct Memlock {
 }
 
 impl Memlock {
-    /// This process's limit (`getrlimit(RLIMIT_MEMLOCK)`).
+    /// This process's limit (`getrlimit(RLIMIT_MEMLOCK)`; a failed call, which Linux never
+    /// gives for this resource, reads as unlimited).
     pub fn current() -> Self {
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Memlock);
+        use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+        let (soft, hard) =
+            getrlimit(Resource::RLIMIT_MEMLOCK).unwrap_or((RLIM_INFINITY, RLIM_INFINITY));
+        let limit = |v: u64| (v != RLIM_INFINITY).then_some(v);
         Self {
-            soft: limit.current,
-            hard: limit.maximum,
+            soft: limit(soft),
+            hard: limit(hard),
         }
     }
 }

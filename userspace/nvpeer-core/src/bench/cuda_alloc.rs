@@ -188,7 +188,7 @@ impl Cuda {
                     unsafe { sys::cuMemHostRegister_v2(p, len, sys::CU_MEMHOSTREGISTER_PORTABLE) };
                 if let Err(e) = check("cuMemHostRegister", r) {
                     // SAFETY: the mapping made above.
-                    unsafe { libc::munmap(p, len) };
+                    unsafe { super::mem::unmap(p as u64, len) };
                     return Err(e);
                 }
                 Ok(Allocation {
@@ -286,7 +286,7 @@ impl Cuda {
                 }
                 (CudaAlloc::HostRegistered, _) => {
                     sys::cuMemHostUnregister(a.ptr as *mut c_void);
-                    libc::munmap(a.ptr as *mut c_void, a.len);
+                    super::mem::unmap(a.ptr, a.len);
                 }
                 _ => self.free(a.ptr),
             }

@@ -1,9 +1,16 @@
 //! Buffers the engine transfers from and into: host memory, CUDA device memory, and the
 //! nv_p2p_sim stand-in's "GPU memory" (tests). Each knows how the CPU reads and writes it.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::mman::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
+use nix::sys::stat::Mode;
 use serde::Serialize;
 
 use super::cuda::Cuda;
@@ -52,11 +59,14 @@ impl MemKind {
 }
 
 const NV_P2P_SIM: &str = "/dev/nv_p2p_sim";
-const fn ioc(dir: u64, ty: u8, nr: u64, size: u64) -> u64 {
-    (dir << 30) | (size << 16) | ((ty as u64) << 8) | nr
+
+/// The stand-in's ioctls (tests/stand-ins/include/nvpeer_sim_uapi.h).
+mod sim_ioctl {
+    // NV_P2P_SIM_IOC_ALLOC: struct nv_p2p_sim_alloc is 24 bytes: size, flags+id, mmap_offset.
+    nix::ioctl_readwrite!(alloc, b'N', 1, [u64; 3]);
+    // NV_P2P_SIM_IOC_FREE: the start VA of the allocation.
+    nix::ioctl_write_ptr!(free, b'N', 2, u64);
 }
-const NV_P2P_SIM_IOC_ALLOC: u64 = ioc(3, b'N', 1, 24);
-const NV_P2P_SIM_IOC_FREE: u64 = ioc(1, b'N', 2, 8);
 
 /// A buffer of one of the kinds.
 pub struct Buffer {
@@ -67,31 +77,46 @@ pub struct Buffer {
     /// How CUDA memory was allocated, and what the driver says about it (CUDA buffers only).
     alloc: Option<Allocation>,
     facts: Option<PointerFacts>,
-    sim_fd: c_int,
+    /// The nv_p2p_sim fd of a sim buffer (closing it frees the allocation).
+    sim_fd: Option<OwnedFd>,
 }
 
 // SAFETY: the buffer is owned memory; concurrent access is the engine's business.
 unsafe impl Send for Buffer {}
 
 pub(super) fn mmap_anon(len: usize) -> Result<u64, BenchError> {
-    // SAFETY: a fresh private anonymous mapping.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let p = match NonZeroUsize::new(len) {
+        // SAFETY: a fresh private anonymous mapping.
+        Some(n) => unsafe {
+            mmap_anonymous(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE,
+            )
+        },
+        None => Err(Errno::EINVAL),
     };
-    if p == libc::MAP_FAILED {
-        return Err(BenchError::Memory(format!(
+    match p {
+        Ok(p) => Ok(p.as_ptr() as u64),
+        Err(e) => Err(BenchError::Memory(format!(
             "mmap of {len} bytes: {}",
-            std::io::Error::last_os_error()
-        )));
+            std::io::Error::from(e)
+        ))),
     }
-    Ok(p as u64)
+}
+
+/// Unmaps `[addr, addr + len)` (an error is ignored: there is nothing to do about it when
+/// freeing).
+///
+/// # Safety
+///
+/// The range is a mapping of this process that nothing uses any more.
+pub(super) unsafe fn unmap(addr: u64, len: usize) {
+    if let Some(p) = NonNull::new(addr as *mut c_void) {
+        // SAFETY: the caller's promise.
+        let _ = unsafe { munmap(p, len) };
+    }
 }
 
 impl Buffer {
@@ -104,7 +129,7 @@ impl Buffer {
             cuda: None,
             alloc: None,
             facts: None,
-            sim_fd: -1,
+            sim_fd: None,
         })
     }
 
@@ -119,7 +144,7 @@ impl Buffer {
             cuda: Some(cuda),
             alloc: Some(a),
             facts,
-            sim_fd: -1,
+            sim_fd: None,
         })
     }
 
@@ -154,55 +179,51 @@ impl Buffer {
     /// nv_p2p_sim "GPU memory" (size rounded up to 64 KiB).
     pub fn sim(len: usize) -> Result<Self, BenchError> {
         let len = len.max(1).div_ceil(64 << 10) * (64 << 10);
-        let path =
-            std::ffi::CString::new(NV_P2P_SIM).map_err(|e| BenchError::Memory(e.to_string()))?;
-        // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(BenchError::Memory(format!(
-                "cannot open {NV_P2P_SIM} (nv_p2p_sim stand-in not loaded?): {}",
-                std::io::Error::last_os_error()
-            )));
-        }
+        let fd = nix::fcntl::open(NV_P2P_SIM, OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| {
+                BenchError::Memory(format!(
+                    "cannot open {NV_P2P_SIM} (nv_p2p_sim stand-in not loaded?): {}",
+                    std::io::Error::from(e)
+                ))
+            })?;
         let mut req = [0u64; 3];
         req[0] = len as u64;
-        // SAFETY: struct nv_p2p_sim_alloc is 24 bytes: size, flags+id, mmap_offset.
-        let rc = unsafe { libc::ioctl(fd, NV_P2P_SIM_IOC_ALLOC as _, req.as_mut_ptr()) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: opened above.
-            unsafe { libc::close(fd) };
+        // SAFETY: struct nv_p2p_sim_alloc, in/out. On an error `fd` is closed on return.
+        if let Err(e) = unsafe { sim_ioctl::alloc(fd.as_raw_fd(), &mut req) } {
             return Err(BenchError::Memory(format!(
-                "nv_p2p_sim ALLOC of {len} bytes: {e}"
+                "nv_p2p_sim ALLOC of {len} bytes: {}",
+                std::io::Error::from(e)
             )));
         }
-        // SAFETY: the stand-in's mapping of the allocation at the returned offset.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                req[2] as libc::off_t,
-            )
+        let mapped = match NonZeroUsize::new(len) {
+            // SAFETY: the stand-in's mapping of the allocation at the returned offset.
+            Some(n) => unsafe {
+                mmap(
+                    None,
+                    n,
+                    ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                    MapFlags::MAP_SHARED,
+                    &fd,
+                    req[2] as _,
+                )
+            },
+            None => Err(Errno::EINVAL),
         };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: opened above (closing frees the allocation).
-            unsafe { libc::close(fd) };
-            return Err(BenchError::Memory(format!(
-                "mmap of nv_p2p_sim memory: {e}"
-            )));
-        }
+        // On an error `fd` is closed on return (closing frees the allocation).
+        let p = mapped.map_err(|e| {
+            BenchError::Memory(format!(
+                "mmap of nv_p2p_sim memory: {}",
+                std::io::Error::from(e)
+            ))
+        })?;
         Ok(Self {
             kind: MemKind::Sim,
-            addr: p as u64,
+            addr: p.as_ptr() as u64,
             len,
             cuda: None,
             alloc: None,
             facts: None,
-            sim_fd: fd,
+            sim_fd: Some(fd),
         })
     }
 
@@ -277,13 +298,14 @@ impl Buffer {
     /// Frees an nv_p2p_sim allocation through its FREE ioctl ("cudaFree").
     fn free_sim(&mut self) {
         let va = self.addr;
-        // SAFETY: FREE takes the start VA of a live allocation of this fd.
-        unsafe { libc::ioctl(self.sim_fd, NV_P2P_SIM_IOC_FREE as _, &va) };
+        if let Some(fd) = &self.sim_fd {
+            // SAFETY: FREE takes the start VA of a live allocation of this fd.
+            let _ = unsafe { sim_ioctl::free(fd.as_raw_fd(), &va) };
+        }
         // SAFETY: the mapping made in sim(); FREE may have removed it already.
-        unsafe { libc::munmap(self.addr as *mut c_void, self.len) };
-        // SAFETY: opened in sim().
-        unsafe { libc::close(self.sim_fd) };
-        self.sim_fd = -1;
+        unsafe { unmap(self.addr, self.len) };
+        // Closes the fd opened in sim().
+        self.sim_fd = None;
     }
 }
 
@@ -292,7 +314,7 @@ impl Drop for Buffer {
         match self.kind {
             MemKind::Host => {
                 // SAFETY: the mapping made in host().
-                unsafe { libc::munmap(self.addr as *mut c_void, self.len) };
+                unsafe { unmap(self.addr, self.len) };
             }
             MemKind::Cuda => {
                 if let (Some(c), Some(a)) = (&self.cuda, &self.alloc) {

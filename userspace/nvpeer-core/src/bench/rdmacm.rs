@@ -7,68 +7,38 @@
 //! PSNs), as for any user-managed QP. The buffer's address, rkey and half size travel in the
 //! connection's private data (REQ from the client, REP from the server).
 //!
-//! Layouts follow <rdma/rdma_cma.h> of rdma-core (unchanged since v17), checked by the
-//! assertions below; only `rdma_conn_param` is built here, `rdma_cm_event` is read.
+//! The types are bindgen's declarations from <rdma/rdma_cma.h> ([`ibv::sys`]); only
+//! `rdma_conn_param` is built here, `rdma_cm_event` and `rdma_event_channel` are read.
 
 use std::ffi::{c_int, c_void};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::ibv::{self, Qp, QpAttr};
+use super::ibv::{self, sys, Qp, QpAttr};
 use super::BenchError;
 
-/// `struct rdma_conn_param`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct ConnParam {
-    private_data: *const c_void,
-    private_data_len: u8,
-    responder_resources: u8,
-    initiator_depth: u8,
-    flow_control: u8,
-    retry_count: u8,
-    rnr_retry_count: u8,
-    srq: u8,
-    qp_num: u32,
-}
+type ConnParam = sys::rdma_conn_param;
+type CmEvent = sys::rdma_cm_event;
 
-/// `struct rdma_cm_event` up to the connection parameters of its union.
-#[repr(C)]
-struct CmEvent {
-    id: *mut c_void,
-    listen_id: *mut c_void,
-    event: u32,
-    status: c_int,
-    conn: ConnParam,
-}
-
-const _: () = assert!(std::mem::size_of::<ConnParam>() == 24);
-const _: () = assert!(std::mem::offset_of!(ConnParam, private_data_len) == 8);
-const _: () = assert!(std::mem::offset_of!(ConnParam, rnr_retry_count) == 13);
-const _: () = assert!(std::mem::offset_of!(ConnParam, qp_num) == 16);
-const _: () = assert!(std::mem::offset_of!(CmEvent, event) == 16);
-const _: () = assert!(std::mem::offset_of!(CmEvent, status) == 20);
-const _: () = assert!(std::mem::offset_of!(CmEvent, conn) == 24);
-
-const PS_TCP: c_int = 0x0106;
-const EV_ADDR_RESOLVED: u32 = 0;
-const EV_ROUTE_RESOLVED: u32 = 2;
-const EV_CONNECT_REQUEST: u32 = 4;
-const EV_CONNECT_RESPONSE: u32 = 5;
-const EV_ESTABLISHED: u32 = 9;
+const PS_TCP: sys::rdma_port_space = sys::RDMA_PS_TCP;
+const EV_ADDR_RESOLVED: u32 = sys::RDMA_CM_EVENT_ADDR_RESOLVED;
+const EV_ROUTE_RESOLVED: u32 = sys::RDMA_CM_EVENT_ROUTE_RESOLVED;
+const EV_CONNECT_REQUEST: u32 = sys::RDMA_CM_EVENT_CONNECT_REQUEST;
+const EV_CONNECT_RESPONSE: u32 = sys::RDMA_CM_EVENT_CONNECT_RESPONSE;
+const EV_ESTABLISHED: u32 = sys::RDMA_CM_EVENT_ESTABLISHED;
 
 /// How long one CM step (address, route, request, answer) may take.
 const CM_TIMEOUT: Duration = Duration::from_secs(15);
 
-type Chan = *mut c_void;
-type Id = *mut c_void;
+type Chan = *mut sys::rdma_event_channel;
+type Id = *mut sys::rdma_cm_id;
 
 struct Cma {
     _lib: libloading::Library,
     create_event_channel: unsafe extern "C" fn() -> Chan,
     destroy_event_channel: unsafe extern "C" fn(Chan),
-    create_id: unsafe extern "C" fn(Chan, *mut Id, *mut c_void, c_int) -> c_int,
+    create_id: unsafe extern "C" fn(Chan, *mut Id, *mut c_void, sys::rdma_port_space) -> c_int,
     destroy_id: unsafe extern "C" fn(Id) -> c_int,
     bind_addr: unsafe extern "C" fn(Id, *const libc::sockaddr) -> c_int,
     resolve_addr:
@@ -81,9 +51,10 @@ struct Cma {
     disconnect: unsafe extern "C" fn(Id) -> c_int,
     get_cm_event: unsafe extern "C" fn(Chan, *mut *mut CmEvent) -> c_int,
     ack_cm_event: unsafe extern "C" fn(*mut CmEvent) -> c_int,
-    init_qp_attr: unsafe extern "C" fn(Id, *mut QpAttr, *mut c_int) -> c_int,
+    init_qp_attr: unsafe extern "C" fn(Id, *mut sys::ibv_qp_attr, *mut c_int) -> c_int,
+    /// The port in network order (`__be16`).
     get_src_port: unsafe extern "C" fn(Id) -> u16,
-    event_str: unsafe extern "C" fn(u32) -> *const std::ffi::c_char,
+    event_str: unsafe extern "C" fn(sys::rdma_cm_event_type) -> *const std::ffi::c_char,
 }
 
 // SAFETY: function pointers and the library handle, immutable after loading; librdmacm's entry
@@ -268,8 +239,8 @@ impl Cm {
     /// Waits for the next event, which must be `want`; returns (id, peer's private data).
     fn expect(&self, want: u32, step: &str) -> Result<(Id, Option<Remote>), BenchError> {
         let t = Instant::now();
-        // SAFETY: struct rdma_event_channel starts with its fd.
-        let fd = unsafe { *self.chan.cast::<c_int>() };
+        // SAFETY: a live event channel.
+        let fd = unsafe { (*self.chan).fd };
         loop {
             let left = CM_TIMEOUT.saturating_sub(t.elapsed());
             if left.is_zero() {
@@ -298,7 +269,9 @@ impl Cm {
         let (kind, status, id, data) = unsafe {
             let e = &*ev;
             let data = if matches!(e.event, EV_CONNECT_REQUEST | EV_CONNECT_RESPONSE) {
-                Some(decode(e.conn.private_data, e.conn.private_data_len))
+                // The connection parameters: the union member of connect events.
+                let conn = e.param.conn;
+                Some(decode(conn.private_data, conn.private_data_len))
             } else {
                 None
             };
@@ -328,7 +301,7 @@ impl Cm {
         a.qp_state(state);
         let mut mask: c_int = 0;
         // SAFETY: a full struct ibv_qp_attr and an out mask.
-        if unsafe { (self.cma.init_qp_attr)(id, &mut a, &mut mask) } != 0 {
+        if unsafe { (self.cma.init_qp_attr)(id, &mut a.0, &mut mask) } != 0 {
             return Err(err(&format!("rdma_init_qp_attr({what})")));
         }
         if state == ibv::QPS_INIT {

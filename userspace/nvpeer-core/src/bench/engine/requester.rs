@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::channel::{Channel, ConnInfo, Msg};
 use super::side::Side;
 use super::validate::check_completion;
-use crate::bench::ibv::Wc;
+use crate::bench::ibv::{self, Wc};
 use crate::bench::mem::pattern;
 use crate::bench::{BenchError, Op};
 
@@ -96,10 +96,10 @@ pub fn client_run(
                     if sig {
                         side.wait(&side.q()?.send_cq, 1, "send")?;
                     }
-                    if op == Op::WriteImm && u32::from_be(wc[0].imm_data) != seed as u32 {
+                    if op == Op::WriteImm && ibv::wc_imm(&wc[0]) != seed as u32 {
                         return Err(BenchError::Validation(format!(
                             "write-with-immediate echo {seed} carried immediate {}",
-                            u32::from_be(wc[0].imm_data)
+                            ibv::wc_imm(&wc[0])
                         )));
                     }
                     if validate {

@@ -40,10 +40,10 @@ pub(super) fn check_recv(op: Op, wc: &Wc, seed: u64, size: usize) -> Result<(), 
                 wc.opcode
             )));
         }
-        if u32::from_be(wc.imm_data) != seed as u32 {
+        if ibv::wc_imm(wc) != seed as u32 {
             return Err(BenchError::Validation(format!(
                 "immediate {} where {seed} was expected",
-                u32::from_be(wc.imm_data)
+                ibv::wc_imm(wc)
             )));
         }
     }

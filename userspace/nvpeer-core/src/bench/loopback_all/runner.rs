@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Runs every pair: the CUDA ordinal of its GPU, a thread pinned to its NIC's NUMA node, the
+//! loopback transfer, and the verdict against `--min-gbps`.
+
+use super::pinning::pin_current_thread;
+use super::{
+    match_ordinal, pinning, plan, LoopbackAllReport, Pair, PairResult, PairStatus, Pinning, SCHEMA,
+};
+use crate::bench::mem::MemKind;
+use crate::bench::{BenchError, BenchOpts, BenchReport, Mode};
+use crate::host::Host;
+
+/// CUDA's GPUs: (ordinal, PCI domain, bus, device).
+fn cuda_gpus() -> Result<Vec<(i32, u32, u8, u8)>, BenchError> {
+    use cudarc::driver::sys;
+    use std::ffi::c_int;
+    crate::bench::cuda::available()?;
+    let mut out = Vec::new();
+    // SAFETY: libcuda and every symbol used were checked by available(); out pointers are
+    // valid locals.
+    unsafe {
+        crate::bench::cuda::check("cuInit", sys::cuInit(0))?;
+        let mut count: c_int = 0;
+        crate::bench::cuda::check("cuDeviceGetCount", sys::cuDeviceGetCount(&mut count))?;
+        for ordinal in 0..count {
+            let mut dev: sys::CUdevice = 0;
+            crate::bench::cuda::check("cuDeviceGet", sys::cuDeviceGet(&mut dev, ordinal))?;
+            let attr = |a: sys::CUdevice_attribute| -> Result<c_int, BenchError> {
+                let mut v: c_int = 0;
+                crate::bench::cuda::check(
+                    "cuDeviceGetAttribute",
+                    sys::cuDeviceGetAttribute(&mut v, a, dev),
+                )?;
+                Ok(v)
+            };
+            let domain = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+            let bus = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+            let device = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+            out.push((
+                ordinal,
+                u32::try_from(domain).unwrap_or(u32::MAX),
+                u8::try_from(bus).unwrap_or(u8::MAX),
+                u8::try_from(device).unwrap_or(u8::MAX),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Average Gb/s of the largest message size of a bench report.
+fn report_gbps(r: &BenchReport) -> Option<f64> {
+    r.rows
+        .iter()
+        .max_by_key(|row| row.size)
+        .and_then(|row| row.bandwidth.as_ref())
+        .map(|b| b.avg_gbps)
+}
+
+/// Runs every pair: `base` is the transfer (its device, GPU and mode are set per pair).
+/// `progress(i, n, name)` is called before each pair.
+pub fn run(
+    host: &Host,
+    base: &BenchOpts,
+    min_gbps: Option<f64>,
+    progress: &dyn Fn(usize, usize, &str),
+) -> Result<LoopbackAllReport, BenchError> {
+    if base.latency {
+        return Err(BenchError::Usage(
+            "--loopback-all measures bandwidth: not with --lat".to_owned(),
+        ));
+    }
+    if base.compare_staged {
+        return Err(BenchError::Usage(
+            "--loopback-all does not combine with --compare-staged".to_owned(),
+        ));
+    }
+    if let Some(m) = min_gbps {
+        if !(m.is_finite() && m > 0.0) {
+            return Err(BenchError::Usage(format!(
+                "--min-gbps {m}: a positive number of Gb/s"
+            )));
+        }
+    }
+    let pairs = plan(host, base.mem)?;
+    let mut notes = Vec::new();
+    let cuda = if base.mem == MemKind::Cuda {
+        Some(cuda_gpus().map_err(|e| {
+            BenchError::Usage(format!(
+                "--loopback-all measures GPU memory: {e} (--mem host or --mem sim pairs every \
+                 RDMA device with host memory instead)"
+            ))
+        })?)
+    } else {
+        None
+    };
+    let hidden_ok = std::env::var_os("CUDA_VISIBLE_DEVICES").is_some();
+    let mut results = Vec::new();
+    let n = pairs.len();
+    for (i, pair) in pairs.into_iter().enumerate() {
+        let name = pair.name(base.mem);
+        let ordinal = match (&cuda, &pair.gpu) {
+            (Some(list), Some(g)) => match match_ordinal(g.pci_bus_id, list) {
+                Some(o) => Some(o),
+                None if hidden_ok => {
+                    notes.push(format!(
+                        "{} ({}): hidden by CUDA_VISIBLE_DEVICES, not measured",
+                        g.label, g.pci_bus_id
+                    ));
+                    continue;
+                }
+                None => {
+                    results.push(not_measured(
+                        name,
+                        pair,
+                        None,
+                        "not visible to CUDA (the NVIDIA driver did not initialise it)",
+                    ));
+                    continue;
+                }
+            },
+            _ => None,
+        };
+        let Some(nic) = pair.nic.clone() else {
+            results.push(not_measured(
+                name,
+                pair,
+                ordinal,
+                "no RDMA device with a PCI function to pair it with",
+            ));
+            continue;
+        };
+        let mut pin = pinning(host, &nic).unwrap_or_else(|e| Pinning {
+            numa_node: None,
+            cpulist: None,
+            cpus: Vec::new(),
+            note: Some(format!("{nic}: {e}: not pinned")),
+        });
+        let mut opts = base.clone();
+        opts.mode = Mode::Loopback;
+        opts.side.device = Some(nic);
+        opts.gpu = ordinal.unwrap_or(0);
+        progress(i, n, &name);
+        // A thread of its own: the affinity (inherited by the bench's server thread) and the
+        // CUDA context current in it end with it.
+        let cpus = pin.cpus.clone();
+        let live = host.is_live_sysfs();
+        let (pinned, outcome) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let pinned = if cpus.is_empty() || !live {
+                    Ok(())
+                } else {
+                    pin_current_thread(&cpus)
+                };
+                (pinned, crate::bench::run(&opts, None))
+            })
+            .join()
+        })
+        .map_err(|_| BenchError::Peer(format!("{name}: the transfer thread panicked")))?;
+        if let Err(why) = pinned {
+            let list = pin.cpulist.take().unwrap_or_default();
+            pin.note = Some(format!(
+                "{}: NUMA node CPUs {list}: {why}: not pinned",
+                opts.side.device.as_deref().unwrap_or("")
+            ));
+        }
+        let (gbps, status, error, bench) = match outcome {
+            Ok(r) => {
+                let g = report_gbps(&r);
+                let status = match (g, min_gbps) {
+                    (Some(g), Some(m)) if g < m => PairStatus::Below,
+                    (Some(_), _) => PairStatus::Ok,
+                    (None, _) => PairStatus::Error,
+                };
+                let error = g.is_none().then(|| "no bandwidth measured".to_owned());
+                (g, status, error, Some(r))
+            }
+            Err(e) => (None, PairStatus::Error, Some(e.to_string()), None),
+        };
+        results.push(PairResult {
+            name,
+            pair,
+            cuda_ordinal: ordinal,
+            pinning: pin,
+            gbps,
+            status,
+            error,
+            bench,
+        });
+    }
+    if results.is_empty() {
+        return Err(BenchError::Usage(format!(
+            "--loopback-all: no GPU left to measure: {}",
+            notes.join("; ")
+        )));
+    }
+    let failed = results
+        .iter()
+        .filter(|r| r.status != PairStatus::Ok)
+        .count();
+    Ok(LoopbackAllReport {
+        schema: SCHEMA,
+        op: base.op,
+        mem: base.mem,
+        sizes: base.sizes.iter().map(|&s| s as u64).collect(),
+        iterations: base.iters,
+        min_gbps,
+        pairs: results,
+        failed,
+        notes,
+    })
+}
+
+fn not_measured(name: String, pair: Pair, ordinal: Option<i32>, why: &str) -> PairResult {
+    PairResult {
+        name,
+        pair,
+        cuda_ordinal: ordinal,
+        pinning: Pinning::default(),
+        gbps: None,
+        status: PairStatus::Error,
+        error: Some(why.to_owned()),
+        bench: None,
+    }
+}
