@@ -51,6 +51,13 @@ const TYPES: &[&str] = &[
     "rdma_port_space",
 ];
 
+/// Constants of anonymous enums (no type name to allowlist), as regular expressions.
+const VARS: &[&str] = &[
+    // `enum { IBV_LINK_LAYER_UNSPECIFIED, IBV_LINK_LAYER_INFINIBAND, IBV_LINK_LAYER_ETHERNET }`,
+    // the values of `ibv_port_attr.link_layer`.
+    "IBV_LINK_LAYER_.*",
+];
+
 /// Only ever behind a pointer here: their contents are not generated (bindgen keeps size and
 /// alignment).
 const OPAQUE: &[&str] = &["ibv_device", "ibv_comp_channel", "rdma_cm_id"];
@@ -114,6 +121,9 @@ fn main() {
     }
     for t in OPAQUE {
         b = b.opaque_type(t);
+    }
+    for v in VARS {
+        b = b.allowlist_var(v);
     }
     if let Some(dir) = builtin_headers() {
         b = b.clang_arg(format!("-idirafter{}", dir.display()));

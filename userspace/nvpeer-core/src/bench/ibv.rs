@@ -10,6 +10,8 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
+use nix::errno::Errno;
+
 use super::BenchError;
 
 #[path = "rdma_sys.rs"]
@@ -450,7 +452,7 @@ impl Mr {
         iova: u64,
     ) -> Result<Self, std::io::Error> {
         let Some(reg) = ctx.ibv.reg_dmabuf_mr else {
-            return Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(Errno::EOPNOTSUPP.into());
         };
         let access = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
         // SAFETY: fd is a dma-buf the caller owns.
@@ -475,8 +477,7 @@ pub fn dmabuf_capable(ctx: &Context) -> bool {
         unsafe { (ctx.ibv.dereg_mr)(mr) };
         return true;
     }
-    let e = errno().raw_os_error().unwrap_or(0);
-    e != libc::EOPNOTSUPP && e != libc::EPROTONOSUPPORT
+    !matches!(Errno::last(), Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT)
 }
 
 impl Drop for Mr {
@@ -557,7 +558,7 @@ unsafe fn ops<'a>(ctx: *mut sys::ibv_context) -> &'a sys::ibv_context_ops {
 fn no_op(what: &str) -> BenchError {
     BenchError::verbs(
         format!("{what} (the provider's op table has none)"),
-        std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        Errno::EOPNOTSUPP.into(),
     )
 }
 

@@ -11,9 +11,13 @@
 //! `rdma_conn_param` is built here, `rdma_cm_event` and `rdma_event_channel` are read.
 
 use std::ffi::{c_int, c_void};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV6};
+use std::os::fd::BorrowedFd;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{SockaddrLike, SockaddrStorage};
 
 use super::ibv::{self, sys, Qp, QpAttr};
 use super::BenchError;
@@ -34,15 +38,19 @@ const CM_TIMEOUT: Duration = Duration::from_secs(15);
 type Chan = *mut sys::rdma_event_channel;
 type Id = *mut sys::rdma_cm_id;
 
+/// `struct sockaddr` of the librdmacm prototypes. libc stays for this FFI type (nix has no
+/// wrapper of its own): the one nix re-exports, so it is the type `SockaddrLike::as_ptr`
+/// returns.
+type Sockaddr = nix::libc::sockaddr;
+
 struct Cma {
     _lib: libloading::Library,
     create_event_channel: unsafe extern "C" fn() -> Chan,
     destroy_event_channel: unsafe extern "C" fn(Chan),
     create_id: unsafe extern "C" fn(Chan, *mut Id, *mut c_void, sys::rdma_port_space) -> c_int,
     destroy_id: unsafe extern "C" fn(Id) -> c_int,
-    bind_addr: unsafe extern "C" fn(Id, *const libc::sockaddr) -> c_int,
-    resolve_addr:
-        unsafe extern "C" fn(Id, *const libc::sockaddr, *const libc::sockaddr, c_int) -> c_int,
+    bind_addr: unsafe extern "C" fn(Id, *const Sockaddr) -> c_int,
+    resolve_addr: unsafe extern "C" fn(Id, *const Sockaddr, *const Sockaddr, c_int) -> c_int,
     resolve_route: unsafe extern "C" fn(Id, c_int) -> c_int,
     connect: unsafe extern "C" fn(Id, *mut ConnParam) -> c_int,
     listen: unsafe extern "C" fn(Id, c_int) -> c_int,
@@ -149,39 +157,15 @@ fn decode(p: *const c_void, len: u8) -> Result<Remote, BenchError> {
     ))
 }
 
-fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match a {
-        SocketAddr::V4(v) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut s as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
+/// `a` as a `struct sockaddr_storage` (zero past the `sockaddr_in`/`sockaddr_in6`, flow
+/// information 0); librdmacm reads the length of its family.
+fn sockaddr(a: &SocketAddr) -> SockaddrStorage {
+    match a {
+        SocketAddr::V4(v) => SockaddrStorage::from(*v),
         SocketAddr::V6(v) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v.port().to_be(),
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v.ip().octets(),
-                },
-                sin6_scope_id: v.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write((&mut s as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
+            SockaddrStorage::from(SocketAddrV6::new(*v.ip(), v.port(), 0, v.scope_id()))
         }
-    };
-    (s, len as libc::socklen_t)
+    }
 }
 
 /// An event channel and its ids (destroyed in reverse order).
@@ -249,14 +233,10 @@ impl Cm {
                     CM_TIMEOUT.as_secs()
                 )));
             }
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd.
-            let n = unsafe { libc::poll(&mut p, 1, left.as_millis().min(1000) as c_int) };
-            if n > 0 {
+            // SAFETY: the channel's fd stays open while the channel (self) lives.
+            let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+            let ms = PollTimeout::from(left.as_millis().min(1000) as u16);
+            if matches!(poll(&mut [PollFd::new(bfd, PollFlags::POLLIN)], ms), Ok(n) if n > 0) {
                 break;
             }
         }
@@ -339,9 +319,9 @@ pub struct Listener {
 pub fn listen(addr: SocketAddr) -> Result<Listener, BenchError> {
     let mut cm = Cm::new()?;
     let id = cm.create_id()?;
-    let (sa, _) = sockaddr(&addr);
+    let sa = sockaddr(&addr);
     // SAFETY: a live id and a sockaddr of the right family.
-    if unsafe { (cm.cma.bind_addr)(id, (&sa as *const libc::sockaddr_storage).cast()) } != 0 {
+    if unsafe { (cm.cma.bind_addr)(id, sa.as_ptr()) } != 0 {
         return Err(err(&format!("rdma_bind_addr({addr})")));
     }
     // SAFETY: a bound id.
@@ -387,18 +367,10 @@ impl Listener {
 pub fn connect(dst: SocketAddr, qp: &Qp, local: Remote) -> Result<(Cm, Remote), BenchError> {
     let mut cm = Cm::new()?;
     let id = cm.create_id()?;
-    let (sa, _) = sockaddr(&dst);
+    let sa = sockaddr(&dst);
     let ms = CM_TIMEOUT.as_millis() as c_int;
     // SAFETY: a live id; the destination sockaddr lives through the call.
-    if unsafe {
-        (cm.cma.resolve_addr)(
-            id,
-            std::ptr::null(),
-            (&sa as *const libc::sockaddr_storage).cast(),
-            ms,
-        )
-    } != 0
-    {
+    if unsafe { (cm.cma.resolve_addr)(id, std::ptr::null(), sa.as_ptr(), ms) } != 0 {
         return Err(err(&format!("rdma_resolve_addr({dst})")));
     }
     cm.expect(EV_ADDR_RESOLVED, "address resolution")?;
@@ -436,5 +408,28 @@ mod tests {
         let b = encode(r);
         assert_eq!(decode(b.as_ptr().cast(), 20).ok(), Some(r));
         assert!(decode(b.as_ptr().cast(), 19).is_err());
+    }
+
+    #[test]
+    fn socket_addresses_in_their_family_layout() {
+        let v4 = sockaddr(&"10.1.2.3:18515".parse().expect("v4"));
+        let sin = v4.as_sockaddr_in().expect("sockaddr_in");
+        assert_eq!(v4.family(), Some(nix::sys::socket::AddressFamily::Inet));
+        assert_eq!((sin.ip(), sin.port()), ([10, 1, 2, 3].into(), 18515));
+        // The bytes librdmacm reads: family, port in network order, address, zeros.
+        // SAFETY: sockaddr_storage is 128 plain bytes.
+        let raw: [u8; 16] = unsafe { std::ptr::read(v4.as_ptr().cast()) };
+        let mut want = [0u8; 16];
+        want[..2].copy_from_slice(&(nix::sys::socket::AddressFamily::Inet as u16).to_ne_bytes());
+        want[2..8].copy_from_slice(&[0x48, 0x53, 10, 1, 2, 3]);
+        assert_eq!(raw, want);
+        let scoped = SocketAddrV6::new("fe80::1".parse().expect("v6"), 7, 99, 3);
+        let v6 = sockaddr(&scoped.into());
+        let sin6 = v6.as_sockaddr_in6().expect("sockaddr_in6");
+        assert_eq!(v6.family(), Some(nix::sys::socket::AddressFamily::Inet6));
+        assert_eq!(
+            (sin6.ip(), sin6.port(), sin6.flowinfo(), sin6.scope_id()),
+            (*scoped.ip(), 7, 0, 3)
+        );
     }
 }

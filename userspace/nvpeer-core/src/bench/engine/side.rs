@@ -2,13 +2,16 @@
 //! One side's verbs resources, QP set-up and connection, posting and completion waiting.
 
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::sys::socket::{recv, MsgFlags};
+
 use super::channel::{ConnInfo, PROGRESS_TIMEOUT};
 use super::validate::{self, check_completion};
-use crate::bench::ibv::{self, Context, Cq, Mr, Qp, QpAttr, Sge, Wc};
+use crate::bench::ibv::{self, sys, Context, Cq, Mr, Qp, QpAttr, Sge, Wc};
 use crate::bench::mem::{Buffer, RegPath};
 use crate::bench::rdmacm;
 use crate::bench::{describe_reg_error, BenchError, Op};
@@ -47,8 +50,9 @@ pub struct Side {
 pub struct OwnedFdGuard(pub i32);
 impl Drop for OwnedFdGuard {
     fn drop(&mut self) {
-        // SAFETY: an fd we own, closed once.
-        unsafe { libc::close(self.0) };
+        // SAFETY: an fd we own, closed once (here).
+        let fd = unsafe { OwnedFd::from_raw_fd(self.0) };
+        let _ = nix::unistd::close(fd);
     }
 }
 
@@ -81,14 +85,24 @@ pub(super) fn auto_gid(ctx: &Context, port: u8) -> i32 {
     first.unwrap_or(0)
 }
 
+/// Whether the peer has ended the TCP connection `fd`: a peek at one byte reads end-of-file
+/// or a reset, without waiting and without consuming data.
+fn peer_gone(fd: RawFd) -> bool {
+    let mut b = [0u8; 1];
+    matches!(
+        recv(fd, &mut b, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT),
+        Ok(0) | Err(Errno::ECONNRESET | Errno::ENOTCONN | Errno::EPIPE)
+    )
+}
+
 /// Maps an MTU in bytes to `enum ibv_mtu`.
 pub fn mtu_enum(bytes: u32) -> Option<u32> {
     match bytes {
-        256 => Some(1),
-        512 => Some(2),
-        1024 => Some(3),
-        2048 => Some(4),
-        4096 => Some(5),
+        256 => Some(sys::IBV_MTU_256),
+        512 => Some(sys::IBV_MTU_512),
+        1024 => Some(sys::IBV_MTU_1024),
+        2048 => Some(sys::IBV_MTU_2048),
+        4096 => Some(sys::IBV_MTU_4096),
         _ => None,
     }
 }
@@ -104,7 +118,7 @@ impl Side {
     ) -> Result<Self, BenchError> {
         let ctx = Context::open(opts.device.as_deref())?;
         let (state, _, _, _) = ctx.port(opts.port)?;
-        if state != 4 {
+        if state != sys::IBV_PORT_ACTIVE {
             return Err(BenchError::NoDevice(format!(
                 "{} port {} is not ACTIVE (state {state})",
                 ctx.name, opts.port
@@ -268,8 +282,8 @@ impl Side {
         a.rq_psn(peer.psn);
         a.max_dest_rd_atomic(16);
         a.min_rnr_timer(12);
-        // link_layer 2 = Ethernet (RoCE): a GRH is required.
-        let global = link_layer == 2 || peer.lid == 0;
+        // Ethernet (RoCE): a GRH is required.
+        let global = u32::from(link_layer) == sys::IBV_LINK_LAYER_ETHERNET || peer.lid == 0;
         a.ah(
             &peer.gid,
             u8::try_from(self.gid_index).unwrap_or(0),
@@ -430,23 +444,7 @@ impl Side {
         if fd < 0 {
             return Ok(());
         }
-        let mut b = 0u8;
-        // SAFETY: peeks at most one byte into a local; the fd is our open socket.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                (&mut b as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        let gone = n == 0
-            || (n < 0
-                && matches!(
-                    std::io::Error::last_os_error().raw_os_error(),
-                    Some(libc::ECONNRESET) | Some(libc::ENOTCONN) | Some(libc::EPIPE)
-                ));
-        if gone {
+        if peer_gone(fd) {
             return Err(BenchError::Peer(format!(
                 "the peer closed the connection (killed or exited) while a {what} completion was awaited"
             )));
@@ -483,5 +481,54 @@ impl Side {
         what: &str,
     ) -> Result<u64, BenchError> {
         validate::verify(&self.buf, self.half, seed, size, what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_bytes_map_to_the_ibv_mtu_values() {
+        let got: Vec<_> = [128, 256, 512, 1024, 2048, 4096, 8192]
+            .into_iter()
+            .map(mtu_enum)
+            .collect();
+        // The numbers the engine used before the generated constants: enum ibv_mtu.
+        assert_eq!(
+            got,
+            [None, Some(1), Some(2), Some(3), Some(4), Some(5), None]
+        );
+    }
+
+    #[test]
+    fn a_closed_peer_is_gone_an_open_or_talking_one_is_not() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let ours = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut theirs, _) = l.accept().expect("accept");
+        assert!(!peer_gone(ours.as_raw_fd()), "open, nothing sent");
+        std::io::Write::write_all(&mut theirs, b"x").expect("write");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!peer_gone(ours.as_raw_fd()), "data pending");
+        assert!(!peer_gone(ours.as_raw_fd()), "the peek left the byte there");
+        let mut ours = ours;
+        let mut b = [0u8; 1];
+        std::io::Read::read_exact(&mut ours, &mut b).expect("read");
+        drop(theirs);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(peer_gone(ours.as_raw_fd()), "closed by the peer");
+    }
+
+    #[test]
+    fn port_constants_are_the_numbers_the_engine_compared() {
+        assert_eq!(sys::IBV_PORT_ACTIVE, 4);
+        assert_eq!(
+            [
+                sys::IBV_LINK_LAYER_UNSPECIFIED,
+                sys::IBV_LINK_LAYER_INFINIBAND,
+                sys::IBV_LINK_LAYER_ETHERNET
+            ],
+            [0, 1, 2]
+        );
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Payload and completion checks: bytes against the pattern, receives, failed completions.
 
-use crate::bench::ibv::{self, Wc};
+use crate::bench::ibv::{self, sys, Wc};
 use crate::bench::mem::{first_mismatch, pattern, Buffer};
 use crate::bench::{BenchError, Op};
 
@@ -52,7 +52,7 @@ pub(super) fn check_recv(op: Op, wc: &Wc, seed: u64, size: usize) -> Result<(), 
 
 /// A failed work completion as an error that names a peer that went away.
 pub(super) fn check_completion(what: &str, w: &Wc) -> Result<(), BenchError> {
-    if w.status == 0 {
+    if w.status == sys::IBV_WC_SUCCESS {
         return Ok(());
     }
     Err(BenchError::Peer(format!(
@@ -60,11 +60,59 @@ pub(super) fn check_completion(what: &str, w: &Wc) -> Result<(), BenchError> {
         ibv::wc_status_str(w.status),
         w.status,
         w.vendor_err,
-        // IBV_WC_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR
-        if w.status == 12 || w.status == 5 {
+        if matches!(
+            w.status,
+            sys::IBV_WC_RETRY_EXC_ERR | sys::IBV_WC_WR_FLUSH_ERR
+        ) {
             ": the peer is gone (killed or disconnected)"
         } else {
             ""
         }
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(status: u32) -> Wc {
+        Wc {
+            status,
+            vendor_err: 0x81,
+            ..Wc::default()
+        }
+    }
+
+    fn message(status: u32) -> Option<String> {
+        check_completion("send", &wc(status))
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn success_passes_and_failures_name_the_status() {
+        assert!(message(0).is_none());
+        let local = message(4).unwrap_or_default();
+        assert!(
+            local.contains(
+                "send completion failed: local protection error (status 4, vendor error 0x81)"
+            ),
+            "{local}"
+        );
+        assert!(!local.contains("the peer is gone"), "{local}");
+    }
+
+    #[test]
+    fn retry_exceeded_and_flush_say_the_peer_is_gone() {
+        // 12 = IBV_WC_RETRY_EXC_ERR, 5 = IBV_WC_WR_FLUSH_ERR (the numbers compared before).
+        for status in [12, 5] {
+            let m = message(status).unwrap_or_default();
+            assert!(
+                m.ends_with(&format!(
+                    "(status {status}, vendor error 0x81): the peer is gone (killed or disconnected)"
+                )),
+                "{m}"
+            );
+        }
+    }
 }
