@@ -8,6 +8,9 @@
 #   make bench-rdma   nvpeer bench vs perftest on Soft-RoCE, ratios (BENCHMARKS.md)
 #   make soak         the reliability suites for long (SOAK_MINUTES, SOAK_RACES, SOAK_THREADS)
 #   make kmod KDIR=…  the module only, against a given kernel build tree
+#   make KDIR=test:6.12|test:7.2|test:7.3 [ARCH=arm64]   the module for the project's test kernel
+#                     of that series (built once and cached; arm64 cross-built)
+#   make test-matrix  the module on 6.12, 7.3, arm64 and Debian's stock 7.3 (tests/run-matrix.sh)
 #   make MODULE_NAME=nv_peer_mem   the module under the legacy name
 #   make install [DESTDIR=…] [PREFIX=/usr/local] [KDIR=…] [NVPEER_OPTIONS="peerdirect_support=1"]
 #                     module into /lib/modules/<kver>/updates, modules-load.d, modprobe.d (softdep),
@@ -27,12 +30,29 @@
 # project's test kernel (built once and cached under /var/cache/nvpeer).
 
 MODULE_NAME ?= nvidia_peermem
-KDIR ?= $(shell tests/setup/kdir.sh)
+# Without KDIR, the tree is found (tests/setup/kdir.sh) when a recipe first needs it, once: `make
+# cli`, `make dkms-install` or `make deb` build no kernel.
+ifeq ($(origin KDIR),undefined)
+KDIR = $(eval KDIR := $(shell tests/setup/kdir.sh))$(KDIR)
+KDIR_GIVEN :=
+else
+KDIR_GIVEN := $(KDIR)
+endif
+# KDIR=test:<series>: the project's test kernel of that series (6.12, 7.2, 7.3; built once and
+# cached by tests/kernel/build.sh), for ARCH (x86_64, or arm64: cross-built).
+TEST_SERIES := $(patsubst test:%,%,$(filter test:%,$(KDIR_GIVEN)))
+ifneq ($(TEST_SERIES),)
+override KDIR := $(shell tests/setup/deps.sh $(if $(filter arm64,$(ARCH)),--cross arm64) >&2 && \
+	tests/kernel/build.sh $(TEST_SERIES) $(if $(filter arm64,$(ARCH)),arm64,x86_64))
+ifeq ($(KDIR),)
+$(error test kernel $(TEST_SERIES) $(ARCH) could not be built: see above)
+endif
+endif
 CARGO ?= cargo
 PREFIX ?= /usr/local
 DESTDIR ?=
 # KDIR=stock:<release>: a stock distribution kernel, built by kmod/stock-kbuild.sh in its chroot.
-STOCK := $(patsubst stock:%,%,$(filter stock:%,$(KDIR)))
+STOCK := $(patsubst stock:%,%,$(filter stock:%,$(KDIR_GIVEN)))
 ifeq ($(STOCK),)
 KO := kmod/$(MODULE_NAME).ko
 else
@@ -42,7 +62,13 @@ CLI_BIN := userspace/target/release/nvpeer
 NVPEER_VERSION := $(shell sed -n 's/^NVPEER_VERSION ?= //p' kmod/Kbuild)
 DKMS_SRC = $(DESTDIR)/usr/src/nvpeer-$(NVPEER_VERSION)
 
+# The CLI is built for the host; with ARCH=arm64 only the module is cross-built (the rustup
+# standard library of aarch64 is not part of the set-up).
+ifeq ($(filter arm64,$(ARCH)),)
 all: kmod cli
+else
+all: kmod
+endif
 
 kmod:
 ifeq ($(STOCK),)
@@ -89,7 +115,7 @@ uninstall:
 dkms-install:
 	rm -rf $(DKMS_SRC)
 	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/include
-	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
+	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/probe-kernel.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
 	cp -r include/. $(DKMS_SRC)/include/
 	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(NVPEER_VERSION)"/' kmod/dkms.conf > $(DKMS_SRC)/dkms.conf
 	@echo "dkms-install: $(DKMS_SRC); next: dkms add nvpeer/$(NVPEER_VERSION) && dkms install nvpeer/$(NVPEER_VERSION)"
@@ -104,6 +130,9 @@ deb:
 
 test:
 	tests/run.sh
+
+test-matrix:
+	tests/run-matrix.sh
 
 bench:
 	tests/run-bench.sh
@@ -120,4 +149,4 @@ clean:
 	git clean -fdXq tests/vm/plant
 	cd userspace && $(CARGO) clean
 
-.PHONY: all kmod cli run deb test bench bench-rdma soak sign clean install uninstall dkms-install dkms-uninstall
+.PHONY: all kmod cli run deb test test-matrix bench bench-rdma soak sign clean install uninstall dkms-install dkms-uninstall

@@ -12,10 +12,10 @@ use kernel::bindings;
 use kernel::error::from_result;
 use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 use kernel::sync::Arc;
-use kernel::types::{ForeignOwnable, Opaque};
+use kernel::types::Opaque;
 
+use crate::compat::{self, Acquire, Atomic, Relaxed, Release};
 use crate::context::RegContext;
 use crate::ffi;
 use crate::p2p::GPU_PAGE_SIZE;
@@ -93,8 +93,11 @@ impl ClientSlot {
     const fn new(kind: ClientKind) -> Self {
         Self {
             kind,
-            raw: Opaque::zeroed(),
-            invalidate: Opaque::zeroed(),
+            // SAFETY: both are C structs of integers, pointers and `Option<fn>`s: all-zero is
+            // valid (no callback, no name). (`Opaque::zeroed` is not in 6.12.)
+            raw: Opaque::new(unsafe { core::mem::zeroed() }),
+            // SAFETY: as above.
+            invalidate: Opaque::new(unsafe { core::mem::zeroed() }),
             claimed: Atomic::new(false),
             accepting: Atomic::new(false),
             handle: Atomic::new(ptr::null_mut()),
@@ -271,7 +274,7 @@ impl Drop for Registration {
 /// `client_context` came from `acquire` and `release` has not been called for it.
 unsafe fn context<'a>(client_context: *mut c_void) -> kernel::sync::ArcBorrow<'a, RegContext> {
     // SAFETY: guaranteed by the caller.
-    unsafe { <Arc<RegContext> as ForeignOwnable>::borrow(client_context) }
+    unsafe { compat::arc_borrow(client_context) }
 }
 
 fn acquire_common(
@@ -289,7 +292,7 @@ fn acquire_common(
         Some(ctx) => {
             stats::inc(Stat::Acquired);
             // SAFETY: the core's out-pointer; it gives the reference back through `release`.
-            unsafe { *client_context = ctx.into_foreign() };
+            unsafe { *client_context = compat::arc_into_foreign(ctx) };
             1
         }
         None => {
@@ -429,6 +432,6 @@ unsafe extern "C" fn release(client_context: *mut c_void) {
         return;
     }
     // SAFETY: the reference `acquire` handed the core, given back exactly once.
-    let ctx = unsafe { <Arc<RegContext> as ForeignOwnable>::from_foreign(client_context) };
+    let ctx: Arc<RegContext> = unsafe { compat::arc_from_foreign(client_context) };
     ctx.unpin();
 }

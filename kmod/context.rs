@@ -64,6 +64,8 @@ use kernel::bindings;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::compat;
+
 use crate::client::{ClientKind, ClientSlot};
 use crate::ffi;
 use crate::log::{nv_dbg, nv_err, nv_warn};
@@ -180,7 +182,7 @@ impl ModuleRef {
     fn try_get() -> Option<Self> {
         // SAFETY: this module's own `struct module`, valid while its code runs.
         // INVARIANT: a reference is held when it returns true.
-        unsafe { bindings::try_module_get(crate::THIS_MODULE.as_ptr()) }.then_some(Self(()))
+        unsafe { bindings::try_module_get(compat::this_module()) }.then_some(Self(()))
     }
 }
 
@@ -192,7 +194,7 @@ impl Drop for ModuleRef {
         // to its end within them would leave it in freed text (REVIEW-KMOD C5). Only NVIDIA
         // could close that, by pinning the callback's module; its own module has the same gap.
         // SAFETY: by the invariant we hold a reference.
-        unsafe { bindings::module_put(crate::THIS_MODULE.as_ptr()) };
+        unsafe { bindings::module_put(compat::this_module()) };
     }
 }
 

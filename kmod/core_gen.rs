@@ -48,9 +48,9 @@ impl CoreGeneration {
     /// `peer_core_sim`'s generations).
     pub(crate) fn id(self) -> &'static CStr {
         match self {
-            Self::Legacy4x => c"4x",
-            Self::NoUnmaps => c"5x",
-            Self::Unmaps => c"5x-unmaps",
+            Self::Legacy4x => kernel::c_str!("4x"),
+            Self::NoUnmaps => kernel::c_str!("5x"),
+            Self::Unmaps => kernel::c_str!("5x-unmaps"),
         }
     }
 

@@ -120,7 +120,10 @@ fi
 # The artefacts an out-of-tree Rust module links against (built with the kernel's rust/ dir).
 needed=(rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so)
 [ -d "$kdir/rust/pin-init" ] && needed+=(rust/libpin_init.rmeta rust/libpin_init_internal.so)
-grep -qs 'scripts/target.json' "$kdir/arch/x86/Makefile" "$kdir/Makefile" && needed+=(scripts/target.json)
+# The tree's own architecture (its arch Makefile decides about target.json: x86's uses it).
+srcarch=x86
+[ "$(cfg CONFIG_ARM64)" = y ] && srcarch=arm64
+grep -qs 'scripts/target.json' "$kdir/arch/$srcarch/Makefile" "$kdir/Makefile" && needed+=(scripts/target.json)
 missing=() missing_lib=()
 for f in "${needed[@]}"; do
     [ -f "$kdir/$f" ] && continue

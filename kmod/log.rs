@@ -6,10 +6,9 @@
 
 use core::fmt;
 
-use kernel::prelude::*;
 use kernel::str::CString;
 
-use crate::ffi;
+use crate::{compat, ffi};
 
 /// A rate-limited `pr_err!` (one budget for the whole module: 10 lines per 5 s). Every error on
 /// a per-registration path goes through it: an application can make them at any rate.
@@ -57,6 +56,6 @@ pub(crate) fn debug_enabled() -> bool {
 pub(crate) fn debug(args: fmt::Arguments<'_>) {
     if let Ok(msg) = CString::try_from_fmt(args) {
         // SAFETY: `msg` is a NUL-terminated string that outlives the call.
-        unsafe { ffi::nvpeer_glue_debug(msg.as_char_ptr().cast()) };
+        unsafe { ffi::nvpeer_glue_debug(compat::char_ptr(&msg).cast()) };
     }
 }

@@ -75,20 +75,49 @@ extern int ib_get_peer_private_data(struct ib_ucontext *context, u64 peer_id,
 				    char *peer_name) __weak;
 extern void ib_umem_stop_invalidation_notifier(struct ib_umem *umem) __weak;
 
+/*
+ * The weak symbols' addresses, read from data rather than taken in code: on arm64 GCC takes the
+ * address of an undefined weak symbol in code through the GOT (R_AARCH64_ADR_GOT_PAGE), which the
+ * kernel's module loader refuses ("unsupported RELA relocation: 311"); a data initialiser is an
+ * absolute relocation (R_AARCH64_ABS64, R_X86_64_64) every loader resolves, to 0 when absent.
+ * OPTIMIZER_HIDE_VAR keeps GCC from folding the loads back into code.
+ */
+static const struct {
+	typeof(&nvidia_p2p_get_pages) get_pages;
+	typeof(&nvidia_p2p_put_pages) put_pages;
+	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
+	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
+	typeof(&nvidia_p2p_get_pages_persistent) get_pages_persistent;
+	typeof(&nvidia_p2p_put_pages_persistent) put_pages_persistent;
+	const int *cap_persistent_pages;
+	typeof(&ib_register_peer_memory_client) register_client;
+	typeof(&ib_unregister_peer_memory_client) unregister_client;
+	const void *peer_private_data;
+	const void *stop_invalidation_notifier;
+} weak_refs = {
+	nvidia_p2p_get_pages, nvidia_p2p_put_pages, nvidia_p2p_dma_map_pages,
+	nvidia_p2p_dma_unmap_pages, nvidia_p2p_get_pages_persistent,
+	nvidia_p2p_put_pages_persistent, &nvidia_p2p_cap_persistent_pages,
+	ib_register_peer_memory_client, ib_unregister_peer_memory_client,
+	ib_get_peer_private_data, ib_umem_stop_invalidation_notifier,
+};
+
 void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core)
 {
-	p2p->get_pages = nvidia_p2p_get_pages;
-	p2p->put_pages = nvidia_p2p_put_pages;
-	p2p->dma_map_pages = nvidia_p2p_dma_map_pages;
-	p2p->dma_unmap_pages = nvidia_p2p_dma_unmap_pages;
-	p2p->get_pages_persistent = nvidia_p2p_get_pages_persistent;
-	p2p->put_pages_persistent = nvidia_p2p_put_pages_persistent;
-	p2p->cap_persistent_pages = &nvidia_p2p_cap_persistent_pages ?
-				    nvidia_p2p_cap_persistent_pages : -1;
-	core->register_client = ib_register_peer_memory_client;
-	core->unregister_client = ib_unregister_peer_memory_client;
-	core->exports_peer_private_data = ib_get_peer_private_data != NULL;
-	core->exports_stop_invalidation_notifier = ib_umem_stop_invalidation_notifier != NULL;
+	typeof(&weak_refs) refs = &weak_refs;
+
+	OPTIMIZER_HIDE_VAR(refs);
+	p2p->get_pages = refs->get_pages;
+	p2p->put_pages = refs->put_pages;
+	p2p->dma_map_pages = refs->dma_map_pages;
+	p2p->dma_unmap_pages = refs->dma_unmap_pages;
+	p2p->get_pages_persistent = refs->get_pages_persistent;
+	p2p->put_pages_persistent = refs->put_pages_persistent;
+	p2p->cap_persistent_pages = refs->cap_persistent_pages ? *refs->cap_persistent_pages : -1;
+	core->register_client = refs->register_client;
+	core->unregister_client = refs->unregister_client;
+	core->exports_peer_private_data = refs->peer_private_data != NULL;
+	core->exports_stop_invalidation_notifier = refs->stop_invalidation_notifier != NULL;
 }
 
 bool nvpeer_glue_module_loaded(const char *name)
@@ -112,6 +141,16 @@ void nvpeer_glue_sg_set_dma(struct scatterlist *sg, uint64_t addr, unsigned int 
 unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev)
 {
 	return dma_get_max_seg_size(dev);
+}
+
+struct pci_dev *nvpeer_glue_pci_dev_get(struct device *dev)
+{
+	return dev_is_pci(dev) ? pci_dev_get(to_pci_dev(dev)) : NULL;
+}
+
+void nvpeer_glue_pci_dev_put(struct pci_dev *pdev)
+{
+	pci_dev_put(pdev);
 }
 
 bool nvpeer_glue_ratelimit(void)

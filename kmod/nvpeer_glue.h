@@ -63,6 +63,13 @@ bool nvpeer_glue_module_loaded(const char *name);
 void nvpeer_glue_sg_set_dma(struct scatterlist *sg, uint64_t addr, unsigned int len);
 unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
 
+/*
+ * The PCI device `dev` is, with a reference taken (NULL when it is not a PCI device), and its
+ * release. In C on every kernel: 6.12's Rust bindings have no PCI declarations at all.
+ */
+struct pci_dev *nvpeer_glue_pci_dev_get(struct device *dev);
+void nvpeer_glue_pci_dev_put(struct pci_dev *pdev);
+
 /* Rate limit shared by every error log line (5 s, burst 10). */
 bool nvpeer_glue_ratelimit(void);
 /* Dynamic debug: `echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control`. */

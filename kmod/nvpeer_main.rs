@@ -4,13 +4,14 @@
 //! peer-memory interface and pins GPU memory through the NVIDIA P2P API, replacing NVIDIA's
 //! `nvidia-peermem` and Mellanox's `nv_peer_mem`.
 //!
-//! Files: `params` (module parameters), `core_gen` (the IB core's generation, detected at load),
-//! `client` (the clients and their C callbacks), `context` (the per-registration state
-//! machine), `p2p` (NVIDIA's API), `sg` (the SG table), `stats` and `log`; `nvpeer_glue.c` holds
-//! what Rust cannot express.
+//! Files: `compat` (what differs between kernel versions), `params` (module parameters),
+//! `core_gen` (the IB core's generation, detected at load), `client` (the clients and their C
+//! callbacks), `context` (the per-registration state machine), `p2p` (NVIDIA's API), `sg` (the SG
+//! table), `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
 
 use kernel::prelude::*;
 
+mod compat;
 mod client;
 mod context;
 mod core_gen;
@@ -27,25 +28,27 @@ use p2p::{Api, PersistentApi};
 use params::{Params, PersistentApiSupport};
 
 #[cfg(not(nvpeer_legacy_name))]
-module! {
-    type: NvPeer,
-    name: "nvidia_peermem",
-    authors: ["nvpeer developers"],
-    description: "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)",
-    license: "GPL",
-}
+compat::nvpeer_module!(
+    NvPeer,
+    "nvidia_peermem",
+    "nvpeer developers",
+    "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)"
+);
 
 #[cfg(nvpeer_legacy_name)]
-module! {
-    type: NvPeer,
-    name: "nv_peer_mem",
-    authors: ["nvpeer developers"],
-    description: "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)",
-    license: "GPL",
-}
+compat::nvpeer_module!(
+    NvPeer,
+    "nv_peer_mem",
+    "nvpeer developers",
+    "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)"
+);
 
-/// The module names of the clients we replace; only one may be loaded (they share client names).
-const OTHER_IMPLEMENTATIONS: [&CStr; 2] = [c"nvidia_peermem", c"nv_peer_mem"];
+/// The other name a GPU peer-memory module we replace has; only one may be loaded (they share
+/// client names). A module of our own name cannot be loaded beside us anyway.
+#[cfg(not(nvpeer_legacy_name))]
+const OTHER_IMPLEMENTATION: &CStr = kernel::c_str!("nv_peer_mem");
+#[cfg(nvpeer_legacy_name)]
+const OTHER_IMPLEMENTATION: &CStr = kernel::c_str!("nvidia_peermem");
 
 /// `/sys/module/<name>/nvpeer/`, removed when dropped.
 struct SysfsDir;
@@ -74,17 +77,15 @@ struct NvPeer {
 }
 
 fn refuse_other_implementations() -> Result {
-    let own = <NvPeer as kernel::ModuleMetadata>::NAME;
-    for name in OTHER_IMPLEMENTATIONS {
-        // SAFETY: a NUL-terminated name.
-        if name != own && unsafe { ffi::nvpeer_glue_module_loaded(name.as_char_ptr().cast()) } {
-            pr_err!(
-                "{} is loaded: only one GPU peer-memory module may run (they register the same clients); `rmmod {}` first\n",
-                name.to_str().unwrap_or("?"),
-                name.to_str().unwrap_or("?")
-            );
-            return Err(EBUSY);
-        }
+    let name = OTHER_IMPLEMENTATION;
+    // SAFETY: a NUL-terminated name.
+    if unsafe { ffi::nvpeer_glue_module_loaded(name.as_char_ptr().cast()) } {
+        pr_err!(
+            "{} is loaded: only one GPU peer-memory module may run (they register the same clients); `rmmod {}` first\n",
+            name.to_str().unwrap_or("?"),
+            name.to_str().unwrap_or("?")
+        );
+        return Err(EBUSY);
     }
     Ok(())
 }

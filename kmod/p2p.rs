@@ -25,7 +25,7 @@ use core::ptr::{self, NonNull};
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
-use kernel::sync::SetOnce;
+use crate::compat::SetOnce;
 
 use crate::ffi;
 use crate::log::nv_err;
@@ -235,15 +235,15 @@ impl PciDevRef {
     ///
     /// `dev` is NULL or a live device.
     pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Result<Self> {
-        // SAFETY: live device (caller).
-        if dev.is_null() || !unsafe { bindings::dev_is_pci(dev) } {
+        if dev.is_null() {
             return Err(EINVAL);
         }
-        // SAFETY: `dev` is embedded in a `pci_dev` (dev_is_pci above).
-        let pdev = unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) };
-        // SAFETY: live device; the reference is dropped in `Drop`.
-        unsafe { bindings::pci_dev_get(pdev) };
-        // INVARIANT: reference taken above.
+        // SAFETY: a live device (caller); the reference it takes is dropped in `Drop`.
+        let pdev = unsafe { ffi::nvpeer_glue_pci_dev_get(dev) };
+        if pdev.is_null() {
+            return Err(EINVAL);
+        }
+        // INVARIANT: a reference taken by the glue.
         Ok(Self { pdev })
     }
 }
@@ -251,7 +251,7 @@ impl PciDevRef {
 impl Drop for PciDevRef {
     fn drop(&mut self) {
         // SAFETY: by the invariant we hold a reference.
-        unsafe { bindings::pci_dev_put(self.pdev) };
+        unsafe { ffi::nvpeer_glue_pci_dev_put(self.pdev) };
     }
 }
 

@@ -4,7 +4,7 @@
 //! kernels): `/sys/module/<name>/nvpeer/stats/*` and `.../nvpeer/failures`, shown by the C glue.
 
 use kernel::error::Error;
-use kernel::sync::atomic::{Atomic, Relaxed};
+use crate::compat::{Atomic, Relaxed};
 
 use crate::ffi;
 

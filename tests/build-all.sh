@@ -6,6 +6,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tests/setup/env.sh"
 kdir=$1
+# An arm64 tree (tests/kernel/build.sh SERIES arm64) is cross-built for.
+if grep -q '^CONFIG_ARM64=y' "$kdir/.config" && [ "$(uname -m)" != aarch64 ]; then
+    export ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-
+fi
 make -s -C "$repo/kmod" KDIR="$kdir"
 make -s -C "$repo/kmod" KDIR="$kdir" MODULE_NAME=nv_peer_mem
 make -s -C "$kdir" M="$repo/tests/vm/plant" modules

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """summary.py DIR: the reliability table at the end of the suite (issue 6, item 7), from the
-run records tests/vm/run.sh writes into DIR (one per VM run).
+run records tests/vm/run.sh writes into DIR (one per VM run), then the kernel x suite table.
 
 Per client (ours, reference): VM runs, checks, faults injected, revocations, iterations, leaks
 and kernel reports found. A run without a tally loaded only our module (or nothing of
@@ -63,7 +63,40 @@ def main(directory):
     if not records:
         print("   no run records (NVPEER_SUMMARY_DIR was not set for the VM runs)")
         return 1
+    print_matrix(records)
     return 1 if unexpected else 0
+
+
+def outcome(rec):
+    """ok, FAIL, or known (a declared known bug of NVIDIA's driver or a MOFED core, caught)."""
+    found = rec["leaks"] + len(rec["reports"])
+    if found and rec.get("expected"):
+        return "known"
+    return "ok" if rec["rc"] == "0" and not found else "FAIL"
+
+
+def print_matrix(records):
+    """The kernel x suite x result table: one row per suite (and its arguments), one column per
+    kernel the runs booted; a cell with several runs says how many passed."""
+    kernels = sorted({r.get("kernel", "?") for r in records})
+    cells = {}
+    for rec in records:
+        suite = f"{rec['suite']} {rec['args']}".strip()
+        cells.setdefault(suite, {}).setdefault(rec.get("kernel", "?"), []).append(outcome(rec))
+    width = max(len(s) for s in cells)
+    print("== kernel x suite (every VM run; ok, FAIL, or known: a known bug caught as declared)")
+    print(f"   {'suite':<{width}}" + "".join(f"  {k:<26}" for k in kernels))
+    for suite, by_kernel in cells.items():
+        row = []
+        for k in kernels:
+            res = by_kernel.get(k, [])
+            if not res:
+                row.append("-")
+            elif len(set(res)) == 1:
+                row.append(res[0] if len(res) == 1 else f"{res[0]} x{len(res)}")
+            else:
+                row.append(f"{res.count('ok')}/{len(res)} ok, FAIL" if "FAIL" in res else "/".join(res))
+        print(f"   {suite:<{width}}" + "".join(f"  {c:<26}" for c in row))
 
 
 if __name__ == "__main__":

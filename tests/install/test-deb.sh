@@ -91,6 +91,7 @@ for f in Kbuild Makefile "$repo"/kmod/*.rs "$repo"/kmod/*.c "$repo"/kmod/*.h; do
     expect "$src/kmod/$f" has dk '-rw-r--r--' "$src/kmod/$f"
 done
 expect "$src/kmod/find-deps.sh, executable (kmod/Makefile runs it)" has dk '-rwxr-xr-x' "$src/kmod/find-deps.sh"
+expect "$src/kmod/probe-kernel.sh, executable (kmod/Kbuild runs it)" has dk '-rwxr-xr-x' "$src/kmod/probe-kernel.sh"
 for f in $(cd "$repo/include" && find . -type f | sed 's|^\./||'); do
     expect "$src/include/$f" cmp "$repo/include/$f" "$t/dk/$src/include/$f"
 done

@@ -2,7 +2,7 @@
 """The conformance suite (issue 4): the peer-memory client against the stand-ins, for every core
 generation, driver flavour and parameter set; the same cases against NVIDIA's reference module.
 
-Usage (in the VM): conformance.py ours|reference [--quick]
+Usage (in the VM): conformance.py ours|reference [--quick] [--gen G]...
 Where ours and the reference legitimately differ, the check says so and why; any other
 difference fails."""
 
@@ -288,9 +288,17 @@ def detected_core(t, st, label):
 def main():
     client = sys.argv[1] if len(sys.argv) > 1 else "ours"
     quick = "--quick" in sys.argv
+    # --gen G (repeatable): only those core generations (the arm64 run: one).
+    only = [a for i, a in enumerate(sys.argv[1:], 1) if sys.argv[i - 1] == "--gen"]
+    unknown = [g for g in only if g not in GENERATIONS]
+    if unknown:
+        print(f"conformance: unknown core generation(s) {unknown}; known: {GENERATIONS}", file=sys.stderr)
+        return 2
     t = Tally(f"conformance-{client}")
     big_done = set()
     for gen, api, ptv, params in combinations(client, quick):
+        if only and gen not in only:
+            continue
         label = f"[{client} {gen} api{api} pt{ptv >> 16}.{ptv & 0xffff} {' '.join(params)}]"
         print(f"--- {label}", flush=True)
         try:

@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # SPDX-License-Identifier: GPL-2.0
 # /init of the test VM's initramfs (busybox only). Mounts the host's root filesystem (9p, read
-# only) under a tmpfs overlay, the run's output directory (9p, read-write) at the same path as
+# only; an arm64 guest's own root, with the repository and modules shared separately) under a
+# tmpfs overlay, the run's output directory (9p, read-write) at the same path as
 # on the host, and the test kernel's modules at /lib/modules/<release>; then runs the command
 # in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node. /tmp stays
 # the host's (through the overlay): the repository may live there.
@@ -10,11 +11,13 @@
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 set -- $(/bin/busybox cat /proc/cmdline)
-out="" mods=""
+out="" mods="" repo="" modtag=""
 for a; do
     case "$a" in
     nvpeer.out=*) out=${a#nvpeer.out=} ;;
     nvpeer.mods=*) mods=${a#nvpeer.mods=} ;;
+    nvpeer.repo=*) repo=${a#nvpeer.repo=} ;;
+    nvpeer.modtag=*) modtag=${a#nvpeer.modtag=} ;;
     esac
 done
 bb=/bin/busybox
@@ -28,10 +31,22 @@ $bb mount -t tmpfs -o mode=0755 tmpfs /rw
 $bb mkdir -p /rw/upper /rw/work
 $bb mount -t overlay overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work /newroot \
     || fail "cannot mount the overlay root"
+# An arm64 guest's root is not the host's (run.sh): the repository and the modules come as
+# shares of their own.
+if [ -n "$repo" ]; then
+    $bb mkdir -p "/newroot$repo"
+    $bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose nvpeerrepo "/newroot$repo" \
+        || fail "cannot mount the repository"
+fi
 if [ -n "$mods" ]; then
     rel=$($bb uname -r)
     $bb mkdir -p "/newroot/lib/modules/$rel"
-    $bb mount --bind "/newroot$mods" "/newroot/lib/modules/$rel"
+    if [ -n "$modtag" ]; then
+        $bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 nvpeermods "/newroot/lib/modules/$rel" \
+            || fail "cannot mount the modules"
+    else
+        $bb mount --bind "/newroot$mods" "/newroot/lib/modules/$rel"
+    fi
 fi
 for d in proc sys dev; do $bb mount --move /$d /newroot/$d; done
 $bb mount -t tmpfs tmpfs /newroot/run

@@ -11,6 +11,8 @@
 # kmemleak, KFENCE, SLUB or hung-task report; the message says which.
 # The guest has QEMU's `edu` PCI device (1234:11e8): peer_core_sim binds it as the "RDMA NIC"
 # whose struct device is handed to peer-memory clients as dma_device.
+# A --kdir tree built for arm64 (tests/kernel/build.sh SERIES arm64) boots under
+# qemu-system-aarch64 (`virt`, TCG) with an arm64 Debian root of its own (arm64-root.sh).
 # --stock RELEASE boots Debian's own, unmodified kernel of that release instead (its vmlinuz and
 # modules from linux-binary-/linux-modules-RELEASE, kmod/stock-kbuild.sh vm): the modules it needs
 # to mount the host root (9p, 9pnet_virtio, overlay) go into the initramfs and init.sh loads them.
@@ -20,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 
-cpus=2 memory=2G append="" kdir="" bench=0 stock=""
+cpus=2 memory=2G append="" kdir="" bench=0 stock="" arch=x86_64
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpus) cpus=$2; shift 2 ;;
@@ -42,9 +44,21 @@ if [ -n "$stock" ]; then
     kernel=$vdir/vmlinuz modroot=$(cd "$vdir/modules" && pwd -P) initrd_mods=$vdir/initrd-modules
 else
     [ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
-    kernel=$kdir/arch/x86/boot/bzImage
+    grep -q '^CONFIG_ARM64=y' "$kdir/.config" && arch=arm64
+    case "$arch" in
+    x86_64) kernel=$kdir/arch/x86/boot/bzImage ;;
+    arm64)  kernel=$kdir/arch/arm64/boot/Image ;;
+    esac
     modroot=$(ls -d "$kdir"/../modroot/lib/modules/* 2>/dev/null | head -n1)
     modroot=$(cd "$modroot" && pwd)
+fi
+# An arm64 guest (a tree built by `tests/kernel/build.sh SERIES arm64`) cannot run the host's
+# binaries: its root is an arm64 Debian (tests/vm/arm64-root.sh), with the repository and the
+# kernel's modules shared into it at their host paths.
+guest_root=/ guest_bb=$(command -v busybox)
+if [ "$arch" = arm64 ]; then
+    guest_root=$("$here/arm64-root.sh")
+    guest_bb=$guest_root/usr/bin/busybox
 fi
 
 out=${NVPEER_VM_OUT:-}
@@ -58,7 +72,7 @@ rm -f "$out/rc" "$out/dmesg.txt" "$out/kmemleak.txt" "$out/suite.log" "$out"/tal
 
 # The initramfs: busybox and init.sh (and, for --stock, the kernel's 9p/overlay modules in
 # /modules, loaded in the order of /modules/order), rebuilt when any of them changes.
-bb=$(command -v busybox)
+bb=$guest_bb
 ikey=$(cat "$bb" "$here/init.sh" ${initrd_mods:+"$initrd_mods"/*} | sha256sum | cut -c1-12)
 initrd=$NVPEER_CACHE/vm/initramfs-$ikey.cpio.gz
 if [ ! -f "$initrd" ]; then
@@ -91,18 +105,27 @@ else
 fi
 cmdline="$cmdline sysctl.kernel.hung_task_timeout_secs=30 log_buf_len=8M oops=panic panic=-1"
 cmdline="$cmdline nvpeer.out=$out nvpeer.mods=$modroot $append"
+share() {  # share TAG DIR [readonly]: a 9p export the guest's init.sh mounts by its tag
+    printf '%s\n' -fsdev "local,id=$1,path=$2,security_model=none${3:+,readonly=on},multidevs=remap" \
+        -device "virtio-9p-pci,fsdev=$1,mount_tag=$1"
+}
+mapfile -t shares < <(share hostroot "$guest_root" ro; share nvpeerout "$out")
+case "$arch" in
+x86_64) qemu=(qemu-system-x86_64 -machine q35) ;;
+arm64)  qemu=(qemu-system-aarch64 -machine virt)
+        cmdline=${cmdline/console=ttyS0/console=ttyAMA0}
+        cmdline="$cmdline nvpeer.repo=$repo nvpeer.modtag=1"
+        mapfile -t -O ${#shares[@]} shares < <(share nvpeerrepo "$repo" ro; share nvpeermods "$modroot" ro) ;;
+esac
 
 console=$out/console.txt
 set +e
 timeout --foreground "${NVPEER_VM_TIMEOUT:-1500}" \
-    qemu-system-x86_64 -machine q35 -cpu max -smp "$cpus" -m "$memory" \
+    "${qemu[@]}" -cpu max -smp "$cpus" -m "$memory" \
         -accel tcg,thread=multi -nographic -no-reboot -nodefaults \
         -kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
         -serial "file:$console" -monitor none \
-        -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap" \
-        -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
-        -fsdev "local,id=nvpeerout,path=$out,security_model=none,multidevs=remap" \
-        -device virtio-9p-pci,fsdev=nvpeerout,mount_tag=nvpeerout \
+        "${shares[@]}" \
         -device edu \
         </dev/null >"$out/qemu.txt" 2>&1
 qemu_rc=$?
@@ -123,14 +146,16 @@ fi
 if [ -n "${NVPEER_SUMMARY_DIR:-}" ]; then
     mkdir -p "$NVPEER_SUMMARY_DIR"
     leaks=$(cat "$out/kmemleak.txt" 2>/dev/null | grep -c 'unreferenced object' || true)
-    python3 - "$out" "$suite" "${leaks:-0}" "$reports" "${rc:-crashed}" "${NVPEER_SUMMARY_EXPECTED:-}" "$*" \
+    if [ -n "$stock" ]; then kname="$stock (Debian)"
+    else kname="$(cat "$kdir/include/config/kernel.release" 2>/dev/null || echo "$kdir") $arch"; fi
+    python3 - "$out" "$suite" "${leaks:-0}" "$reports" "${rc:-crashed}" "${NVPEER_SUMMARY_EXPECTED:-}" "$*" "$kname" \
         > "$(mktemp "$NVPEER_SUMMARY_DIR/run-$suite.XXXXXX.json")" <<'PY'
 import glob, json, os, sys
-out, suite, leaks, reports, rc, expected, args = sys.argv[1:]
+out, suite, leaks, reports, rc, expected, args, kernel = sys.argv[1:]
 tallies = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "tally-*.json")))]
 json.dump({"suite": suite, "args": args, "rc": rc, "leaks": int(leaks),
            "reports": [r for r in reports.split(",") if r], "expected": expected,
-           "tallies": tallies}, sys.stdout)
+           "kernel": kernel, "tallies": tallies}, sys.stdout)
 PY
 fi
 if [ -n "$reports" ]; then

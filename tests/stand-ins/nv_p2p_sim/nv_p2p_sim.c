@@ -56,7 +56,10 @@
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
+#include <linux/pfn.h>
+
 #include "../../../include/nv-p2p.h"
+#include "../include/sim_compat.h"
 #include "../include/nvpeer_sim_uapi.h"
 
 #define SIM_PAGE_SIZE SZ_64K		/* NVIDIA_P2P_PAGE_SIZE_64KB */
@@ -335,7 +338,7 @@ static struct page *sim_alloc_apart(phys_addr_t prev, struct list_head *spacers)
 		page = alloc_pages(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN, SIM_PAGE_ORDER);
 		if (!page)
 			return NULL;
-		phys = page_to_phys(page);
+		phys = PFN_PHYS(page_to_pfn(page));
 		if (!prev || (phys != prev + SIM_PAGE_SIZE && phys + SIM_PAGE_SIZE != prev))
 			return page;
 		list_add(&page->lru, spacers);
@@ -369,7 +372,7 @@ static int sim_alloc_backing(struct sim_alloc *a, bool fragmented)
 		a->chunks[a->nchunks].page = page;
 		a->chunks[a->nchunks++].order = order;
 		for (i = 0; i < 1U << (order - SIM_PAGE_ORDER); i++)
-			a->phys[done++] = page_to_phys(page) + (phys_addr_t)i * SIM_PAGE_SIZE;
+			a->phys[done++] = PFN_PHYS(page_to_pfn(page)) + (phys_addr_t)i * SIM_PAGE_SIZE;
 	}
 	list_for_each_entry_safe(page, tmp, &spacers, lru) {
 		list_del(&page->lru);
@@ -735,7 +738,7 @@ static void sim_zap(struct sim_alloc *a)
 	mmap_read_lock(mm);
 	vma = vma_lookup(mm, a->va);
 	if (vma && vma->vm_private_data == a)
-		zap_special_vma_range(vma, vma->vm_start, vma->vm_end - vma->vm_start);
+		SIM_ZAP_VMA(vma, vma->vm_start, vma->vm_end - vma->vm_start);
 	mmap_read_unlock(mm);
 	mmput(mm);
 }
@@ -1462,10 +1465,10 @@ static unsigned long sim_get_unmapped_area(struct file *file, unsigned long addr
 	unsigned long va;
 
 	if (flags & MAP_FIXED)
-		return mm_get_unmapped_area(file, addr, len, pgoff, flags);
+		return SIM_GET_UNMAPPED_AREA(file, addr, len, pgoff, flags);
 	if (len > TASK_SIZE - SIM_MAP_ALIGN)
 		return -ENOMEM;
-	va = mm_get_unmapped_area(file, 0, len + SIM_MAP_ALIGN, pgoff, flags);
+	va = SIM_GET_UNMAPPED_AREA(file, 0, len + SIM_MAP_ALIGN, pgoff, flags);
 	if (IS_ERR_VALUE(va))
 		return va;
 	return ALIGN(va, SIM_MAP_ALIGN);

@@ -16,6 +16,7 @@
 #include <linux/highmem.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
+#include <linux/pfn.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
@@ -395,7 +396,7 @@ static u32 pcs_mr_info(struct pcs_mr *mr, struct peer_core_sim_mr_info *info,
 		info->core_context = 0;
 		/* Once revoked, dereg unpins the pages without dma_lock. */
 		for (n = 0; !mr->revoked && n < min_t(unsigned long, max, mr->npages); n++) {
-			sge[n].dma_address = page_to_phys(mr->pages[n]);
+			sge[n].dma_address = PFN_PHYS(page_to_pfn(mr->pages[n]));
 			sge[n].length = PAGE_SIZE;
 		}
 	} else {

@@ -43,6 +43,7 @@
 #include <linux/sizes.h>
 #include <linux/vmalloc.h>
 #include <rdma/peer_mem.h>
+#include "../../include/sim_compat.h"
 
 #define FAKE_MAX_CLIENTS 4
 #define FAKE_CHUNK SZ_64K			/* a "GPU page", physically contiguous */
@@ -256,10 +257,10 @@ static unsigned long fake_mem_get_unmapped_area(struct file *f, unsigned long ad
 	unsigned long va;
 
 	if (flags & MAP_FIXED)
-		return mm_get_unmapped_area(NULL, addr, len, pgoff, flags);
+		return SIM_GET_UNMAPPED_AREA(NULL, addr, len, pgoff, flags);
 	if (len > TASK_SIZE - FAKE_CHUNK)
 		return -ENOMEM;
-	va = mm_get_unmapped_area(NULL, 0, len + FAKE_CHUNK, 0, flags);
+	va = SIM_GET_UNMAPPED_AREA(NULL, 0, len + FAKE_CHUNK, 0, flags);
 	if (IS_ERR_VALUE(va))
 		return va;
 	return ALIGN(va, FAKE_CHUNK);

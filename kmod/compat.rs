@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What differs between the kernels we build for (6.12 LTS ... 7.3), in one place.
+//!
+//! Each difference is decided by `kmod/probe-kernel.sh`, which looks at the tree's own `rust/`
+//! (its sources where the tree has them, else its built `libkernel.rmeta` / `libmacros.so`) and
+//! passes one `--cfg` per feature the tree offers:
+//!
+//! | cfg                       | the tree has                                   | 6.12 | 7.2 | 7.3 |
+//! |---------------------------|------------------------------------------------|------|-----|-----|
+//! | `nvpeer_kernel_atomic`    | `kernel::sync::atomic` (LKMM `Atomic<T>`)      | no   | yes | yes |
+//! | `nvpeer_kernel_set_once`  | `kernel::sync::SetOnce`                        | no   | yes | yes |
+//! | `nvpeer_module_authors`   | `module!`'s `authors: [..]` (not `author:`)    | no   | yes | yes |
+//! | `nvpeer_this_module_meta` | `THIS_MODULE` as `ModuleMetadata::THIS_MODULE` | no   | no  | yes |
+//! |                           | (not a `static` `module!` puts at crate root)  |      |     |     |
+//!
+//! (Seen in the test kernels of those series; kernels between them get what their tree has.)
+//!
+//! Differences that need no cfg are bridged here too, so the rest of the module reads the same on
+//! every kernel: `ForeignOwnable` hands out `*const c_void` on 6.12 and `*mut c_void` on 7.x.
+//! What 6.12's bindings lack entirely (PCI) is done in C (`nvpeer_glue.c`) on every kernel.
+//!
+//! Where the tree lacks a feature, the fallback below is the smallest equivalent built on `core`
+//! (the kernel's own versions are built on the same primitives for the uses we have: no LKMM
+//! ordering we need is stronger than acquire/release).
+
+use kernel::bindings;
+use kernel::ffi::c_void;
+use kernel::sync::{Arc, ArcBorrow};
+use kernel::types::ForeignOwnable;
+
+#[cfg(nvpeer_kernel_atomic)]
+pub(crate) use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+
+#[cfg(not(nvpeer_kernel_atomic))]
+pub(crate) use fallback_atomic::{Acquire, Atomic, Relaxed, Release};
+
+#[cfg(nvpeer_kernel_set_once)]
+pub(crate) use kernel::sync::SetOnce;
+
+#[cfg(not(nvpeer_kernel_set_once))]
+pub(crate) use fallback_set_once::SetOnce;
+
+/// `module!` with the author key the tree's macro takes (`authors: [..]` on 7.x, `author:` on
+/// 6.12); `$name` is a string literal.
+macro_rules! nvpeer_module {
+    ($type:ident, $name:tt, $author:tt, $description:tt) => {
+        #[cfg(nvpeer_module_authors)]
+        kernel::prelude::module! {
+            type: $type,
+            name: $name,
+            authors: [$author],
+            description: $description,
+            license: "GPL",
+        }
+        #[cfg(not(nvpeer_module_authors))]
+        kernel::prelude::module! {
+            type: $type,
+            name: $name,
+            author: $author,
+            description: $description,
+            license: "GPL",
+        }
+    };
+}
+pub(crate) use nvpeer_module;
+
+/// This module's `struct module` (C's `THIS_MODULE`).
+pub(crate) fn this_module() -> *mut bindings::module {
+    #[cfg(nvpeer_this_module_meta)]
+    let this = &<crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE;
+    #[cfg(not(nvpeer_this_module_meta))]
+    let this = &crate::THIS_MODULE;
+    this.as_ptr()
+}
+
+/// The NUL-terminated string C reads.
+pub(crate) fn char_ptr(s: &kernel::str::CStr) -> *const kernel::ffi::c_char {
+    // `as_char_ptr` is `CStr`'s own on 6.12 and the prelude's `CStrExt`'s on 7.x.
+    #[allow(unused_imports)]
+    use kernel::prelude::*;
+    s.as_char_ptr()
+}
+
+/// Hands `arc`'s reference to C as the untyped pointer C stores.
+pub(crate) fn arc_into_foreign<T: Send + Sync + 'static>(arc: Arc<T>) -> *mut c_void {
+    // `as`: the trait returns `*const c_void` on 6.12 and `*mut c_void` on 7.x.
+    arc.into_foreign() as *mut c_void
+}
+
+/// Borrows the `Arc` whose reference C holds at `ptr`.
+///
+/// # Safety
+///
+/// `ptr` came from [`arc_into_foreign`] for an `Arc<T>` and has not been given back with
+/// [`arc_from_foreign`]; the borrow ends before it is.
+pub(crate) unsafe fn arc_borrow<'a, T: Send + Sync + 'static>(ptr: *mut c_void) -> ArcBorrow<'a, T> {
+    // SAFETY: guaranteed by the caller. (`*mut` coerces to the `*const` older kernels take.)
+    unsafe { <Arc<T> as ForeignOwnable>::borrow(ptr) }
+}
+
+/// Takes back the reference [`arc_into_foreign`] handed C.
+///
+/// # Safety
+///
+/// `ptr` came from [`arc_into_foreign`] for an `Arc<T>` and is given back exactly once; no
+/// borrow of it outlives this call.
+pub(crate) unsafe fn arc_from_foreign<T: Send + Sync + 'static>(ptr: *mut c_void) -> Arc<T> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { <Arc<T> as ForeignOwnable>::from_foreign(ptr) }
+}
+
+/// `Atomic<T>` for trees without `kernel::sync::atomic`, on `core`'s atomics, with the kernel
+/// type's method names and ordering arguments for the types we use.
+#[cfg(not(nvpeer_kernel_atomic))]
+mod fallback_atomic {
+    use core::cell::UnsafeCell;
+    use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+    use kernel::ffi::c_void;
+
+    pub(crate) use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+    /// A value accessed only atomically.
+    ///
+    /// # Invariants
+    ///
+    /// The cell is only accessed through `core`'s atomic type of the same size and alignment
+    /// (checked below), created over it by `from_ptr`.
+    #[repr(transparent)]
+    pub(crate) struct Atomic<T>(UnsafeCell<T>);
+
+    // SAFETY: every access is atomic (type invariant).
+    unsafe impl<T: Send> Sync for Atomic<T> {}
+
+    const _: () = assert!(core::mem::align_of::<u64>() == core::mem::align_of::<AtomicU64>());
+    const _: () = assert!(core::mem::align_of::<bool>() == core::mem::align_of::<AtomicBool>());
+    const _: () = assert!(
+        core::mem::align_of::<*mut c_void>() == core::mem::align_of::<AtomicPtr<c_void>>()
+    );
+
+    impl<T> Atomic<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            // INVARIANT: not yet shared; accessed only through the methods below.
+            Self(UnsafeCell::new(value))
+        }
+    }
+
+    /// The failure ordering of a compare-exchange whose success ordering is `ord`.
+    fn failure(ord: Ordering) -> Ordering {
+        match ord {
+            Ordering::Release | Ordering::Relaxed => Ordering::Relaxed,
+            Ordering::AcqRel => Ordering::Acquire,
+            other => other,
+        }
+    }
+
+    macro_rules! atomic_ops {
+        ($t:ty, $core:ty) => {
+            // Not every type uses every operation.
+            #[allow(dead_code)]
+            impl Atomic<$t> {
+                fn get(&self) -> &$core {
+                    // SAFETY: the cell is valid for the life of `self`, aligned for `$core`
+                    // (asserted above) and only accessed atomically (type invariant).
+                    unsafe { <$core>::from_ptr(self.0.get()) }
+                }
+                pub(crate) fn load(&self, ord: Ordering) -> $t {
+                    self.get().load(ord)
+                }
+                pub(crate) fn store(&self, value: $t, ord: Ordering) {
+                    self.get().store(value, ord)
+                }
+                pub(crate) fn cmpxchg(&self, old: $t, new: $t, ord: Ordering) -> Result<$t, $t> {
+                    self.get().compare_exchange(old, new, ord, failure(ord))
+                }
+            }
+        };
+    }
+    atomic_ops!(bool, AtomicBool);
+    atomic_ops!(u64, AtomicU64);
+    atomic_ops!(*mut c_void, AtomicPtr<c_void>);
+
+    impl Atomic<u64> {
+        /// Wrapping add, as the kernel's `Atomic::add`.
+        pub(crate) fn add(&self, value: u64, ord: Ordering) {
+            self.get().fetch_add(value, ord);
+        }
+    }
+}
+
+/// `SetOnce<T>` for trees without `kernel::sync::SetOnce`: written at most once, then read
+/// without locks.
+#[cfg(not(nvpeer_kernel_set_once))]
+mod fallback_set_once {
+    use core::cell::UnsafeCell;
+    use core::mem::MaybeUninit;
+    use core::sync::atomic::{AtomicU8, Ordering};
+
+    const EMPTY: u8 = 0;
+    const WRITING: u8 = 1;
+    const READY: u8 = 2;
+
+    /// # Invariants
+    ///
+    /// `value` is initialised exactly when `state` is `READY`, and is not written after.
+    pub(crate) struct SetOnce<T> {
+        state: AtomicU8,
+        value: UnsafeCell<MaybeUninit<T>>,
+    }
+
+    // SAFETY: `value` is written once, by the one caller that moved `state` from EMPTY, before
+    // `state` is published READY with Release; readers see it only after an Acquire load of READY.
+    unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+
+    impl<T> SetOnce<T> {
+        pub(crate) const fn new() -> Self {
+            // INVARIANT: EMPTY, nothing initialised.
+            Self { state: AtomicU8::new(EMPTY), value: UnsafeCell::new(MaybeUninit::uninit()) }
+        }
+
+        /// Stores `value` unless a value is (being) stored; says whether it was stored.
+        pub(crate) fn populate(&self, value: T) -> bool {
+            if self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                return false;
+            }
+            // SAFETY: the compare-exchange above made us the only writer, and no reader reads
+            // before READY.
+            unsafe { (*self.value.get()).write(value) };
+            // INVARIANT: initialised just above.
+            self.state.store(READY, Ordering::Release);
+            true
+        }
+
+        pub(crate) fn as_ref(&self) -> Option<&T> {
+            if self.state.load(Ordering::Acquire) != READY {
+                return None;
+            }
+            // SAFETY: READY means initialised and never written again (type invariant).
+            Some(unsafe { (*self.value.get()).assume_init_ref() })
+        }
+    }
+
+    impl<T> Drop for SetOnce<T> {
+        fn drop(&mut self) {
+            if *self.state.get_mut() == READY {
+                // SAFETY: READY means initialised (type invariant); dropped once, here.
+                unsafe { self.value.get_mut().assume_init_drop() };
+            }
+        }
+    }
+}

@@ -1,0 +1,32 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# probe-kernel.sh SRCTREE OBJTREE: the rustc --cfg flags of what this kernel's Rust support
+# offers, for kmod/compat.rs (which documents each). Decided by the tree, not by its version:
+# the tree's rust/ sources where it has them (source trees, kmod/stock-kbuild.sh's trees), else
+# the names its built artefacts carry (rust/libkernel.rmeta, rust/libmacros.so: header trees
+# such as Ubuntu's linux-lib-rust, which ship no sources).
+# NVPEER_COMPAT_WITHOUT="cfg ..." drops features the tree has, so that the fallbacks of compat.rs
+# build and run on a new kernel too (tests/scenarios and tests/install use it).
+src=$1 obj=${2:-$1}
+
+# has FEATURE SOURCE-FILE SOURCE-PATTERN ARTEFACT ARTEFACT-STRING
+has() {
+    if [ -d "$src/rust/kernel" ]; then
+        [ -f "$src/rust/$2" ] && grep -qE -- "$3" "$src/rust/$2"
+    else
+        [ -f "$obj/rust/$4" ] && grep -aqP -- "$5" "$obj/rust/$4"
+    fi || return 0
+    case " ${NVPEER_COMPAT_WITHOUT:-} " in *" $1 "*) return 0 ;; esac
+    echo "--cfg $1"
+}
+
+# kernel::sync::atomic's Atomic<T> (LKMM atomics for Rust).
+has nvpeer_kernel_atomic kernel/sync/atomic.rs 'pub struct Atomic<' libkernel.rmeta 'AtomicBasicOps'
+# kernel::sync::SetOnce.
+has nvpeer_kernel_set_once kernel/sync/set_once.rs 'pub struct SetOnce<' libkernel.rmeta 'SetOnce'
+# module!'s `authors: [..]` key (the single `author:` before it).
+has nvpeer_module_authors macros/module.rs '\bauthors\b' libmacros.so 'authors'
+# THIS_MODULE as ModuleMetadata's associated const (a static at the crate root before); in the
+# metadata, the const's own name (the docs only quote it, in backticks).
+has nvpeer_this_module_meta kernel/module.rs 'const THIS_MODULE: ThisModule;' libkernel.rmeta '(?<!`)THIS_MODULE(?!`)'
+exit 0
