@@ -47,10 +47,6 @@ key_input() {
 key=$(key_input | sha256sum | cut -c1-16)
 dir=$NVPEER_CACHE/kernel/$key
 tree=$dir/linux-source-$SERIES
-# One build of a key at a time: a second caller waits for the first and then finds it built.
-mkdir -p "$NVPEER_CACHE/kernel"
-exec 9>"$NVPEER_CACHE/kernel/.lock-$key"
-flock 9
 if [ -f "$dir/built" ]; then
     log "cached: linux-source-$SERIES $version, key $key ($tree)"
     echo "$tree"; exit 0
