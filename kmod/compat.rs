@@ -20,9 +20,8 @@
 //! every kernel: `ForeignOwnable` hands out `*const c_void` on 6.12 and `*mut c_void` on 7.x.
 //! What 6.12's bindings lack entirely (PCI) is done in C (`nvpeer_glue.c`) on every kernel.
 //!
-//! Where the tree lacks a feature, the fallback below is the smallest equivalent built on `core`
-//! (the kernel's own versions are built on the same primitives for the uses we have: no LKMM
-//! ordering we need is stronger than acquire/release).
+//! Where the tree lacks a feature, the fallback below is the smallest equivalent built on `core`,
+//! with the same interface as the kernel's for the uses we have.
 
 use kernel::bindings;
 use kernel::ffi::c_void;
@@ -111,21 +110,67 @@ pub(crate) unsafe fn arc_from_foreign<T: Send + Sync + 'static>(ptr: *mut c_void
 }
 
 /// `Atomic<T>` for trees without `kernel::sync::atomic`, on `core`'s atomics, with the kernel
-/// type's method names and ordering arguments for the types we use.
+/// type's method names, and its orderings as types, so that an ordering an operation cannot take
+/// (a `Release` load) is refused at build time as by the kernel's, not at run time by `core`.
+/// Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
+/// user relies on LKMM dependency ordering under `Relaxed` (`PER_PAGE_SG`, the statistics).
 #[cfg(not(nvpeer_kernel_atomic))]
 mod fallback_atomic {
     use core::cell::UnsafeCell;
     use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
     use kernel::ffi::c_void;
 
-    pub(crate) use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+    /// No ordering.
+    pub(crate) struct Relaxed;
+    /// Acquire ordering.
+    pub(crate) struct Acquire;
+    /// Release ordering.
+    pub(crate) struct Release;
+
+    /// An ordering a load may take.
+    pub(crate) trait LoadOrdering {
+        const ORD: Ordering;
+    }
+    /// An ordering a store may take.
+    pub(crate) trait StoreOrdering {
+        const ORD: Ordering;
+    }
+    /// An ordering a read-modify-write may take, and the one its failed compare takes.
+    pub(crate) trait RmwOrdering {
+        const ORD: Ordering;
+        const FAILURE: Ordering;
+    }
+    impl LoadOrdering for Relaxed {
+        const ORD: Ordering = Ordering::Relaxed;
+    }
+    impl LoadOrdering for Acquire {
+        const ORD: Ordering = Ordering::Acquire;
+    }
+    impl StoreOrdering for Relaxed {
+        const ORD: Ordering = Ordering::Relaxed;
+    }
+    impl StoreOrdering for Release {
+        const ORD: Ordering = Ordering::Release;
+    }
+    impl RmwOrdering for Relaxed {
+        const ORD: Ordering = Ordering::Relaxed;
+        const FAILURE: Ordering = Ordering::Relaxed;
+    }
+    impl RmwOrdering for Acquire {
+        const ORD: Ordering = Ordering::Acquire;
+        const FAILURE: Ordering = Ordering::Acquire;
+    }
+    impl RmwOrdering for Release {
+        const ORD: Ordering = Ordering::Release;
+        const FAILURE: Ordering = Ordering::Relaxed;
+    }
 
     /// A value accessed only atomically.
     ///
     /// # Invariants
     ///
-    /// The cell is only accessed through `core`'s atomic type of the same size and alignment
-    /// (checked below), created over it by `from_ptr`.
+    /// After `new`, the cell is only accessed through `core`'s atomic type of the same size (as
+    /// `core` guarantees) and alignment (asserted below), created over it by `from_ptr`.
     #[repr(transparent)]
     pub(crate) struct Atomic<T>(UnsafeCell<T>);
 
@@ -145,15 +190,6 @@ mod fallback_atomic {
         }
     }
 
-    /// The failure ordering of a compare-exchange whose success ordering is `ord`.
-    fn failure(ord: Ordering) -> Ordering {
-        match ord {
-            Ordering::Release | Ordering::Relaxed => Ordering::Relaxed,
-            Ordering::AcqRel => Ordering::Acquire,
-            other => other,
-        }
-    }
-
     macro_rules! atomic_ops {
         ($t:ty, $core:ty) => {
             // Not every type uses every operation.
@@ -164,14 +200,14 @@ mod fallback_atomic {
                     // (asserted above) and only accessed atomically (type invariant).
                     unsafe { <$core>::from_ptr(self.0.get()) }
                 }
-                pub(crate) fn load(&self, ord: Ordering) -> $t {
-                    self.get().load(ord)
+                pub(crate) fn load<O: LoadOrdering>(&self, _: O) -> $t {
+                    self.get().load(O::ORD)
                 }
-                pub(crate) fn store(&self, value: $t, ord: Ordering) {
-                    self.get().store(value, ord)
+                pub(crate) fn store<O: StoreOrdering>(&self, value: $t, _: O) {
+                    self.get().store(value, O::ORD)
                 }
-                pub(crate) fn cmpxchg(&self, old: $t, new: $t, ord: Ordering) -> Result<$t, $t> {
-                    self.get().compare_exchange(old, new, ord, failure(ord))
+                pub(crate) fn cmpxchg<O: RmwOrdering>(&self, old: $t, new: $t, _: O) -> Result<$t, $t> {
+                    self.get().compare_exchange(old, new, O::ORD, O::FAILURE)
                 }
             }
         };
@@ -182,8 +218,8 @@ mod fallback_atomic {
 
     impl Atomic<u64> {
         /// Wrapping add, as the kernel's `Atomic::add`.
-        pub(crate) fn add(&self, value: u64, ord: Ordering) {
-            self.get().fetch_add(value, ord);
+        pub(crate) fn add<O: RmwOrdering>(&self, value: u64, _: O) {
+            self.get().fetch_add(value, O::ORD);
         }
     }
 }
@@ -202,7 +238,7 @@ mod fallback_set_once {
 
     /// # Invariants
     ///
-    /// `value` is initialised exactly when `state` is `READY`, and is not written after.
+    /// When `state` is `READY`, `value` is initialised and is not written again.
     pub(crate) struct SetOnce<T> {
         state: AtomicU8,
         value: UnsafeCell<MaybeUninit<T>>,

@@ -123,6 +123,8 @@ needed=(rust/libcore.rmeta rust/libkernel.rmeta rust/libmacros.so)
 # The tree's own architecture (its arch Makefile decides about target.json: x86's uses it).
 srcarch=x86
 [ "$(cfg CONFIG_ARM64)" = y ] && srcarch=arm64
+[ "$(cfg CONFIG_RISCV)" = y ] && srcarch=riscv
+[ "$(cfg CONFIG_LOONGARCH)" = y ] && srcarch=loongarch
 grep -qs 'scripts/target.json' "$kdir/arch/$srcarch/Makefile" "$kdir/Makefile" && needed+=(scripts/target.json)
 missing=() missing_lib=()
 for f in "${needed[@]}"; do

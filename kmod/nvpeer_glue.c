@@ -92,14 +92,20 @@ static const struct {
 	const int *cap_persistent_pages;
 	typeof(&ib_register_peer_memory_client) register_client;
 	typeof(&ib_unregister_peer_memory_client) unregister_client;
-	const void *peer_private_data;
-	const void *stop_invalidation_notifier;
+	typeof(&ib_get_peer_private_data) peer_private_data;
+	typeof(&ib_umem_stop_invalidation_notifier) stop_invalidation_notifier;
 } weak_refs = {
-	nvidia_p2p_get_pages, nvidia_p2p_put_pages, nvidia_p2p_dma_map_pages,
-	nvidia_p2p_dma_unmap_pages, nvidia_p2p_get_pages_persistent,
-	nvidia_p2p_put_pages_persistent, &nvidia_p2p_cap_persistent_pages,
-	ib_register_peer_memory_client, ib_unregister_peer_memory_client,
-	ib_get_peer_private_data, ib_umem_stop_invalidation_notifier,
+	.get_pages = nvidia_p2p_get_pages,
+	.put_pages = nvidia_p2p_put_pages,
+	.dma_map_pages = nvidia_p2p_dma_map_pages,
+	.dma_unmap_pages = nvidia_p2p_dma_unmap_pages,
+	.get_pages_persistent = nvidia_p2p_get_pages_persistent,
+	.put_pages_persistent = nvidia_p2p_put_pages_persistent,
+	.cap_persistent_pages = &nvidia_p2p_cap_persistent_pages,
+	.register_client = ib_register_peer_memory_client,
+	.unregister_client = ib_unregister_peer_memory_client,
+	.peer_private_data = ib_get_peer_private_data,
+	.stop_invalidation_notifier = ib_umem_stop_invalidation_notifier,
 };
 
 void nvpeer_glue_resolve(struct nvpeer_p2p_api *p2p, struct nvpeer_core_api *core)

@@ -57,7 +57,7 @@ impl SysfsDir {
     fn create(core_id: &'static CStr) -> Result<Self> {
         // SAFETY: called once from module init; the glue keeps its kobject in a static that only
         // `nvpeer_glue_sysfs_exit` (our `Drop`) releases; `core_id` is a static string.
-        kernel::error::to_result(unsafe { ffi::nvpeer_glue_sysfs_init(core_id.as_char_ptr().cast()) })
+        kernel::error::to_result(unsafe { ffi::nvpeer_glue_sysfs_init(compat::char_ptr(core_id).cast()) })
             .inspect_err(|e| pr_err!("cannot create /sys/module/<name>/nvpeer: {:?}\n", e))?;
         Ok(Self)
     }
@@ -79,7 +79,7 @@ struct NvPeer {
 fn refuse_other_implementations() -> Result {
     let name = OTHER_IMPLEMENTATION;
     // SAFETY: a NUL-terminated name.
-    if unsafe { ffi::nvpeer_glue_module_loaded(name.as_char_ptr().cast()) } {
+    if unsafe { ffi::nvpeer_glue_module_loaded(compat::char_ptr(name).cast()) } {
         pr_err!(
             "{} is loaded: only one GPU peer-memory module may run (they register the same clients); `rmmod {}` first\n",
             name.to_str().unwrap_or("?"),

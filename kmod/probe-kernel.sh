@@ -6,7 +6,9 @@
 # the names its built artefacts carry (rust/libkernel.rmeta, rust/libmacros.so: header trees
 # such as Ubuntu's linux-lib-rust, which ship no sources).
 # NVPEER_COMPAT_WITHOUT="cfg ..." drops features the tree has, so that the fallbacks of compat.rs
-# build and run on a new kernel too (tests/scenarios and tests/install use it).
+# build and run on a new kernel too (tests/compat/test-fallbacks.sh uses it).
+# The artefacts carry only what the tree's config compiled, so their strings are chosen to be
+# ones no other code of the kernel crate carries (tests/compat/test-fallbacks.sh plants lookalikes).
 src=$1 obj=${2:-$1}
 
 # has FEATURE SOURCE-FILE SOURCE-PATTERN ARTEFACT ARTEFACT-STRING
@@ -20,13 +22,15 @@ has() {
     echo "--cfg $1"
 }
 
-# kernel::sync::atomic's Atomic<T> (LKMM atomics for Rust).
-has nvpeer_kernel_atomic kernel/sync/atomic.rs 'pub struct Atomic<' libkernel.rmeta 'AtomicBasicOps'
+# kernel::sync::atomic's Atomic<T> (LKMM atomics for Rust) for the types compat.rs's users need:
+# bool and raw pointers (besides the integers).
+has nvpeer_kernel_atomic kernel/sync/atomic/predefine.rs 'AtomicType for \*mut T' libkernel.rmeta 'AtomicBasicOps'
 # kernel::sync::SetOnce.
 has nvpeer_kernel_set_once kernel/sync/set_once.rs 'pub struct SetOnce<' libkernel.rmeta 'SetOnce'
 # module!'s `authors: [..]` key (the single `author:` before it).
 has nvpeer_module_authors macros/module.rs '\bauthors\b' libmacros.so 'authors'
 # THIS_MODULE as ModuleMetadata's associated const (a static at the crate root before); in the
-# metadata, the const's own name (the docs only quote it, in backticks).
-has nvpeer_this_module_meta kernel/module.rs 'const THIS_MODULE: ThisModule;' libkernel.rmeta '(?<!`)THIS_MODULE(?!`)'
+# metadata, the doc of kernel::module::this_module, which came with it (a bare THIS_MODULE is no
+# sign: 7.2's configfs macros name the crate-root static).
+has nvpeer_this_module_meta kernel/module.rs 'const THIS_MODULE: ThisModule;' libkernel.rmeta 'Returns a reference to the `THIS_MODULE` of the given module type'
 exit 0
