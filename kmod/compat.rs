@@ -8,7 +8,7 @@
 //!
 //! | cfg                       | the tree has                                   | 6.12 | 7.2 | 7.3 |
 //! |---------------------------|------------------------------------------------|------|-----|-----|
-//! | `nvpeer_kernel_atomic`    | `kernel::sync::atomic` (LKMM `Atomic<T>`)      | no   | yes | yes |
+//! | `nvpeer_kernel_atomic`    | `kernel::sync::atomic`, `Atomic<bool/*mut T>`  | no   | yes | yes |
 //! | `nvpeer_kernel_set_once`  | `kernel::sync::SetOnce`                        | no   | yes | yes |
 //! | `nvpeer_module_authors`   | `module!`'s `authors: [..]` (not `author:`)    | no   | yes | yes |
 //! | `nvpeer_this_module_meta` | `THIS_MODULE` as `ModuleMetadata::THIS_MODULE` | no   | no  | yes |
