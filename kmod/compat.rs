@@ -174,8 +174,6 @@ mod fallback_atomic {
     #[repr(transparent)]
     pub(crate) struct Atomic<T>(UnsafeCell<T>);
 
-    // SAFETY: every access is atomic (type invariant).
-    unsafe impl<T: Send> Sync for Atomic<T> {}
 
     const _: () = assert!(core::mem::align_of::<u64>() == core::mem::align_of::<AtomicU64>());
     const _: () = assert!(core::mem::align_of::<bool>() == core::mem::align_of::<AtomicBool>());
@@ -192,6 +190,10 @@ mod fallback_atomic {
 
     macro_rules! atomic_ops {
         ($t:ty, $core:ty) => {
+            // SAFETY: every access is atomic (type invariant); as the kernel's `Atomic`, shared
+            // use of an atomic pointer says nothing about what it points to.
+            unsafe impl Sync for Atomic<$t> {}
+
             // Not every type uses every operation.
             #[allow(dead_code)]
             impl Atomic<$t> {

@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The per-registration context: one per successful `acquire`, shared by the IB core (through
-//! `client_context`) and by NVIDIA (through the free callback's `data`), so it is reference
-//! counted (`Arc`) and driven by an explicit state machine.
+//! `client_context`) and by its pin (`pin`: the invalidating pin's free callback revokes every
+//! registration on it), so it is reference counted (`Arc`) and driven by an explicit state
+//! machine. The NVIDIA pin itself is a [`SharedPin`], which registrations of the same range by
+//! the same process share; the DMA mapping is the registration's own (one per NIC).
 //!
-//! States and transitions (the callback is NVIDIA's free callback, i.e. a cudaFree):
+//! States and transitions (a revocation is the pin's free callback, i.e. a cudaFree):
 //!
 //! ```text
-//!   Pinning --pinned--> Acquired --get_pages--> Pinned --dma_map--> Mapping --ok--> Mapped
-//!      |                   |                    ^  |                   |             |
-//!      |                   |                    |  +--put_pages/release--> Unpinning --> Unpinned
-//!      |                   |                    |                              |
-//!      |                   |                    |                              +--NVIDIA refused--> UnpinFailed
-//!      |                   |                    +---------dma_unmap------------------------+
-//!      +----callback-------+------callback------+-----callback--------+--> Revoked     (no NIC use yet:
+//!   Pinning --pinned/joined--> Acquired --get_pages--> Pinned --dma_map--> Mapping --ok--> Mapped
+//!      |                          |                    ^  |                   |             |
+//!      |                          |                    |  +--put_pages/release--> Unpinning --> Unpinned
+//!      |                          |                    |                              |   (left the pin;
+//!      |                          |                    +---------dma_unmap------------+    the last one unpins)
+//!      +-------revocation---------+----revocation------+-----revocation------+--> Revoked  (no NIC use yet:
 //!                                                                          the core is told nothing)
-//!   Mapped --callback--> Invalidating (the core's invalidate runs, lock dropped) --> Revoked
-//!   Unpinning, UnpinFailed --callback--> Revoked (the callback won the race with put_pages,
-//!                                                 or freed what NVIDIA refused to unpin)
+//!   Mapped --revocation--> Invalidating (the core's invalidate runs, lock dropped) --> Revoked
+//!   Unpinning --revocation--> Revoked (the callback won the race with put_pages)
 //! ```
 //!
 //! In `Revoked` NVIDIA has freed (or is about to free, when the callback returns) the page table
@@ -48,6 +48,8 @@
 //!   invalidate.
 //! - `mapping_lock` -> `inner`, RM -> `inner`, `inner` -> NVIDIA's per-table mapping semaphore
 //!   (`dma_unmap_pages`, which takes no RM lock).
+//! - The same outer locks -> the pin registry's lock (`pin`). It and `inner` are never held
+//!   together.
 //!
 //! `inner` is innermost: never held across a call into the IB core or into an NVIDIA function
 //! that takes the RM lock. The `mapping_lock <-> RM` cycle between lock classes is made safe per
@@ -55,21 +57,21 @@
 //! stand-in, its semaphore): the callback waits for a umem's `mapping_lock` only after moving
 //! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
 //! that `mapping_lock` re-checks the state under `inner` before calling an RM-locking function
-//! and calls none in `Invalidating` (nor in `Revoked`).
-
-use core::ffi::c_void;
-use core::ptr::NonNull;
+//! and calls none in `Invalidating` (nor in `Revoked`). A shared pin keeps it: the callback
+//! marks the pin `Revoked` before it revokes any member, so a member's `put_pages` (under its own
+//! `mapping_lock`) that finds another member being invalidated never unpins; and the threads
+//! holding a member's `mapping_lock` call RM only for that member (its `dma_map`, or the last
+//! `put_pages`), which the callback then does not wait for.
 
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
-use crate::compat;
-
 use crate::client::{ClientKind, ClientSlot};
-use crate::ffi;
 use crate::log::{nv_dbg, nv_err, nv_warn};
+use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PciDevRef, GPU_PAGE_SIZE};
+use crate::pin::{PinRef, SharedPin};
 use crate::sg::{Layout, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -96,131 +98,25 @@ impl GpuRange {
     }
 }
 
-/// A pin held on NVIDIA memory.
-///
-/// # Invariants
-///
-/// `table` was returned by a successful pin of the context's range and has not been unpinned.
-/// It stays valid while the owning context's state holds this `GpuPin` (a revocation first moves
-/// the state to `Invalidating`/`Revoked` under the context's lock, taking the `GpuPin` out; a
-/// pin is published into the state only under that lock after checking no revocation ran).
-/// `nvidia_ref` is `Some` exactly for pins with a free callback.
-struct GpuPin {
-    table: NonNull<ffi::nvidia_p2p_page_table>,
-    nvidia_ref: Option<NvidiaRef>,
-}
-
-// SAFETY: an NVIDIA handle and a reference count, usable from any thread.
-unsafe impl Send for GpuPin {}
-
-/// The context reference NVIDIA holds as the free callback's `data` (invalidating client).
-///
-/// # Invariants
-///
-/// `ptr` came from `Arc::into_raw` and that reference is outstanding: it is taken back exactly
-/// once, by `free_callback` (NVIDIA calls it at most once) or by [`NvidiaRef::reclaim`] once
-/// NVIDIA will not call it. Dropping the token only forgets it: the callback owns the reference
-/// then, which is what the state machine does when a revocation replaces the pin.
-struct NvidiaRef {
-    ptr: *const RegContext,
-}
-
-// SAFETY: stands for one `Arc<RegContext>` count, and `Arc<RegContext>` is `Send`.
-unsafe impl Send for NvidiaRef {}
-
-impl NvidiaRef {
-    fn new(ctx: &Arc<RegContext>) -> Self {
-        // INVARIANT: a reference of its own, not taken back yet.
-        Self { ptr: Arc::into_raw(ctx.clone()) }
-    }
-
-    /// The free callback's `data`.
-    fn data(&self) -> *mut c_void {
-        self.ptr.cast_mut().cast()
-    }
-
-    /// Gives the token up: NVIDIA's free callback takes (or took) the reference back.
-    fn leave_to_callback(self) {
-        core::mem::forget(self);
-    }
-
-    /// Takes the reference back.
-    ///
-    /// # Safety
-    ///
-    /// NVIDIA will never call the free callback with this `data`: `get_pages` failed, or
-    /// `put_pages` succeeded before the callback ran (RM unlinks the pin and calls the callback
-    /// in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
-    unsafe fn reclaim(self) -> Arc<RegContext> {
-        let ptr = self.ptr;
-        core::mem::forget(self);
-        // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
-        // else takes it back.
-        unsafe { Arc::from_raw(ptr) }
-    }
-}
-
-impl Drop for NvidiaRef {
-    fn drop(&mut self) {
-        // Not reached: every path ends a token with `reclaim` or `leave_to_callback`.
-        stats::failure(Op::FreeCallback, EINVAL);
-        nv_err!("a free-callback context reference was dropped undecided: a context is left behind\n");
-    }
-}
-
-/// A reference on this module, held by every context.
-///
-/// # Invariants
-///
-/// Holds one reference taken by a successful `try_module_get`.
-struct ModuleRef(());
-
-impl ModuleRef {
-    /// `None` once rmmod began: a module being removed takes no new registration
-    /// (`__module_get` would, and leave a context the core can no longer be told to revoke:
-    /// REVIEW-KMOD C1).
-    fn try_get() -> Option<Self> {
-        // SAFETY: this module's own `struct module`, valid while its code runs.
-        // INVARIANT: a reference is held when it returns true.
-        unsafe { bindings::try_module_get(compat::this_module()) }.then_some(Self(()))
-    }
-}
-
-impl Drop for ModuleRef {
-    fn drop(&mut self) {
-        // The last thing a context does before its memory is freed (the field is declared
-        // last). On NVIDIA's free-callback path the thread still runs a few instructions of this
-        // module after it (the context's kfree and the returns into NVIDIA), so a rmmod that ran
-        // to its end within them would leave it in freed text (REVIEW-KMOD C5). Only NVIDIA
-        // could close that, by pinning the callback's module; its own module has the same gap.
-        // SAFETY: by the invariant we hold a reference.
-        unsafe { bindings::module_put(compat::this_module()) };
-    }
-}
-
 enum State {
-    /// A pin is being taken (NVIDIA's lock may be held by a racing callback).
+    /// A pin is being taken or joined (NVIDIA's lock may be held by a racing callback).
     Pinning,
-    /// Pinned by `acquire`; kept for `get_pages` (one pin per registration).
-    Acquired(GpuPin),
+    /// Pinned by `acquire`; kept for `get_pages` (one pin per registration at most).
+    Acquired(PinRef),
     /// `get_pages` done; not visible to the NIC.
-    Pinned(GpuPin),
+    Pinned(PinRef),
     /// `dma_map` is calling NVIDIA (lock dropped).
-    Mapping(GpuPin),
+    Mapping(PinRef),
     /// DMA addresses handed to the core: the NIC may use them.
-    Mapped(GpuPin, DmaMapping),
+    Mapped(PinRef, DmaMapping),
     /// The free callback is telling the core to stop the NIC (lock dropped).
     Invalidating,
     /// NVIDIA revoked the memory: nothing of NVIDIA's may be touched.
     Revoked,
-    /// `put_pages`/`release` is calling NVIDIA to unpin (lock dropped).
+    /// `put_pages`/`release` is leaving the pin (lock dropped; the last one unpins).
     Unpinning,
-    /// No pin: never pinned, unpinned, or freed by NVIDIA's callback during `put_pages`.
+    /// No pin: never pinned, or left.
     Unpinned,
-    /// NVIDIA refused to unpin: it may still hold the pin and, for a pin with a callback, our
-    /// reference and the callback. Still counted as pinned until that callback reports the
-    /// memory freed (a persistent pin stays counted: NVIDIA keeps it).
-    UnpinFailed,
 }
 
 impl State {
@@ -235,7 +131,6 @@ impl State {
             State::Revoked => "revoked",
             State::Unpinning => "unpinning",
             State::Unpinned => "unpinned",
-            State::UnpinFailed => "unpin-failed",
         }
     }
 }
@@ -253,12 +148,9 @@ struct Inner {
 ///
 /// # Invariants
 ///
-/// - For an invalidating client, exactly one [`NvidiaRef`] is outstanding from a successful
-///   `get_pages` until `free_callback` takes it back or a successful `put_pages` that the
-///   callback did not race reclaims it (a failed `put_pages` leaves it with NVIDIA).
+/// - A state holding a [`PinRef`] holds it from a successful [`SharedPin::acquire`] for this
+///   context until the context left the pin ([`SharedPin::leave`]) or was revoked by it.
 /// - `module` holds a module reference for the whole life of the context.
-/// - `PinnedPages`/`PinnedBytes` count the range from a successful pin until NVIDIA no longer
-///   holds it (unpinned, or its callback ran).
 #[pin_data(PinnedDrop)]
 pub(crate) struct RegContext {
     client: &'static ClientSlot,
@@ -322,57 +214,30 @@ impl RegContext {
         }
     }
 
-    /// Pins the range: state `Pinning` -> `Acquired`, or it ends `Unpinned` (NVIDIA refused) or
-    /// `Revoked` (a cudaFree's callback ran before we took the lock again).
+    /// Pins the range or joins its live pin: state `Pinning` -> `Acquired`, or it ends
+    /// `Unpinned` (NVIDIA refused) or `Revoked` (a cudaFree's callback ran before we took the
+    /// lock again).
     fn pin(self: &Arc<Self>) -> Result {
-        let api = Api::get().ok_or(ENODEV)?;
-        stats::inc(Stat::PinCalls);
-        let result = match self.client.kind() {
-            ClientKind::Persistent => {
-                // SAFETY: not called from a free callback (acquire/get_pages context).
-                unsafe { api.get_pages_persistent(self.range.start, self.range.len) }
-                    .map(|table| (table, None))
-            }
-            ClientKind::Invalidating => {
-                // NVIDIA holds this reference for the callback (see `NvidiaRef`).
-                let nvidia_ref = NvidiaRef::new(self);
-                // SAFETY: not in a callback; `data` stays valid until the callback ran or the
-                // pin is put (it is a context reference of its own).
-                let r = unsafe {
-                    api.get_pages(self.range.start, self.range.len, free_callback, nvidia_ref.data())
-                };
-                match r {
-                    Ok(table) => Ok((table, Some(nvidia_ref))),
-                    Err(e) => {
-                        // SAFETY: get_pages failed, so no callback was registered.
-                        drop(unsafe { nvidia_ref.reclaim() });
-                        Err(e)
-                    }
-                }
-            }
-        };
+        let result = SharedPin::acquire(self.client, self.range, self);
         // Checking for a revocation and publishing the pin is one critical section: a callback
-        // that runs after get_pages returned and before this lock sees `Pinning` and leaves
-        // `Revoked`, which must never be overwritten (the table is freed and the callback took
-        // NVIDIA's reference).
+        // that ran meanwhile saw `Pinning` and left `Revoked`, which must never be overwritten.
         let mut inner = self.inner.lock();
         match result {
-            Ok((_, nvidia_ref)) if !matches!(inner.state, State::Pinning) => {
-                if let Some(r) = nvidia_ref {
-                    r.leave_to_callback();
-                }
-                Err(EFAULT)
-            }
-            Ok((table, nvidia_ref)) => {
-                stats::add(Stat::PinnedPages, self.range.pages());
-                stats::add(Stat::PinnedBytes, self.range.len);
-                // INVARIANT: a successful pin, not revoked (checked under `inner`); the token
-                // exactly for callbacks.
-                inner.state = State::Acquired(GpuPin { table, nvidia_ref });
+            Ok(pin) if matches!(inner.state, State::Pinning) => {
+                // INVARIANT: from a successful `SharedPin::acquire` for this context.
+                inner.state = State::Acquired(pin);
                 Ok(())
             }
+            Ok(pin) => {
+                drop(inner);
+                // Revoked: the pin's callback took this context off it already.
+                pin.pin().leave(self);
+                Err(EFAULT)
+            }
             Err(e) => {
-                inner.state = State::Unpinned;
+                if matches!(inner.state, State::Pinning) {
+                    inner.state = State::Unpinned;
+                }
                 Err(e)
             }
         }
@@ -429,7 +294,7 @@ impl RegContext {
             match core::mem::replace(&mut inner.state, State::Unpinned) {
                 State::Pinned(pin) => {
                     // SAFETY: not revoked while we hold `inner`: the table is live.
-                    let info = match unsafe { p2p::table_info(pin.table) } {
+                    let info = match unsafe { p2p::table_info(pin.table()) } {
                         Ok(info) if u64::from(info.entries) == self.range.pages() => info,
                         Ok(info) => {
                             inner.state = State::Pinned(pin);
@@ -448,7 +313,7 @@ impl RegContext {
                         "dma_map {:#x}+{:#x}: table v{:#x}, {} pages, cpu_cacheable={}",
                         self.range.start, self.range.len, info.version, info.entries, info.cpu_cacheable
                     );
-                    let table = pin.table;
+                    let table = pin.table();
                     inner.state = State::Mapping(pin);
                     table
                 }
@@ -521,7 +386,7 @@ impl RegContext {
             }
             Err(e) => {
                 // SAFETY: table and mapping live (`inner` held, not revoked); no RM lock taken.
-                let _ = unsafe { api.dma_unmap_pages(pin.table, &mapping) };
+                let _ = unsafe { api.dma_unmap_pages(pin.table(), &mapping) };
                 inner.state = State::Pinned(pin);
                 nv_err!("dma_map {:#x}: building the sg_table failed: {:?}\n", self.range.start, e);
                 Err(e)
@@ -537,7 +402,7 @@ impl RegContext {
             State::Mapped(pin, mapping) => {
                 if let Some(api) = Api::get() {
                     // SAFETY: live table and mapping (`inner` held, not revoked); takes no RM lock.
-                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table, &mapping) } {
+                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table(), &mapping) } {
                         stats::failure(Op::DmaUnmap, e);
                         nv_err!("dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n", self.range.start, e);
                     }
@@ -553,106 +418,54 @@ impl RegContext {
         }
     }
 
-    /// `put_pages` and the unpin part of `release`.
+    /// `put_pages` and the unpin part of `release`: leaves the pin (the last registration on it
+    /// unpins).
     pub(crate) fn unpin(self: &Arc<Self>) {
         if self.inner.lock().state_is_mapped() {
             // The core skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
             self.dma_unmap();
         }
-        let Some(api) = Api::get() else { return };
         let pin = {
             let mut inner = self.inner.lock();
             inner.sg = None;
             match core::mem::replace(&mut inner.state, State::Unpinning) {
                 State::Acquired(pin) | State::Pinned(pin) => pin,
                 other => {
-                    // Revoked, being revoked (NVIDIA frees it), never pinned or already tried.
+                    // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
                     inner.state = other;
                     return;
                 }
             }
         };
-        stats::inc(Stat::UnpinCalls);
-        let GpuPin { table, nvidia_ref } = pin;
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
-        let result = match self.client.kind() {
-            // SAFETY: see above; the persistent pin is ours and not used afterwards.
-            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table) },
-            // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table) },
-        };
+        pin.pin().leave(self);
+        drop(pin);
         let mut inner = self.inner.lock();
-        let callback_ran = matches!(inner.state, State::Revoked);
-        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.range.start, result, callback_ran);
-        if callback_ran {
-            // The callback won the race for the RM lock: NVIDIA freed the pin and the table
-            // before our call reached RM (which answered 0, or met another pin's table: the
-            // `p2p` module documentation), took its reference back and uncounted the pin.
+        if matches!(inner.state, State::Unpinning) {
             inner.state = State::Unpinned;
-            drop(inner);
-            if let Some(r) = nvidia_ref {
-                r.leave_to_callback();
-            }
-            return;
         }
-        match result {
-            Ok(()) => {
-                inner.state = State::Unpinned;
-                drop(inner);
-                stats::sub(Stat::PinnedPages, self.range.pages());
-                stats::sub(Stat::PinnedBytes, self.range.len);
-                if let Some(nvidia_ref) = nvidia_ref {
-                    // SAFETY: put_pages succeeded and the callback had not run: NVIDIA dropped
-                    // it. Not the last reference (the caller holds `self`).
-                    drop(unsafe { nvidia_ref.reclaim() });
-                }
-            }
-            Err(e) => {
-                // The pin may still be registered with NVIDIA: it keeps its reference (the
-                // callback takes it back when the memory is freed), and the pin stays counted.
-                inner.state = State::UnpinFailed;
-                drop(inner);
-                if let Some(r) = nvidia_ref {
-                    r.leave_to_callback();
-                }
-                stats::failure(Op::PutPages, e);
-                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.range.start, e);
-            }
-        }
+        nv_dbg!("unpin {:#x}: left its pin ({})", self.range.start, inner.state.name());
     }
 
-    /// NVIDIA's free callback: the memory is being freed (cudaFree) under its RM lock.
-    fn revoke(self: &Arc<Self>) {
+    /// Revokes this registration: its pin's free callback runs (cudaFree, under NVIDIA's RM
+    /// lock), and the pin is already `Revoked`.
+    pub(crate) fn revoke(self: &Arc<Self>) {
         let mut inner = self.inner.lock();
-        let mut old = core::mem::replace(&mut inner.state, State::Revoked);
-        // (mapped: the NIC may be using it; counted: the pin is in PinnedPages/Bytes)
-        let (was_mapped, counted) = match &old {
-            State::Mapped(..) => (true, true),
-            State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning
-            | State::UnpinFailed => (false, true),
-            // Fired inside get_pages, or after it returned but before `pin` took the lock again:
-            // `pin` sees `Revoked` and reports the pin as failed, never counted.
-            State::Pinning => (false, false),
+        let old = core::mem::replace(&mut inner.state, State::Revoked);
+        let was_mapped = match &old {
+            State::Mapped(..) => true,
+            // Not visible to the NIC yet, or leaving: a pending `pin`/`dma_map` sees `Revoked`.
+            State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning => {
+                false
+            }
             State::Invalidating | State::Revoked | State::Unpinned => {
                 // Already revoked or unpinned: nothing to do.
                 inner.state = old;
                 return;
             }
         };
-        if let State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) =
-            &mut old
-        {
-            // This very callback takes NVIDIA's reference back (`free_callback`).
-            if let Some(r) = pin.nvidia_ref.take() {
-                r.leave_to_callback();
-            }
-        }
         stats::inc(Stat::Revocations);
-        if counted {
-            stats::sub(Stat::PinnedPages, self.range.pages());
-            stats::sub(Stat::PinnedBytes, self.range.len);
-        }
         if was_mapped {
             inner.state = State::Invalidating;
             let core_context = inner.core_context;
@@ -670,9 +483,10 @@ impl RegContext {
             drop(inner);
             nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", self.range.start);
         }
-        // NVIDIA frees the mapping when we return; our PCI device reference goes no earlier than
-        // the end of the core's invalidate (best effort: the NIC's ib_device keeps the device
-        // alive anyway, and a dma_map racing this drops its own mapping value at once).
+        // NVIDIA frees the mapping when the callback returns; our PCI device reference goes no
+        // earlier than the end of the core's invalidate (best effort: the NIC's ib_device keeps
+        // the device alive anyway, and a dma_map racing this drops its own mapping value at
+        // once).
         drop(old);
     }
 }
@@ -688,22 +502,4 @@ impl PinnedDrop for RegContext {
     fn drop(self: core::pin::Pin<&mut Self>) {
         stats::sub(Stat::LiveContexts, 1);
     }
-}
-
-/// NVIDIA's free callback for non-persistent pins; `data` is the context reference from `pin`.
-///
-/// # Safety
-///
-/// Only called by NVIDIA, at most once per successful `nvidia_p2p_get_pages`, with the `data`
-/// given there, and never after a successful `nvidia_p2p_put_pages` of that pin.
-unsafe extern "C" fn free_callback(data: *mut c_void) {
-    if data.is_null() {
-        stats::failure(Op::FreeCallback, EINVAL);
-        nv_err!("free callback without a context\n");
-        return;
-    }
-    // SAFETY: `data` is an `NvidiaRef` of ours (caller), now taken back, once.
-    let ctx = unsafe { Arc::from_raw(data.cast::<RegContext>()) };
-    ctx.revoke();
-    // Dropping NVIDIA's reference last: the context outlives everything above.
 }

@@ -11,6 +11,8 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/pci.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/ratelimit.h>
 #include <linux/scatterlist.h>
 #include <linux/sysfs.h>
@@ -34,6 +36,11 @@ module_param(persistent_api_support, int, 0444);
 MODULE_PARM_DESC(persistent_api_support,
 		 "Set level of support for persistent APIs, 0 [legacy] or 1 [default]");
 
+static int share_pins = 1;
+module_param(share_pins, int, 0444);
+MODULE_PARM_DESC(share_pins,
+		 "Registrations of the same GPU range by one process share one NVIDIA pin: 1 [default] the invalidating client's, 2 also the persistent client's (only if applications never free registered memory), 0 [one pin per registration]");
+
 int nvpeer_glue_peerdirect_support(void)
 {
 	return peerdirect_support;
@@ -42,6 +49,11 @@ int nvpeer_glue_peerdirect_support(void)
 int nvpeer_glue_persistent_api_support(void)
 {
 	return persistent_api_support;
+}
+
+int nvpeer_glue_share_pins(void)
+{
+	return share_pins;
 }
 
 const char *nvpeer_glue_version(void)
@@ -159,6 +171,20 @@ void nvpeer_glue_pci_dev_put(struct pci_dev *pdev)
 	pci_dev_put(pdev);
 }
 
+void *nvpeer_glue_current_mm_grab(void)
+{
+	struct mm_struct *mm = current->mm;
+
+	if (mm)
+		mmgrab(mm);
+	return mm;
+}
+
+void nvpeer_glue_mm_drop(void *mm)
+{
+	mmdrop(mm);
+}
+
 bool nvpeer_glue_ratelimit(void)
 {
 	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);
@@ -200,6 +226,8 @@ static const char *const stat_names[NVPEER_STAT_COUNT] = {
 	[NVPEER_STAT_REVOCATIONS] = "revocations",
 	[NVPEER_STAT_INVALIDATE_CALLS] = "invalidate_calls",
 	[NVPEER_STAT_FAILURES] = "failures",
+	[NVPEER_STAT_PIN_SHARES] = "pin_shares",
+	[NVPEER_STAT_LIVE_PINS] = "live_pins",
 };
 
 static const char *const op_names[NVPEER_OP_COUNT] = {

@@ -18,6 +18,7 @@ struct scatterlist;
 /* Module parameters: declared in C so they appear read-only under /sys/module/<name>/parameters. */
 int nvpeer_glue_peerdirect_support(void);
 int nvpeer_glue_persistent_api_support(void);
+int nvpeer_glue_share_pins(void);
 
 /*
  * The foreign functions, resolved at load time through weak references: a missing provider
@@ -70,6 +71,13 @@ unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
 struct pci_dev *nvpeer_glue_pci_dev_get(struct device *dev);
 void nvpeer_glue_pci_dev_put(struct pci_dev *pdev);
 
+/*
+ * The calling task's mm_struct with mmgrab() taken (NULL for a kernel thread), and its mmdrop():
+ * the key of a shared pin, kept from being reused for another process while the pin lives.
+ */
+void *nvpeer_glue_current_mm_grab(void);
+void nvpeer_glue_mm_drop(void *mm);
+
 /* Rate limit shared by every error log line (5 s, burst 10). */
 bool nvpeer_glue_ratelimit(void);
 /* Dynamic debug: `echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control`. */
@@ -91,6 +99,8 @@ enum nvpeer_stat {
 	NVPEER_STAT_REVOCATIONS,
 	NVPEER_STAT_INVALIDATE_CALLS,
 	NVPEER_STAT_FAILURES,
+	NVPEER_STAT_PIN_SHARES,
+	NVPEER_STAT_LIVE_PINS,
 	NVPEER_STAT_COUNT
 };
 

@@ -17,8 +17,10 @@ mod context;
 mod core_gen;
 mod ffi;
 mod log;
+mod module_ref;
 mod p2p;
 mod params;
+mod pin;
 mod sg;
 mod stats;
 
@@ -26,6 +28,7 @@ use client::{ClientKind, Form, Registration};
 use core_gen::{CoreGeneration, CorePlan};
 use p2p::{Api, PersistentApi};
 use params::{Params, PersistentApiSupport};
+use pin::RegistryOwner;
 
 #[cfg(not(nvpeer_legacy_name))]
 compat::nvpeer_module!(
@@ -70,9 +73,11 @@ impl Drop for SysfsDir {
     }
 }
 
-/// The loaded module. Fields drop in order: clients are unregistered before sysfs goes.
+/// The loaded module. Fields drop in order: clients are unregistered before the pin registry
+/// and sysfs go.
 struct NvPeer {
     _clients: KVec<Registration>,
+    _pins: RegistryOwner,
     _sysfs: SysfsDir,
 }
 
@@ -141,6 +146,7 @@ impl kernel::Module for NvPeer {
             .map_err(|_| EINVAL)?;
 
         let planned = plan(&params, api.persistent())?;
+        let pins = RegistryOwner::install(params.share_pins)?;
         // Reserved before the first registration, so that nothing after it can fail but a later
         // registration itself: a failed init frees the module whatever its reference count, and
         // a context NVIDIA still held (after a failed put_pages) would then call freed code.
@@ -173,16 +179,18 @@ impl kernel::Module for NvPeer {
             None => "coalesced",
         };
         pr_info!(
-            "nvpeer {} loaded: core {} ({}), peerdirect_support={} persistent_api_support={}, sg entries {}\n",
+            "nvpeer {} loaded: core {} ({}), peerdirect_support={} persistent_api_support={} share_pins={}, sg entries {}\n",
             version,
             generation.id().to_str().unwrap_or("?"),
             generation.description(),
             params.peerdirect_value,
             params.persistent_api_value,
+            params.share_pins_value,
             sg_entries
         );
         Ok(Self {
             _clients: clients,
+            _pins: pins,
             _sysfs: sysfs,
         })
     }

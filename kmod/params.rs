@@ -6,6 +6,7 @@
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::pin::Sharing;
 
 /// Which MOFED peer-memory ABI the invalidating client is registered with (`peerdirect_support`).
 /// Only a hint since the core's generation is detected at load (`core_gen`).
@@ -35,6 +36,10 @@ pub(crate) struct Params {
     pub(crate) persistent_api: PersistentApiSupport,
     /// `persistent_api_support` as given, for log lines.
     pub(crate) persistent_api_value: i32,
+    /// `share_pins` (ours): which registrations of one range by one process share an NVIDIA pin.
+    pub(crate) share_pins: Sharing,
+    /// `share_pins` as given, for log lines.
+    pub(crate) share_pins_value: i32,
 }
 
 impl Params {
@@ -43,10 +48,11 @@ impl Params {
     pub(crate) fn from_module() -> Result<Self> {
         // SAFETY: plain getters of `int` module parameters that are only written by the module
         // loader before init runs.
-        let (peerdirect, persistent_api) = unsafe {
+        let (peerdirect, persistent_api, share_pins) = unsafe {
             (
                 ffi::nvpeer_glue_peerdirect_support(),
                 ffi::nvpeer_glue_persistent_api_support(),
+                ffi::nvpeer_glue_share_pins(),
             )
         };
         let (peerdirect_value, persistent_api_value) = (peerdirect, persistent_api);
@@ -72,11 +78,26 @@ impl Params {
                 return Err(EINVAL);
             }
         };
+        let share_pins_value = share_pins;
+        let share_pins = match share_pins {
+            0 => Sharing::Off,
+            1 => Sharing::Invalidating,
+            2 => Sharing::All,
+            v => {
+                pr_err!(
+                    "invalid share_pins={}: use 1 (the invalidating client's registrations of one range and process share an NVIDIA pin), 2 (the persistent client's too) or 0 (one pin per registration)\n",
+                    v
+                );
+                return Err(EINVAL);
+            }
+        };
         Ok(Self {
             peerdirect,
             peerdirect_value,
             persistent_api,
             persistent_api_value,
+            share_pins,
+            share_pins_value,
         })
     }
 }

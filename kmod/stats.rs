@@ -25,6 +25,8 @@ pub(crate) enum Stat {
     Revocations = ffi::nvpeer_stat_NVPEER_STAT_REVOCATIONS,
     InvalidateCalls = ffi::nvpeer_stat_NVPEER_STAT_INVALIDATE_CALLS,
     Failures = ffi::nvpeer_stat_NVPEER_STAT_FAILURES,
+    PinShares = ffi::nvpeer_stat_NVPEER_STAT_PIN_SHARES,
+    LivePins = ffi::nvpeer_stat_NVPEER_STAT_LIVE_PINS,
 }
 
 /// The operation a failure is counted under; the discriminants are `enum nvpeer_op`.

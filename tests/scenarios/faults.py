@@ -97,6 +97,31 @@ def map_fault(t, nv, core, label, err):
     clean(t, nv, f"{label} dma_map {name(err)}")
 
 
+def shared_map_fault(t, nv, core, label, err):
+    """dma_map fails for the second of two registrations of one range (ours: sharing the first
+    one's pin): the first stays mapped and working, the pin stays held once."""
+    a = nv.alloc(2 * MIB)
+    first = core.reg_mr(a.va, 2 * MIB)
+    pins0 = nv.counters()["pins"] + nv.counters()["persistent_pins"]
+    nv.fault("dma_map", 1, err)
+    rc, reg = register(core, a.va + 0x1000, MIB)
+    if CLIENT[0] == "reference":
+        seen(label, f"second registration's dma_map fails {name(err)}", rc, reg)
+    else:
+        t.eq(f"{label}: shared pin, second dma_map fails {name(err)}: the caller sees {name(err)}",
+             err, rc)
+        t.eq(f"{label}: shared pin, second dma_map fails {name(err)}: the pin is held once",
+             pins0, nv.counters()["pins"] + nv.counters()["persistent_pins"])
+    if reg:
+        core.dereg_mr(reg["id"])
+    core.dma_write(first, 0x100, b"f" * 8)
+    t.eq(f"{label}: shared pin, second dma_map fails {name(err)}: the first MR's NIC DMA lands",
+         b"f" * 8, bytes(a.mm[0x100:0x108]))
+    core.dereg_mr(first)
+    a.free()
+    clean(t, nv, f"{label} shared dma_map {name(err)}")
+
+
 def teardown_fault(t, nv, core, label, fn, err):
     ours = CLIENT[0] == "ours"
     p0 = our_stats().get("pinned_pages", 0) if ours else 0
@@ -163,6 +188,7 @@ def reference_main(only):
                     for fn in ("get_pages", "get_pages_persistent"):
                         pin_fault(t, nv, core, label, fn, err, persistent_only=False)
                     map_fault(t, nv, core, label, err)
+                    shared_map_fault(t, nv, core, label, err)
                     teardown_fault(t, nv, core, label, "dma_unmap", err)
                 if not only:
                     print(f"skip  {label} put_pages failures: its context is freed while NVIDIA "
@@ -198,6 +224,7 @@ def main():
                     for err in ERRNOS:
                         pin_fault(t, nv, core, label, pin_fn, err, persistent_only=(pas == 1))
                         map_fault(t, nv, core, label, err)
+                        shared_map_fault(t, nv, core, label, err)
                         teardown_fault(t, nv, core, label, "dma_unmap", err)
                         teardown_fault(t, nv, core, label, put_fn, err)
                     # A core step failing after the peer mapping (mlx5 mkey creation).

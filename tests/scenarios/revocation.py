@@ -4,7 +4,10 @@ the free callback fires inside acquire's pin, right after acquire, right after g
 dma_map, right after dma_map (the core still holding the umem's mapping_lock), while registered,
 inside put_pages, inside dereg (with and without the core's mapping_lock held), with a dereg
 running while the core's invalidate returns into the callback, concurrently with dereg from
-several threads, from another process, twice, and for two registrations of one buffer. Each case must leave nothing pinned or mapped, no stale
+several threads, from another process, twice, and for two registrations of one buffer; and for
+registrations sharing one pin (ours: one per range and process): a free while N exist, a dereg
+of one racing the free, the others going on after one dereg, another process's registration of
+the same VA pinning on its own. Each case must leave nothing pinned or mapped, no stale
 page-table use, and the VM's detectors (lockdep, KFENCE, kmemleak, hung tasks) silent.
 
 The same matrix runs against NVIDIA's reference module (client "reference", on 5x and
@@ -418,6 +421,173 @@ def two_registrations(c):
     c.settled("two_registrations")
 
 
+SHARED = 4  # registrations of one range in the shared-pin cases
+
+
+def pin_calls(nv_counters):
+    return nv_counters["calls_get_pages"] + nv_counters["calls_get_pages_persistent"]
+
+
+def shared_registrations(c, case, a, n=SHARED, size=2 * MIB):
+    """N registrations of one range (as one per NIC or protection domain): ours pins once,
+    NVIDIA's module twice per registration (its acquire probes). Returns the MR ids."""
+    before = pin_calls(c.nv.counters())
+    mrs = [c.core.reg_mr(a.va + 0x1000 * k, size - 0x1000 * k) for k in range(n)]
+    pins = pin_calls(c.nv.counters()) - before
+    c.t.eq(f"{c.label} {case}: NVIDIA pin calls for {n} registrations of one range",
+           1 if c.ours else 2 * n, pins)
+    if c.ours:
+        st = our_stats()
+        c.t.eq(f"{c.label} {case}: one live pin", 1, st["live_pins"])
+        c.t.eq(f"{c.label} {case}: pinned pages counted once", size >> 16, st["pinned_pages"])
+    return mrs
+
+
+def shared_free(c):
+    """cudaFree while N registrations share one pin: one callback revokes every one of them."""
+    case = "shared_free"
+    a = c.nv.alloc(2 * MIB)
+    mrs = shared_registrations(c, case, a)
+    for k, m in enumerate(mrs):
+        c.core.dma_write(m, 0, bytes([0x40 + k]) * 8)
+        c.t.eq(f"{c.label} {case}: NIC DMA through MR {k} lands", bytes([0x40 + k]) * 8,
+               bytes(a.mm[0x1000 * k:0x1000 * k + 8]))
+    inv0 = our_stats()["invalidate_calls"] if c.ours else 0
+    a.free()
+    c.t.eq(f"{c.label} {case}: free callbacks", 1 if c.ours else SHARED,
+           c.nv.counters()["free_callbacks"])
+    for k, m in enumerate(mrs):
+        c.t.check(f"{c.label} {case}: NIC DMA on MR {k} fails after the free", dma_fails(c.core, m))
+    if c.ours:
+        st = our_stats()
+        c.t.eq(f"{c.label} {case}: the core told to invalidate each registration", SHARED,
+               st["invalidate_calls"] - inv0)
+        c.t.eq(f"{c.label} {case}: no live pin", 0, st["live_pins"])
+    for m in mrs:
+        c.core.dereg_mr(m)
+    c.settled(case)
+
+
+def shared_dereg_one(c):
+    """Deregistering one of N registrations that share a pin leaves the others working; the
+    last dereg unpins."""
+    case = "shared_dereg_one"
+    a = c.nv.alloc(2 * MIB)
+    mrs = shared_registrations(c, case, a)
+    for j, k in enumerate((1, 0, 3)):  # any order; MR 2 last
+        c.core.dereg_mr(mrs[k])
+        c.t.eq(f"{c.label} {case}: NVIDIA pins held after dereg of MR {k}",
+               1 if c.ours else SHARED - j - 1, c.nv.counters()["pins"])
+    c.core.dma_write(mrs[2], 0x2000, b"s" * 8)
+    c.t.eq(f"{c.label} {case}: the remaining MR's NIC DMA lands", b"s" * 8,
+           bytes(a.mm[0x4000:0x4008]))
+    c.core.dereg_mr(mrs[2])
+    a.free()
+    c.t.eq(f"{c.label} {case}: no callback after every dereg", 0, c.nv.counters()["free_callbacks"])
+    c.settled(case)
+
+
+def shared_dereg_race(c, iterations=20):
+    """Dereg of one registration racing the cudaFree that revokes it and the others on its pin,
+    ITERATIONS times: each outcome is clean, the survivors refuse NIC DMA."""
+    case = "shared_dereg_race"
+    if not c.ours:
+        print(f"skip  {c.label} {case}: dereg racing a cudaFree breaks the reference "
+              "(dereg_race, REFERENCE_BREAKS)", flush=True)
+        return
+    errors = []
+    for i in range(iterations):
+        a = c.nv.alloc(MIB)
+        mrs = [c.core.reg_mr(a.va + 0x1000 * k, MIB // 2) for k in range(3)]
+        go = threading.Barrier(2)
+
+        def dereg():
+            go.wait()
+            try:
+                c.core.dereg_mr(mrs[i % 3])
+            except OSError as e:
+                errors.append(("dereg", e.errno))
+
+        th = threading.Thread(target=dereg)
+        th.start()
+        go.wait()
+        try:
+            a.free()
+        except OSError as e:
+            errors.append(("free", e.errno))
+        th.join()
+        for k, m in enumerate(mrs):
+            if k != i % 3:
+                if not dma_fails(c.core, m):
+                    errors.append(("dma after free", k))
+                c.core.dereg_mr(m)
+    totals.add("iterations", iterations)
+    c.t.eq(f"{c.label} {case}: {iterations} dereg/cudaFree races on a shared pin without an error",
+           [], errors)
+    c.settled(case)
+
+
+def shared_other_process(c):
+    """The same VA registered by another process is another process's memory: it must not join
+    the parent's pin (keyed by VA alone it would, and the child's NIC would reach the parent's
+    buffer); NVIDIA is asked, and refuses (CUDA memory belongs to the process that allocated
+    it: the stand-in checks the caller's mm)."""
+    case = "shared_other_process"
+    a = c.nv.alloc(2 * MIB)
+    m1 = c.core.reg_mr(a.va, 2 * MIB)
+    before = pin_calls(c.nv.counters())
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child inherits the mapping and the core's file
+        os.close(r)
+        try:
+            m = c.core.reg_mr(a.va, 2 * MIB)
+            c.core.dereg_mr(m)
+            os.write(w, b"ok")
+        except OSError as e:
+            os.write(w, errno.errorcode.get(e.errno, "?").encode()[:2])
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 2)
+    os.close(r)
+    os.waitpid(pid, 0)
+    c.t.eq(f"{c.label} {case}: the child's registration asks NVIDIA (both clients) and fails",
+           (b"EF", 2), (got, pin_calls(c.nv.counters()) - before))
+    c.core.dma_write(m1, 0, b"o" * 8)
+    c.t.eq(f"{c.label} {case}: the parent's MR still works", b"o" * 8, bytes(a.mm[:8]))
+    c.core.dereg_mr(m1)
+    a.free()
+    c.settled(case)
+
+
+def shared_persistent(c):
+    """Our persistent client: with share_pins=2, N registrations of one range share one
+    persistent pin and the last dereg puts it; by default (share_pins=1) each pins on its own,
+    since nothing would tell a shared persistent pin that its buffer was freed and its VA reused
+    (kmod/pin.rs)."""
+    share = "share_pins=2" in c.st.client_params
+    case = "shared_persistent" + ("" if share else " (not shared by default)")
+    a = c.nv.alloc(2 * MIB)
+    before = pin_calls(c.nv.counters())
+    mrs = [c.core.reg_mr(a.va + 0x1000 * k, 2 * MIB - 0x1000 * k) for k in range(SHARED)]
+    held = 1 if share else SHARED
+    c.t.eq(f"{c.label} {case}: NVIDIA pin calls for {SHARED} registrations", held,
+           pin_calls(c.nv.counters()) - before)
+    c.t.eq(f"{c.label} {case}: persistent pins held", held, c.nv.counters()["persistent_pins"])
+    c.t.eq(f"{c.label} {case}: our live pins", held, our_stats()["live_pins"])
+    for m in mrs[:-1]:
+        c.core.dereg_mr(m)
+    c.t.eq(f"{c.label} {case}: pinned while one MR is left", 1, c.nv.counters()["persistent_pins"])
+    c.core.dma_write(mrs[-1], 0, b"q" * 8)
+    c.t.eq(f"{c.label} {case}: the last MR's NIC DMA lands", b"q" * 8,
+           bytes(a.mm[0x1000 * (SHARED - 1):0x1000 * (SHARED - 1) + 8]))
+    c.core.dereg_mr(mrs[-1])
+    c.t.eq(f"{c.label} {case}: unpinned with the last MR", 0, c.nv.counters()["persistent_pins"])
+    a.free()
+    c.settled(case)
+
+
 def freed_twice(c):
     a = c.nv.alloc(2 * MIB)
     mr = c.core.reg_mr(a.va, 2 * MIB)
@@ -498,7 +668,8 @@ def dereg_race(c, iterations, threads):
 
 CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, in_dma_map_persistent,
          after_dma_map, in_put_pages, free_in_dereg, free_in_dereg_unlocked, dereg_in_callback,
-         two_registrations, freed_twice, other_process)
+         two_registrations, shared_free, shared_dereg_one, shared_dereg_race, shared_other_process,
+         freed_twice, other_process)
 
 
 def combinations(client, gens):
@@ -510,7 +681,8 @@ def combinations(client, gens):
         else:
             pd = "peerdirect_support=1" if gen == "4x" else "peerdirect_support=0"
             yield gen, 535, 0x00020000, [pd, "persistent_api_support=0"], None
-            yield gen, 535, 0x00020000, [pd], (in_dma_map_persistent,)
+            yield gen, 535, 0x00020000, [pd], (in_dma_map_persistent, shared_persistent)
+            yield gen, 535, 0x00020000, [pd, "share_pins=2"], (shared_persistent,)
             yield gen, 530, 0x00010002, [pd, "persistent_api_support=0"], (in_put_pages,)
 
 
@@ -566,7 +738,7 @@ def main():
             continue
         label = f"[{args.client} {gen}" + (f" api{api}" if api != 535 else "") + \
             (" defaults" if args.client == "ours" and "persistent_api_support=0" not in params
-             else "") + "]"
+             else "") + (" share_pins=2" if "share_pins=2" in params else "") + "]"
         print(f"--- {label}", flush=True)
         try:
             with Stack(gen, client=args.client, api=api, pt_version=ptv, client_params=params) as st:

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """Stress (issue 6, item 3): THREADS threads register, use and deregister buffers of random
-sizes for SECONDS seconds, with random revocations (cudaFree while registered, cudaFree racing
+sizes for SECONDS seconds, one to four registrations per buffer (sharing one pin with ours'
+invalidating client),
+with random revocations (cudaFree while registered, cudaFree racing
 dereg from another thread), on every core generation and with both clients: the invalidating
 one (persistent_api_support=0: a cudaFree revokes the MR, NIC DMA then fails) and the
 persistent one (the default: NVIDIA keeps the memory until the MR is deregistered, so NIC DMA
@@ -36,41 +38,52 @@ def worker(nv, core, rng, deadline, stats, errors, lock, persistent):
         a = nv.alloc(size, fragmented=rng.random() < 0.3)
         off = rng.randrange(0, size // 2) & ~0xFFF
         length = rng.randrange(4 * KIB, size - off + 1)
-        mr = None
+        mrs = []
         try:
-            mr = core.reg_mr(a.va + off, length)
+            # One registration, or several of the same range (one per NIC or protection
+            # domain, as multi-rail NCCL/UCX do): they share one pin with ours.
+            for _ in range(rng.choice((1, 1, 2, 4))):
+                mrs.append(core.reg_mr(a.va + off, length))
             pattern = os.urandom(16)
             at = rng.randrange(0, max(length - 16, 1))
-            core.dma_write(mr, at, pattern)
-            if bytes(a.mm[off + at:off + at + 16]) != pattern:
-                errors.append(f"NIC write at {at} of a {length}-byte MR did not land")
+            for mr in mrs:
+                core.dma_write(mr, at, pattern)
+                if bytes(a.mm[off + at:off + at + 16]) != pattern:
+                    errors.append(f"NIC write at {at} of a {length}-byte MR did not land")
+            rng.shuffle(mrs)
             action = rng.choice(("dereg", "revoke", "race"))
             if action == "dereg":
-                core.dereg_mr(mr)
+                while mrs:
+                    core.dereg_mr(mrs.pop())
                 a.free()
             elif action == "revoke":
                 a.free()
-                try:
-                    got = core.dma_read(mr, at, 16)
-                    if not persistent:
-                        errors.append("NIC DMA succeeded on a revoked MR")
-                    elif got != pattern:
-                        errors.append("a persistent MR lost its bytes at the cudaFree")
-                except OSError as e:
-                    if persistent:
-                        errors.append(f"NIC DMA on a persistent MR failed after the cudaFree: {e}")
-                core.dereg_mr(mr)
+                for mr in mrs:
+                    try:
+                        got = core.dma_read(mr, at, 16)
+                        if not persistent:
+                            errors.append("NIC DMA succeeded on a revoked MR")
+                        elif got != pattern:
+                            errors.append("a persistent MR lost its bytes at the cudaFree")
+                    except OSError as e:
+                        if persistent:
+                            errors.append(f"NIC DMA on a persistent MR failed after the cudaFree: {e}")
+                while mrs:
+                    core.dereg_mr(mrs.pop())
             else:
-                th = threading.Thread(target=core.dereg_mr, args=(mr,))
+                # Dereg of one registration races the free of the buffer its pin maps.
+                th = threading.Thread(target=core.dereg_mr, args=(mrs.pop(),))
                 th.start()
                 a.free()
                 th.join()
+                while mrs:
+                    core.dereg_mr(mrs.pop())
             with lock:
                 stats[action] += 1
         except OSError as e:
             with lock:
                 errors.append(f"{type(e).__name__} {e}")
-            if mr is not None:
+            for mr in mrs:
                 try:
                     core.dereg_mr(mr)
                 except OSError:
@@ -115,6 +128,14 @@ def run(t, gen, pas, seconds, threads, seed):
         s = our_stats()
         t.eq(f"{label}: our live contexts 0", 0, s["live_contexts"])
         t.eq(f"{label}: our pinned pages 0", 0, s["pinned_pages"])
+        t.eq(f"{label}: our live pins 0", 0, s["live_pins"])
+        if pas == 0:
+            t.check(f"{label}: registrations of one range shared a pin ({s['pin_shares']} times)",
+                    s["pin_shares"] > 0, s["pin_shares"])
+        else:
+            # share_pins=1: a persistent pin is never shared (a freed and reused VA would join
+            # it: kmod/pin.rs), which this very run's cudaFree-while-registered would expose.
+            t.eq(f"{label}: persistent pins not shared by default", 0, s["pin_shares"])
         nv.reset()
         core.close()
         nv.close()

@@ -31,7 +31,7 @@ fn implementation_id(i: Implementation) -> &'static str {
 }
 
 /// Gauges among the module's `stats/*` files (the rest count events since load).
-const MODULE_GAUGES: [&str; 3] = ["live_contexts", "pinned_pages", "pinned_bytes"];
+const MODULE_GAUGES: [&str; 4] = ["live_contexts", "live_pins", "pinned_pages", "pinned_bytes"];
 
 /// HELP texts of the module's counters (kmod/README.md, "Statistics and logs").
 fn module_help(name: &str) -> String {
@@ -49,6 +49,8 @@ fn module_help(name: &str) -> String {
         "revocations" => "NVIDIA free callbacks received (cudaFree while registered)",
         "invalidate_calls" => "Revocations that had to stop the NIC through the core",
         "failures" => "Failed callbacks, all causes",
+        "pin_shares" => "Registrations that reused a live pin of the same range and process",
+        "live_pins" => "NVIDIA pins held now (shared by the registrations of one range)",
         _ => "",
     };
     let file = format!("/sys/module/<name>/nvpeer/stats/{name}");

@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! NVIDIA pins, one per GPU range: the registrations of the same 64 KiB-aligned range by the
+//! same process through the same client share one (NCCL, UCX and MPI register a buffer once per
+//! NIC or protection domain on multi-rail nodes). Each registration still maps the pin for its
+//! own NIC (NVIDIA keeps a list of DMA mappings per page table, CONTRACT 2.5); the pin goes with
+//! the last registration. An invalidating pin has one free callback, which revokes every
+//! registration on it through the core, each as a lone registration was revoked before.
+//!
+//! ```text
+//!   Pinning --pinned--> Live --the last registration left--> Unpinning --> Unpinned
+//!      |                  |                                       |
+//!      |                  |                                       +--NVIDIA refused--> UnpinFailed
+//!      +----callback------+--------------callback-----------------+-------------------+--> Revoked
+//! ```
+//!
+//! Only `Live` pins are in the registry (a tree keyed by client, `mm` and range), so a new
+//! registration joins a pin that is pinned and neither revoked nor being unpinned, or pins anew.
+//! Two registrations of one range that both miss pin twice (no lock is held across NVIDIA's
+//! call): the second stays private to its registration, as every pin was before.
+//!
+//! The key's `mm` is the registering task's, held with `mmgrab` while the pin lives, so that no
+//! other process's mm reuses its address meanwhile: NVIDIA resolves the VA in the caller's
+//! address space, so only the same process may share.
+//!
+//! Which pins are shared (`share_pins`): an invalidating pin by default, since its free callback
+//! takes it out of the registry before a cudaFree'd VA can be handed out again. A persistent pin
+//! only with `share_pins=2`: nothing tells us of its cudaFree (NVIDIA keeps the memory until the
+//! unpin, CONTRACT 2.6), so once an application frees a registered buffer and allocates another
+//! at the same VA, a registration of the new buffer would join the old pin and the NIC would
+//! read and write the freed buffer's memory. The stress suite does exactly that (cudaFree while
+//! registered, which the persistent API allows) and saw the new buffer's writes go missing.
+//!
+//! # Locks
+//!
+//! The registry's `tree` mutex guards the tree and every pin's [`PinInner`] (`LockedBy`). It is
+//! never held across a call into NVIDIA or into the core, nor together with a registration's
+//! own lock (`context`): it nests under the core's `mapping_lock` (put_pages), its peer mutex
+//! (acquire) and NVIDIA's RM lock (the free callback), and nothing is taken under it but the
+//! allocator.
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::sync::{new_mutex, Arc, ArcBorrow, LockedBy, Mutex};
+
+use crate::client::{ClientKind, ClientSlot};
+use crate::compat::{Acquire, Atomic, Release};
+use crate::context::{GpuRange, RegContext};
+use crate::ffi;
+use crate::log::{nv_dbg, nv_err};
+use crate::module_ref::ModuleRef;
+use crate::p2p::Api;
+use crate::stats::{self, Op, Stat};
+
+/// What makes two registrations share a pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct PinKey {
+    persistent: bool,
+    /// The registering task's `mm_struct`, by address (kept alive by the pin's [`MmRef`]).
+    mm: usize,
+    start: u64,
+    len: u64,
+}
+
+type Tree = RBTree<PinKey, Arc<SharedPin>>;
+
+/// The live pins that registrations may join.
+#[pin_data]
+pub(crate) struct Registry {
+    #[pin]
+    tree: Mutex<Tree>,
+    /// `share_pins=2`: persistent pins are shared too (see the module documentation).
+    share_persistent: bool,
+}
+
+/// `share_pins`: which pins registrations of one range and process share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// 0: one pin per registration.
+    Off,
+    /// 1 (default): the invalidating client's pins.
+    Invalidating,
+    /// 2: both clients' pins (applications never free registered memory).
+    All,
+}
+
+/// The module's registry, published for `SharedPin::acquire` (see [`RegistryOwner`]): a
+/// `*const Registry` (untyped, as the atomics of every kernel we build for hold it).
+static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
+
+/// Owns the registry from module init to exit; pins hold references of their own, so a pin that
+/// outlives the module's clients (NVIDIA refused its unpin) still finds it.
+///
+/// # Invariants
+///
+/// `REGISTRY` holds `Arc::into_raw` of the registry, whose reference this value owns, or is
+/// null (sharing off).
+pub(crate) struct RegistryOwner(());
+
+impl RegistryOwner {
+    /// Creates the registry; with sharing off none is published and every pin is private.
+    pub(crate) fn install(sharing: Sharing) -> Result<Self> {
+        if sharing != Sharing::Off {
+            let registry = Arc::pin_init(
+                pin_init!(Registry {
+                    tree <- new_mutex!(RBTree::new()),
+                    share_persistent: sharing == Sharing::All,
+                }),
+                GFP_KERNEL,
+            )?;
+            // INVARIANT: the reference from `into_raw` is this owner's.
+            REGISTRY.store(Arc::into_raw(registry).cast_mut().cast(), Release);
+        }
+        Ok(Self(()))
+    }
+
+    fn get() -> Option<Arc<Registry>> {
+        let ptr = REGISTRY.load(Acquire).cast::<Registry>();
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: from `Arc::into_raw`, and the owner's reference stays until module exit, after
+        // every `acquire` returned (the module's clients are unregistered first).
+        Some(unsafe { ArcBorrow::from_raw(ptr) }.into())
+    }
+}
+
+impl Drop for RegistryOwner {
+    fn drop(&mut self) {
+        let ptr = REGISTRY.load(Acquire).cast::<Registry>();
+        REGISTRY.store(ptr::null_mut(), Release);
+        if !ptr.is_null() {
+            // SAFETY: the owner's reference (type invariant), taken back once.
+            drop(unsafe { Arc::from_raw(ptr) });
+        }
+    }
+}
+
+/// `mmgrab` on the registering task's `mm_struct`.
+///
+/// # Invariants
+///
+/// `mm` is a non-null `mm_struct` on which this value holds an `mmgrab` reference.
+struct MmRef {
+    mm: NonNull<c_void>,
+}
+
+// SAFETY: `mmdrop` may be called from any thread.
+unsafe impl Send for MmRef {}
+// SAFETY: only the address is read through `&MmRef`.
+unsafe impl Sync for MmRef {}
+
+impl MmRef {
+    /// `None` for a task without an mm (a kernel thread): its pins are not shared.
+    fn current() -> Option<Self> {
+        // SAFETY: reads the current task's mm and grabs it; no precondition.
+        let mm = NonNull::new(unsafe { ffi::nvpeer_glue_current_mm_grab() })?;
+        // INVARIANT: grabbed just now.
+        Some(Self { mm })
+    }
+}
+
+impl Drop for MmRef {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant we hold an mmgrab reference.
+        unsafe { ffi::nvpeer_glue_mm_drop(self.mm.as_ptr()) };
+    }
+}
+
+/// The context reference NVIDIA holds as the free callback's `data` (invalidating pins).
+///
+/// # Invariants
+///
+/// `ptr` came from `Arc::into_raw` and that reference is outstanding: it is taken back exactly
+/// once, by `free_callback` (NVIDIA calls it at most once) or by [`NvidiaRef::reclaim`] once
+/// NVIDIA will not call it. Dropping the token only forgets it: the callback owns the reference
+/// then.
+struct NvidiaRef {
+    ptr: *const SharedPin,
+}
+
+// SAFETY: stands for one `Arc<SharedPin>` count, and `Arc<SharedPin>` is `Send`.
+unsafe impl Send for NvidiaRef {}
+
+impl NvidiaRef {
+    fn new(pin: &Arc<SharedPin>) -> Self {
+        // INVARIANT: a reference of its own, not taken back yet.
+        Self { ptr: Arc::into_raw(pin.clone()) }
+    }
+
+    fn data(&self) -> *mut c_void {
+        self.ptr.cast_mut().cast()
+    }
+
+    /// Gives the token up: NVIDIA's free callback takes (or took) the reference back.
+    fn leave_to_callback(self) {
+        core::mem::forget(self);
+    }
+
+    /// Takes the reference back.
+    ///
+    /// # Safety
+    ///
+    /// NVIDIA will never call the free callback with this `data`: `get_pages` failed, or
+    /// `put_pages` succeeded before the callback ran (RM unlinks the pin and calls the callback
+    /// in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
+    unsafe fn reclaim(self) -> Arc<SharedPin> {
+        let ptr = self.ptr;
+        core::mem::forget(self);
+        // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
+        // else takes it back.
+        unsafe { Arc::from_raw(ptr) }
+    }
+}
+
+impl Drop for NvidiaRef {
+    fn drop(&mut self) {
+        // Not reached: every path ends a token with `reclaim` or `leave_to_callback`.
+        stats::failure(Op::FreeCallback, EINVAL);
+        nv_err!("a free-callback pin reference was dropped undecided: a pin is left behind\n");
+    }
+}
+
+enum PinState {
+    /// NVIDIA is being asked for the pin (its callback may already run).
+    Pinning,
+    /// Pinned, not revoked: registrations may use `table`.
+    Live { table: NonNull<ffi::nvidia_p2p_page_table>, nvidia_ref: Option<NvidiaRef> },
+    /// The last registration left; NVIDIA is being asked to unpin (registry lock dropped).
+    Unpinning,
+    Unpinned,
+    /// NVIDIA refused to unpin: it may still hold the pin and, with a callback, our reference.
+    /// Still counted as pinned until that callback reports the memory freed.
+    UnpinFailed,
+    /// The free callback ran: NVIDIA frees the table when it returns.
+    Revoked,
+}
+
+struct PinInner {
+    state: PinState,
+    /// Registrations holding the pin.
+    users: usize,
+    /// The invalidating pin's registrations, each with a reference: the free callback revokes
+    /// them. Empty for persistent pins. A registration that leaves empties its slot, which the
+    /// next one to join reuses (6.12's `KVec` cannot remove an element).
+    members: KVec<Option<Arc<RegContext>>>,
+    /// In the registry now (a private pin never is).
+    listed: bool,
+}
+
+/// One NVIDIA pin and the registrations on it.
+///
+/// # Invariants
+///
+/// - A `table` in [`PinState::Live`] was returned by a successful pin of `range` and is live:
+///   NVIDIA frees it only after a successful unpin (which `Unpinning` precedes) or after the
+///   free callback returned, which first moves the pin to `Revoked` and every member
+///   registration out of the states that use the table.
+/// - `nvidia_ref` is `Some` exactly for pins with a free callback.
+/// - `PinnedPages`/`PinnedBytes`/`LivePins` count the pin from `Live` until NVIDIA no longer
+///   holds it (unpinned, or its callback ran).
+#[pin_data]
+pub(crate) struct SharedPin {
+    client: &'static ClientSlot,
+    range: GpuRange,
+    /// `Some` exactly for a pin other registrations may join (`inner` is `Shared`).
+    key: Option<PinKey>,
+    _mm: Option<MmRef>,
+    inner: PinnedInner,
+    /// Last: dropped after everything else (see `ModuleRef::drop`).
+    _module: ModuleRef,
+}
+
+/// The pin's state: under the registry's lock when the pin may be shared, else under its own.
+enum PinnedInner {
+    Shared { registry: Arc<Registry>, state: LockedBy<PinInner, Tree> },
+    Private(Pin<KBox<Mutex<PinInner>>>),
+}
+
+/// What a critical section on a pin's state does to the registry, under the same lock.
+enum TreeOp {
+    Keep,
+    /// List the pin unless another pin of its key is listed (it then stays private).
+    List(RBTreeNodeReservation<PinKey, Arc<SharedPin>>),
+    Unlist,
+}
+
+/// The table a registration uses, with the pin it belongs to.
+///
+/// # Invariants
+///
+/// `table` is `pin`'s page table, live while the registration holding this value has not been
+/// revoked (see [`SharedPin`]: a revocation moves every member out of the states that hold a
+/// `PinRef` before NVIDIA frees the table).
+pub(crate) struct PinRef {
+    pin: Arc<SharedPin>,
+    table: NonNull<ffi::nvidia_p2p_page_table>,
+}
+
+// SAFETY: an NVIDIA handle and a reference count, usable from any thread.
+unsafe impl Send for PinRef {}
+
+impl PinRef {
+    pub(crate) fn table(&self) -> NonNull<ffi::nvidia_p2p_page_table> {
+        self.table
+    }
+
+    pub(crate) fn pin(&self) -> &Arc<SharedPin> {
+        &self.pin
+    }
+}
+
+impl SharedPin {
+    /// Runs `f` on the pin's state under its lock, then applies the registry change it asks for.
+    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, TreeOp)) -> R {
+        match &self.inner {
+            PinnedInner::Shared { registry, state } => {
+                let mut tree = registry.tree.lock();
+                let (r, op) = f(state.access_mut(&mut tree));
+                let Some(key) = self.key else { return r };
+                match op {
+                    TreeOp::Keep => {}
+                    TreeOp::List(node) => {
+                        if tree.get(&key).is_none() {
+                            tree.insert(node.into_node(key, self.clone()));
+                            state.access_mut(&mut tree).listed = true;
+                        }
+                    }
+                    TreeOp::Unlist => {
+                        let ours = tree.get(&key).is_some_and(|p| Arc::ptr_eq(p, self));
+                        if ours {
+                            tree.remove(&key);
+                        }
+                        state.access_mut(&mut tree).listed = false;
+                    }
+                }
+                r
+            }
+            PinnedInner::Private(state) => f(&mut state.lock()).0,
+        }
+    }
+
+    /// Takes a pin on `range` for `ctx`: joins the live pin of the same key, or pins anew.
+    /// NVIDIA's refusals come back as its errno (host memory, a freed VA: "not ours").
+    pub(crate) fn acquire(
+        client: &'static ClientSlot,
+        range: GpuRange,
+        ctx: &Arc<RegContext>,
+    ) -> Result<PinRef> {
+        let persistent = client.kind() == ClientKind::Persistent;
+        // Shared only with a registry that shares this client's pins, and a process to key on.
+        let shared = RegistryOwner::get().and_then(|registry| {
+            if persistent && !registry.share_persistent {
+                return None;
+            }
+            let mm = MmRef::current()?;
+            let key = PinKey { persistent, mm: mm.mm.as_ptr() as usize, start: range.start, len: range.len };
+            Some((registry, mm, key))
+        });
+        if let Some((registry, _, key)) = &shared {
+            if let Some(pin) = Self::join(registry, *key, ctx)? {
+                return Ok(pin);
+            }
+        }
+        let module = ModuleRef::try_get().ok_or(ENODEV)?;
+        let mut members = KVec::new();
+        if !persistent {
+            members.push(Some(ctx.clone()), GFP_KERNEL)?;
+        }
+        let state = PinInner { state: PinState::Pinning, users: 1, members, listed: false };
+        let (key, mm, inner, node) = match shared {
+            Some((registry, mm, key)) => {
+                let state = LockedBy::new(&registry.tree, state);
+                // A registry node, reserved before its lock is taken.
+                let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+                (Some(key), Some(mm), PinnedInner::Shared { registry, state }, Some(node))
+            }
+            None => (None, None, PinnedInner::Private(KBox::pin_init(new_mutex!(state), GFP_KERNEL)?), None),
+        };
+        let pin = Arc::new(SharedPin { client, range, key, _mm: mm, inner, _module: module }, GFP_KERNEL)?;
+        let table = pin.pin_with_nvidia(node)?;
+        // INVARIANT: the live pin's table; `ctx` is its (first) member.
+        Ok(PinRef { pin, table })
+    }
+
+    /// Joins the live pin of `key`, if there is one.
+    fn join(registry: &Registry, key: PinKey, ctx: &Arc<RegContext>) -> Result<Option<PinRef>> {
+        let mut tree = registry.tree.lock();
+        let Some(pin) = tree.get(&key).cloned() else { return Ok(None) };
+        let PinnedInner::Shared { state, .. } = &pin.inner else { return Ok(None) };
+        let inner = state.access_mut(&mut tree);
+        let PinState::Live { table, .. } = &inner.state else {
+            // Not reached: only live pins are listed.
+            return Ok(None);
+        };
+        let table = *table;
+        if !key.persistent {
+            inner.add_member(ctx.clone())?;
+        }
+        inner.users += 1;
+        let users = inner.users;
+        drop(tree);
+        stats::inc(Stat::PinShares);
+        nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
+        // INVARIANT: the live pin's table; the registration is a member, so a revocation moves
+        // it out of the states holding this value before NVIDIA frees the table.
+        Ok(Some(PinRef { pin, table }))
+    }
+
+    /// Pins with NVIDIA: `Pinning` -> `Live` (listed when it has a key and no other pin of that
+    /// key is), or an error (refused, or revoked before it could be published).
+    fn pin_with_nvidia(
+        self: &Arc<Self>,
+        node: Option<RBTreeNodeReservation<PinKey, Arc<SharedPin>>>,
+    ) -> Result<NonNull<ffi::nvidia_p2p_page_table>> {
+        let api = Api::get().ok_or(ENODEV)?;
+        stats::inc(Stat::PinCalls);
+        let result = match self.client.kind() {
+            ClientKind::Persistent => {
+                // SAFETY: not called from a free callback (acquire/get_pages context).
+                unsafe { api.get_pages_persistent(self.range.start, self.range.len) }
+                    .map(|table| (table, None))
+            }
+            ClientKind::Invalidating => {
+                let nvidia_ref = NvidiaRef::new(self);
+                // SAFETY: not in a callback; `data` stays valid until the callback ran or the
+                // pin is put (it is a pin reference of its own).
+                let r = unsafe {
+                    api.get_pages(self.range.start, self.range.len, free_callback, nvidia_ref.data())
+                };
+                match r {
+                    Ok(table) => Ok((table, Some(nvidia_ref))),
+                    Err(e) => {
+                        // SAFETY: get_pages failed, so no callback was registered.
+                        drop(unsafe { nvidia_ref.reclaim() });
+                        Err(e)
+                    }
+                }
+            }
+        };
+        // Checking for a revocation, publishing and listing the pin are one critical section:
+        // a callback that ran after get_pages returned left `Revoked`, which must never be
+        // overwritten (the table is freed and the callback took NVIDIA's reference).
+        let outcome = self.with_inner(|inner| match result {
+            Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
+                }
+                (Err(EFAULT), TreeOp::Keep)
+            }
+            Ok((table, nvidia_ref)) => {
+                // INVARIANT: a successful pin, not revoked (checked under the lock); the token
+                // exactly for callbacks.
+                inner.state = PinState::Live { table, nvidia_ref };
+                (Ok(table), node.map_or(TreeOp::Keep, TreeOp::List))
+            }
+            Err(e) => {
+                inner.state = PinState::Unpinned;
+                (Err(e), TreeOp::Keep)
+            }
+        });
+        if outcome.is_ok() {
+            stats::add(Stat::PinnedPages, self.range.pages());
+            stats::add(Stat::PinnedBytes, self.range.len);
+            stats::inc(Stat::LivePins);
+        }
+        outcome
+    }
+
+    /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
+    pub(crate) fn leave(self: &Arc<Self>, ctx: &RegContext) {
+        let (member, unpin) = self.with_inner(|inner| {
+            let member = inner
+                .members
+                .iter_mut()
+                .find(|m| m.as_ref().is_some_and(|m| ptr::eq(&**m, ctx)))
+                .and_then(Option::take);
+            if !matches!(inner.state, PinState::Live { .. }) {
+                // Revoked: the callback dealt with every member.
+                return ((member, None), TreeOp::Keep);
+            }
+            inner.users = inner.users.saturating_sub(1);
+            if inner.users > 0 {
+                return ((member, None), TreeOp::Keep);
+            }
+            match core::mem::replace(&mut inner.state, PinState::Unpinning) {
+                PinState::Live { table, nvidia_ref } => {
+                    let op = if inner.listed { TreeOp::Unlist } else { TreeOp::Keep };
+                    ((member, Some((table, nvidia_ref))), op)
+                }
+                other => {
+                    inner.state = other;
+                    ((member, None), TreeOp::Keep)
+                }
+            }
+        });
+        // Dropped with no lock held: the registration's reference (the caller holds another).
+        drop(member);
+        if let Some((table, nvidia_ref)) = unpin {
+            self.unpin(table, nvidia_ref);
+        }
+    }
+
+    /// Unpins with NVIDIA: `Unpinning` -> `Unpinned` or `UnpinFailed`, or the callback won.
+    fn unpin(self: &Arc<Self>, table: NonNull<ffi::nvidia_p2p_page_table>, nvidia_ref: Option<NvidiaRef>) {
+        let Some(api) = Api::get() else { return };
+        stats::inc(Stat::UnpinCalls);
+        // Not in a callback: the core calls put_pages/release from its own context, and calls
+        // made inside our callback's invalidate find their registration revoked and never get
+        // here (`RegContext::unpin`).
+        let result = match self.client.kind() {
+            // SAFETY: see above; the persistent pin is ours and not used afterwards.
+            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table) },
+            // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
+            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table) },
+        };
+        let callback_ran = self.with_inner(|inner| {
+            let ran = matches!(inner.state, PinState::Revoked);
+            inner.state = match (&result, ran) {
+                (Err(_), false) => PinState::UnpinFailed,
+                _ => PinState::Unpinned,
+            };
+            (ran, TreeOp::Keep)
+        });
+        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.range.start, result, callback_ran);
+        if callback_ran {
+            // The callback won the race for the RM lock: NVIDIA freed the pin and the table
+            // before our call reached RM (which answered 0, or met another pin's table: the
+            // `p2p` module documentation), took its reference back and uncounted the pin.
+            if let Some(r) = nvidia_ref {
+                r.leave_to_callback();
+            }
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.uncount();
+                if let Some(nvidia_ref) = nvidia_ref {
+                    // SAFETY: put_pages succeeded and the callback had not run: NVIDIA dropped
+                    // it. Not the last reference (the caller holds `self`).
+                    drop(unsafe { nvidia_ref.reclaim() });
+                }
+            }
+            Err(e) => {
+                // The pin may still be registered with NVIDIA: it keeps its reference (the
+                // callback takes it back when the memory is freed), and the pin stays counted.
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
+                }
+                stats::failure(Op::PutPages, e);
+                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.range.start, e);
+            }
+        }
+    }
+
+    fn uncount(&self) {
+        stats::sub(Stat::PinnedPages, self.range.pages());
+        stats::sub(Stat::PinnedBytes, self.range.len);
+        stats::sub(Stat::LivePins, 1);
+    }
+
+    /// NVIDIA's free callback (cudaFree) under its RM lock: unlists the pin, then revokes its
+    /// registrations one by one, with no lock of ours held while each calls the core.
+    fn revoke(self: &Arc<Self>) {
+        let revoked = self.with_inner(|inner| {
+            let old = core::mem::replace(&mut inner.state, PinState::Revoked);
+            let counted = match old {
+                PinState::Live { nvidia_ref, .. } => {
+                    // This very callback takes NVIDIA's reference back (`free_callback`).
+                    if let Some(r) = nvidia_ref {
+                        r.leave_to_callback();
+                    }
+                    true
+                }
+                PinState::Unpinning | PinState::UnpinFailed => true,
+                // Fired inside get_pages, or before `pin_with_nvidia` took the lock again: that
+                // sees `Revoked` and reports the pin as failed, never counted.
+                PinState::Pinning => false,
+                PinState::Revoked | PinState::Unpinned => {
+                    inner.state = old;
+                    return (None, TreeOp::Keep);
+                }
+            };
+            let op = if inner.listed { TreeOp::Unlist } else { TreeOp::Keep };
+            (Some((counted, core::mem::replace(&mut inner.members, KVec::new()))), op)
+        });
+        let Some((counted, members)) = revoked else { return };
+        if counted {
+            self.uncount();
+        }
+        nv_dbg!("free callback {:#x}: revoking its registrations", self.range.start);
+        for ctx in members.iter().flatten() {
+            ctx.revoke();
+        }
+        // NVIDIA frees the table and every mapping on it when we return.
+    }
+}
+
+impl PinInner {
+    fn add_member(&mut self, ctx: Arc<RegContext>) -> Result {
+        match self.members.iter_mut().find(|m| m.is_none()) {
+            Some(slot) => *slot = Some(ctx),
+            None => self.members.push(Some(ctx), GFP_KERNEL)?,
+        }
+        Ok(())
+    }
+}
+
+/// NVIDIA's free callback for non-persistent pins; `data` is the pin reference from
+/// `pin_with_nvidia`.
+///
+/// # Safety
+///
+/// Only called by NVIDIA, at most once per successful `nvidia_p2p_get_pages`, with the `data`
+/// given there, and never after a successful `nvidia_p2p_put_pages` of that pin.
+unsafe extern "C" fn free_callback(data: *mut c_void) {
+    if data.is_null() {
+        stats::failure(Op::FreeCallback, EINVAL);
+        nv_err!("free callback without a pin\n");
+        return;
+    }
+    // SAFETY: `data` is an `NvidiaRef` of ours (caller), now taken back, once.
+    let pin = unsafe { Arc::from_raw(data.cast::<SharedPin>()) };
+    pin.revoke();
+    // Dropping NVIDIA's reference last: the pin outlives everything above.
+}
