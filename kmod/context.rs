@@ -11,13 +11,12 @@
 //! ```text
 //!   Pinning --pinned/joined--> Acquired --get_pages--> Pinned --dma_map--> Mapping --ok--> Mapped
 //!      |                          |                    ^  |                   |             |
-//!      |                          |                    |  +--put_pages/release--> Unpinning --> Unpinned
-//!      |                          |                    |                              |   (left the pin;
-//!      |                          |                    +---------dma_unmap------------+    the last one unpins)
+//!      |                          |                    |  +--put_pages/release--> Unpinned (then leaves
+//!      |                          |                    |                              |     the pin; the last
+//!      |                          |                    +---------dma_unmap------------+     one unpins)
 //!      +-------revocation---------+----revocation------+-----revocation------+--> Revoked  (no NIC use yet:
 //!                                                                          the core is told nothing)
 //!   Mapped --revocation--> Invalidating (the core's invalidate runs, lock dropped) --> Revoked
-//!   Unpinning --revocation--> Revoked (the callback won the race with put_pages)
 //! ```
 //!
 //! In `Revoked` NVIDIA has freed (or is about to free, when the callback returns) the page table
@@ -113,8 +112,6 @@ enum State {
     Invalidating,
     /// NVIDIA revoked the memory: nothing of NVIDIA's may be touched.
     Revoked,
-    /// `put_pages`/`release` is leaving the pin (lock dropped; the last one unpins).
-    Unpinning,
     /// No pin: never pinned, or left.
     Unpinned,
 }
@@ -129,7 +126,6 @@ impl State {
             State::Mapped(..) => "mapped",
             State::Invalidating => "invalidating",
             State::Revoked => "revoked",
-            State::Unpinning => "unpinning",
             State::Unpinned => "unpinned",
         }
     }
@@ -397,6 +393,12 @@ impl RegContext {
     /// `dma_unmap` (also called by old-style cores from inside our own callback's invalidate).
     pub(crate) fn dma_unmap(&self) {
         let mut inner = self.inner.lock();
+        self.unmap_locked(&mut inner);
+    }
+
+    /// Unmaps a `Mapped` registration (back to `Pinned`) and drops the sg_table; in any other
+    /// state only the table goes.
+    fn unmap_locked(&self, inner: &mut Inner) {
         inner.sg = None;
         match core::mem::replace(&mut inner.state, State::Unpinned) {
             State::Mapped(pin, mapping) => {
@@ -413,22 +415,22 @@ impl RegContext {
             }
             // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
             // when the callback returns; it must not be touched twice.
-            State::Invalidating => inner.state = State::Invalidating,
             other => inner.state = other,
         }
     }
 
     /// `put_pages` and the unpin part of `release`: leaves the pin (the last registration on it
-    /// unpins).
+    /// unpins). One critical section: the context is `Unpinned` from here on (a revocation that
+    /// comes meanwhile finds nothing to do: the pin's callback handles the pin itself).
     pub(crate) fn unpin(self: &Arc<Self>) {
-        if self.inner.lock().state_is_mapped() {
-            // The core skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
-            self.dma_unmap();
-        }
         let pin = {
             let mut inner = self.inner.lock();
+            if inner.state_is_mapped() {
+                // The core skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
+                self.unmap_locked(&mut inner);
+            }
             inner.sg = None;
-            match core::mem::replace(&mut inner.state, State::Unpinning) {
+            match core::mem::replace(&mut inner.state, State::Unpinned) {
                 State::Acquired(pin) | State::Pinned(pin) => pin,
                 other => {
                     // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
@@ -440,12 +442,7 @@ impl RegContext {
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
         pin.pin().leave(self);
-        drop(pin);
-        let mut inner = self.inner.lock();
-        if matches!(inner.state, State::Unpinning) {
-            inner.state = State::Unpinned;
-        }
-        nv_dbg!("unpin {:#x}: left its pin ({})", self.range.start, inner.state.name());
+        nv_dbg!("unpin {:#x}: left its pin", self.range.start);
     }
 
     /// Revokes this registration: its pin's free callback runs (cudaFree, under NVIDIA's RM
@@ -456,9 +453,7 @@ impl RegContext {
         let was_mapped = match &old {
             State::Mapped(..) => true,
             // Not visible to the NIC yet, or leaving: a pending `pin`/`dma_map` sees `Revoked`.
-            State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) | State::Unpinning => {
-                false
-            }
+            State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) => false,
             State::Invalidating | State::Revoked | State::Unpinned => {
                 // Already revoked or unpinned: nothing to do.
                 inner.state = old;

@@ -36,8 +36,9 @@
 //! The registry's `tree` mutex guards the tree and every pin's [`PinInner`] (`LockedBy`). It is
 //! never held across a call into NVIDIA or into the core, nor together with a registration's
 //! own lock (`context`): it nests under the core's `mapping_lock` (put_pages), its peer mutex
-//! (acquire) and NVIDIA's RM lock (the free callback), and nothing is taken under it but the
-//! allocator.
+//! (acquire) and NVIDIA's RM lock (the free callback), nothing is taken under it, and nothing
+//! allocates under it (a registry node and a grown member vector are allocated before it is
+//! taken), so the callback never waits for reclaim while it holds RM.
 
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
@@ -54,6 +55,19 @@ use crate::log::{nv_dbg, nv_err};
 use crate::module_ref::ModuleRef;
 use crate::p2p::Api;
 use crate::stats::{self, Op, Stat};
+
+/// An NVIDIA page table, by address.
+///
+/// # Invariants
+///
+/// Points to a table NVIDIA returned from a pin; whether it is still live is what the holders'
+/// states say (see [`SharedPin`], [`PinRef`]).
+#[derive(Clone, Copy)]
+pub(crate) struct TablePtr(NonNull<ffi::nvidia_p2p_page_table>);
+
+// SAFETY: an NVIDIA handle: any thread may hold it; it is dereferenced only under the rules of
+// `p2p` (by a holder whose state says it is live).
+unsafe impl Send for TablePtr {}
 
 /// What makes two registrations share a pin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -182,7 +196,7 @@ struct NvidiaRef {
     ptr: *const SharedPin,
 }
 
-// SAFETY: stands for one `Arc<SharedPin>` count, and `Arc<SharedPin>` is `Send`.
+// SAFETY: stands for one `Arc<SharedPin>` count, and `Arc<SharedPin>` is `Send` (asserted below).
 unsafe impl Send for NvidiaRef {}
 
 impl NvidiaRef {
@@ -228,7 +242,7 @@ enum PinState {
     /// NVIDIA is being asked for the pin (its callback may already run).
     Pinning,
     /// Pinned, not revoked: registrations may use `table`.
-    Live { table: NonNull<ffi::nvidia_p2p_page_table>, nvidia_ref: Option<NvidiaRef> },
+    Live { table: TablePtr, nvidia_ref: Option<NvidiaRef> },
     /// The last registration left; NVIDIA is being asked to unpin (registry lock dropped).
     Unpinning,
     Unpinned,
@@ -239,14 +253,24 @@ enum PinState {
     Revoked,
 }
 
+/// A pin's state.
+///
+/// # Invariants
+///
+/// - `listed` is true exactly while the registry maps the pin's key to this pin, and then the
+///   state is `Live` (listed in the critical section that publishes `Live`, unlisted in the one
+///   that leaves it).
+/// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
+///   invalidating pin the registrations in `first` and `more` are exactly their holders.
 struct PinInner {
     state: PinState,
     /// Registrations holding the pin.
     users: usize,
     /// The invalidating pin's registrations, each with a reference: the free callback revokes
-    /// them. Empty for persistent pins. A registration that leaves empties its slot, which the
-    /// next one to join reuses (6.12's `KVec` cannot remove an element).
-    members: KVec<Option<Arc<RegContext>>>,
+    /// them (none for persistent pins). The first inline, the others in `more`; one that leaves
+    /// empties its slot, which the next to join reuses (6.12's `KVec` cannot remove an element).
+    first: Option<Arc<RegContext>>,
+    more: KVec<Option<Arc<RegContext>>>,
     /// In the registry now (a private pin never is).
     listed: bool,
 }
@@ -297,15 +321,21 @@ enum TreeOp {
 /// `PinRef` before NVIDIA frees the table).
 pub(crate) struct PinRef {
     pin: Arc<SharedPin>,
-    table: NonNull<ffi::nvidia_p2p_page_table>,
+    table: TablePtr,
 }
 
-// SAFETY: an NVIDIA handle and a reference count, usable from any thread.
-unsafe impl Send for PinRef {}
+// Pins and the registry move between the threads of the core, NVIDIA's callback and module exit.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    const fn sendable<T: Send>() {}
+    shared::<SharedPin>();
+    shared::<Registry>();
+    sendable::<PinRef>();
+};
 
 impl PinRef {
     pub(crate) fn table(&self) -> NonNull<ffi::nvidia_p2p_page_table> {
-        self.table
+        self.table.0
     }
 
     pub(crate) fn pin(&self) -> &Arc<SharedPin> {
@@ -361,16 +391,13 @@ impl SharedPin {
             Some((registry, mm, key))
         });
         if let Some((registry, _, key)) = &shared {
-            if let Some(pin) = Self::join(registry, *key, ctx)? {
+            if let Some(pin) = Self::join(registry, *key, ctx) {
                 return Ok(pin);
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
-        let mut members = KVec::new();
-        if !persistent {
-            members.push(Some(ctx.clone()), GFP_KERNEL)?;
-        }
-        let state = PinInner { state: PinState::Pinning, users: 1, members, listed: false };
+        let first = (!persistent).then(|| ctx.clone());
+        let state = PinInner { state: PinState::Pinning, users: 1, first, more: KVec::new(), listed: false };
         let (key, mm, inner, node) = match shared {
             Some((registry, mm, key)) => {
                 let state = LockedBy::new(&registry.tree, state);
@@ -386,28 +413,38 @@ impl SharedPin {
         Ok(PinRef { pin, table })
     }
 
-    /// Joins the live pin of `key`, if there is one.
-    fn join(registry: &Registry, key: PinKey, ctx: &Arc<RegContext>) -> Result<Option<PinRef>> {
-        let mut tree = registry.tree.lock();
-        let Some(pin) = tree.get(&key).cloned() else { return Ok(None) };
-        let PinnedInner::Shared { state, .. } = &pin.inner else { return Ok(None) };
-        let inner = state.access_mut(&mut tree);
-        let PinState::Live { table, .. } = &inner.state else {
-            // Not reached: only live pins are listed.
-            return Ok(None);
-        };
-        let table = *table;
-        if !key.persistent {
-            inner.add_member(ctx.clone())?;
+    /// Joins the live pin of `key`, if there is one. A member slot that must grow is allocated
+    /// with the lock dropped (the free callback, under NVIDIA's RM lock, may wait for it), then
+    /// the lookup is retried; without memory the caller pins anew.
+    fn join(registry: &Registry, key: PinKey, ctx: &Arc<RegContext>) -> Option<PinRef> {
+        let mut spare = KVec::new();
+        loop {
+            let mut tree = registry.tree.lock();
+            let pin = tree.get(&key).cloned()?;
+            let PinnedInner::Shared { state, .. } = &pin.inner else { return None };
+            let inner = state.access_mut(&mut tree);
+            let PinState::Live { table, .. } = &inner.state else {
+                // Not reached: only live pins are listed (`PinInner` invariant).
+                return None;
+            };
+            let table = *table;
+            if !key.persistent {
+                if let Err(needed) = inner.add_member(ctx, &mut spare) {
+                    drop(tree);
+                    spare = KVec::with_capacity(needed, GFP_KERNEL).ok()?;
+                    continue;
+                }
+            }
+            // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
+            inner.users += 1;
+            let users = inner.users;
+            drop(tree);
+            stats::inc(Stat::PinShares);
+            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
+            // INVARIANT: the live pin's table; the registration is a member, so a revocation
+            // moves it out of the states holding this value before NVIDIA frees the table.
+            return Some(PinRef { pin, table });
         }
-        inner.users += 1;
-        let users = inner.users;
-        drop(tree);
-        stats::inc(Stat::PinShares);
-        nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
-        // INVARIANT: the live pin's table; the registration is a member, so a revocation moves
-        // it out of the states holding this value before NVIDIA frees the table.
-        Ok(Some(PinRef { pin, table }))
     }
 
     /// Pins with NVIDIA: `Pinning` -> `Live` (listed when it has a key and no other pin of that
@@ -415,14 +452,15 @@ impl SharedPin {
     fn pin_with_nvidia(
         self: &Arc<Self>,
         node: Option<RBTreeNodeReservation<PinKey, Arc<SharedPin>>>,
-    ) -> Result<NonNull<ffi::nvidia_p2p_page_table>> {
+    ) -> Result<TablePtr> {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let result = match self.client.kind() {
             ClientKind::Persistent => {
                 // SAFETY: not called from a free callback (acquire/get_pages context).
                 unsafe { api.get_pages_persistent(self.range.start, self.range.len) }
-                    .map(|table| (table, None))
+                    // INVARIANT: a table NVIDIA returned from a pin.
+                    .map(|table| (TablePtr(table), None))
             }
             ClientKind::Invalidating => {
                 let nvidia_ref = NvidiaRef::new(self);
@@ -432,7 +470,8 @@ impl SharedPin {
                     api.get_pages(self.range.start, self.range.len, free_callback, nvidia_ref.data())
                 };
                 match r {
-                    Ok(table) => Ok((table, Some(nvidia_ref))),
+                    // INVARIANT: a table NVIDIA returned from a pin.
+                    Ok(table) => Ok((TablePtr(table), Some(nvidia_ref))),
                     Err(e) => {
                         // SAFETY: get_pages failed, so no callback was registered.
                         drop(unsafe { nvidia_ref.reclaim() });
@@ -453,8 +492,12 @@ impl SharedPin {
             }
             Ok((table, nvidia_ref)) => {
                 // INVARIANT: a successful pin, not revoked (checked under the lock); the token
-                // exactly for callbacks.
+                // exactly for callbacks; counted in the same critical section, so a callback
+                // that runs right after it uncounts what was counted.
                 inner.state = PinState::Live { table, nvidia_ref };
+                stats::add(Stat::PinnedPages, self.range.pages());
+                stats::add(Stat::PinnedBytes, self.range.len);
+                stats::inc(Stat::LivePins);
                 (Ok(table), node.map_or(TreeOp::Keep, TreeOp::List))
             }
             Err(e) => {
@@ -462,22 +505,13 @@ impl SharedPin {
                 (Err(e), TreeOp::Keep)
             }
         });
-        if outcome.is_ok() {
-            stats::add(Stat::PinnedPages, self.range.pages());
-            stats::add(Stat::PinnedBytes, self.range.len);
-            stats::inc(Stat::LivePins);
-        }
         outcome
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
     pub(crate) fn leave(self: &Arc<Self>, ctx: &RegContext) {
         let (member, unpin) = self.with_inner(|inner| {
-            let member = inner
-                .members
-                .iter_mut()
-                .find(|m| m.as_ref().is_some_and(|m| ptr::eq(&**m, ctx)))
-                .and_then(Option::take);
+            let member = inner.take_member(ctx);
             if !matches!(inner.state, PinState::Live { .. }) {
                 // Revoked: the callback dealt with every member.
                 return ((member, None), TreeOp::Keep);
@@ -505,7 +539,7 @@ impl SharedPin {
     }
 
     /// Unpins with NVIDIA: `Unpinning` -> `Unpinned` or `UnpinFailed`, or the callback won.
-    fn unpin(self: &Arc<Self>, table: NonNull<ffi::nvidia_p2p_page_table>, nvidia_ref: Option<NvidiaRef>) {
+    fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>) {
         let Some(api) = Api::get() else { return };
         stats::inc(Stat::UnpinCalls);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
@@ -513,9 +547,9 @@ impl SharedPin {
         // here (`RegContext::unpin`).
         let result = match self.client.kind() {
             // SAFETY: see above; the persistent pin is ours and not used afterwards.
-            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table) },
+            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table.0) },
             // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table) },
+            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table.0) },
         };
         let callback_ran = self.with_inner(|inner| {
             let ran = matches!(inner.state, PinState::Revoked);
@@ -585,14 +619,15 @@ impl SharedPin {
                 }
             };
             let op = if inner.listed { TreeOp::Unlist } else { TreeOp::Keep };
-            (Some((counted, core::mem::replace(&mut inner.members, KVec::new()))), op)
+            let members = (inner.first.take(), core::mem::replace(&mut inner.more, KVec::new()));
+            (Some((counted, members)), op)
         });
-        let Some((counted, members)) = revoked else { return };
+        let Some((counted, (first, more))) = revoked else { return };
         if counted {
             self.uncount();
         }
         nv_dbg!("free callback {:#x}: revoking its registrations", self.range.start);
-        for ctx in members.iter().flatten() {
+        for ctx in Iterator::chain(first.iter(), more.iter().flatten()) {
             ctx.revoke();
         }
         // NVIDIA frees the table and every mapping on it when we return.
@@ -600,12 +635,38 @@ impl SharedPin {
 }
 
 impl PinInner {
-    fn add_member(&mut self, ctx: Arc<RegContext>) -> Result {
-        match self.members.iter_mut().find(|m| m.is_none()) {
-            Some(slot) => *slot = Some(ctx),
-            None => self.members.push(Some(ctx), GFP_KERNEL)?,
+    /// Makes `ctx` a member, in a free slot or by moving `more` into `spare` when it has room;
+    /// else `Err(capacity)`: the caller allocates `spare` that large, unlocked, and retries.
+    fn add_member(&mut self, ctx: &Arc<RegContext>, spare: &mut KVec<Option<Arc<RegContext>>>) -> Result<(), usize> {
+        if self.first.is_none() {
+            self.first = Some(ctx.clone());
+            return Ok(());
         }
+        if let Some(slot) = self.more.iter_mut().find(|m| m.is_none()) {
+            *slot = Some(ctx.clone());
+            return Ok(());
+        }
+        let needed = self.more.len() + 4;
+        if spare.capacity() < self.more.len() + 1 {
+            return Err(needed);
+        }
+        for m in self.more.iter_mut() {
+            // Within `spare`'s capacity: no allocation.
+            let _ = spare.push(m.take(), GFP_NOWAIT);
+        }
+        let _ = spare.push(Some(ctx.clone()), GFP_NOWAIT);
+        // The old vector, emptied of references, is freed with the lock held (kfree only).
+        self.more = core::mem::replace(spare, KVec::new());
         Ok(())
+    }
+
+    /// Takes `ctx`'s member reference out, if it has one.
+    fn take_member(&mut self, ctx: &RegContext) -> Option<Arc<RegContext>> {
+        let is_ctx = |m: &Option<Arc<RegContext>>| m.as_ref().is_some_and(|m| ptr::eq(&**m, ctx));
+        if is_ctx(&self.first) {
+            return self.first.take();
+        }
+        self.more.iter_mut().find(|m| is_ctx(m)).and_then(Option::take)
     }
 }
 

@@ -19,6 +19,7 @@ slowdown against the host. --ko-dir: the modules built for a stock kernel (kmod/
 --reference), for a run on Debian's own kernel (no lockdep, no kmemleak: what users run)."""
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -26,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import Stack  # noqa: E402
+import bench_profile  # noqa: E402
 import calibrate  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
@@ -60,8 +62,7 @@ def module_slab_bytes():
 
 def memory(client, size):
     """Kernel slab memory the client module allocates per live registration of SIZE bytes."""
-    params = ["persistent_api_support=0"] if client == "ours" else []
-    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=KO_DIR):
+    with Stack("5x-unmaps", client=client, client_params=client_params(client), ko_dir=KO_DIR):
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         allocs = [nv.alloc(size) for _ in range(LIVE)]
         base, base_caches = module_slab_bytes()
@@ -99,47 +100,86 @@ def sg_page_chunks(nents):
 
 
 
-def measure(client, size, iterations, pin_cost_ns):
-    params = ["persistent_api_support=0"] if client == "ours" else []
-    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=KO_DIR):
+def client_params(client):
+    return ["persistent_api_support=0"] if client == "ours" else []
+
+
+def op_ns(s0, s1, ops):
+    """us spent inside each client op of OPS between two coresim.stats() snapshots."""
+    return [(s1["client_ns"][op] - s0["client_ns"][op]) / 1e3 for op in ops]
+
+
+def measure(client, size, iterations, pin_cost_ns, mrs=1):
+    """ITERATIONS times: MRS registrations of one SIZE-byte buffer (the same range, as one per
+    NIC or protection domain), then their deregistrations. Times are per iteration (the MRS
+    REG_MRs summed, the DEREG_MRs summed); pins are NVIDIA pin calls per iteration."""
+    with Stack("5x-unmaps", client=client, client_params=client_params(client), ko_dir=KO_DIR):
         with open("/sys/module/nv_p2p_sim/parameters/pin_cost_ns", "w") as f:
             f.write(str(pin_cost_ns))
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         alloc = nv.alloc(size)
         reg_t, dereg_t, wall_t, pins, sg = [], [], [], [], 0
-        split = []  # per registration: us inside each REG_OPS client op, then the core's rest
+        split, dsplit = [], []  # us inside each client op, then the core's rest
         for _ in range(iterations):
             c0, s0 = nv.counters(), coresim.stats()
-            t0 = time.perf_counter()
-            mr = core.reg_mr(alloc.va, size)
-            t1 = time.perf_counter()
+            ids, reg_ns, wall = [], 0, 0.0
+            for _ in range(mrs):
+                t0 = time.perf_counter()
+                ids.append(core.reg_mr(alloc.va, size))
+                wall += time.perf_counter() - t0
+                reg_ns += coresim.stats()["timing"]["last_reg_ns"]
             c1, s1 = nv.counters(), coresim.stats()
-            sg = core.mr_info(mr, max_sge=1)["nmap"]
-            core.dereg_mr(mr)
-            reg_ns, dereg_ns = s1["timing"]["last_reg_ns"], coresim.stats()["timing"]["last_dereg_ns"]
+            sg = core.mr_info(ids[0], max_sge=1)["nmap"]
+            dereg_ns = 0
+            for mr in ids:
+                core.dereg_mr(mr)
+                dereg_ns += coresim.stats()["timing"]["last_dereg_ns"]
+            s2 = coresim.stats()
             reg_t.append(reg_ns / 1e9)
             dereg_t.append(dereg_ns / 1e9)
-            wall_t.append(t1 - t0)
+            wall_t.append(wall)
             pins.append(c1["calls_get_pages"] + c1["calls_get_pages_persistent"]
                         - c0["calls_get_pages"] - c0["calls_get_pages_persistent"])
-            ops = [(s1["client_ns"][op] - s0["client_ns"][op]) / 1e3 for op in REG_OPS]
+            ops = op_ns(s0, s1, REG_OPS)
             split.append(ops + [reg_ns / 1e3 - sum(ops)])
+            dops = op_ns(s1, s2, DEREG_OPS)
+            dsplit.append(dops + [dereg_ns / 1e3 - sum(dops)])
         alloc.free()
         core.close()
         nv.close()
-    return {"reg": reg_t, "dereg": dereg_t, "wall": wall_t, "pins": pins, "sg": sg, "split": split}
+    return {"reg": reg_t, "dereg": dereg_t, "wall": wall_t, "pins": pins, "sg": sg,
+            "split": split, "dsplit": dsplit}
 
 
 def pooled(runs):
-    """Medians over every registration of RUNS (measure()'s results for one client and size)."""
+    """Medians over every iteration of RUNS (measure()'s results for one client and size)."""
     col = lambda k: [v for r in runs for v in r[k]]
     return {"reg": statistics.median(col("reg")), "dereg": statistics.median(col("dereg")),
             "wall": statistics.median(col("wall")), "pins": statistics.median(col("pins")),
-            "sg": runs[-1]["sg"], "split": [statistics.median(c) for c in zip(*col("split"))]}
+            "sg": runs[-1]["sg"], "split": [statistics.median(c) for c in zip(*col("split"))],
+            "dsplit": [statistics.median(c) for c in zip(*col("dsplit"))]}
 
 
-# The client ops of a REG_MR (acquire also counts clients that decline).
+def round_ratios(runs, key):
+    """The ratio ours/reference of each round's median KEY time, sorted."""
+    return sorted(statistics.median(o[key]) / statistics.median(r[key])
+                  for o, r in zip(runs["ours"], runs["reference"]))
+
+
+def interleaved(size, n, pin_cost_ns, rounds, mrs=1):
+    """ROUNDS rounds of measure() per module, the order alternating so neither always runs
+    first; returns the per-client runs."""
+    runs = {"ours": [], "reference": []}
+    for k in range(rounds):
+        for client in ("ours", "reference") if k % 2 == 0 else ("reference", "ours"):
+            runs[client].append(measure(client, size, n, pin_cost_ns, mrs))
+    return runs
+
+
+# The client ops of a REG_MR (acquire also counts clients that decline) and of a DEREG_MR.
 REG_OPS = ("acquire", "get_pages", "dma_map", "get_page_size")
+DEREG_OPS = ("dma_unmap", "put_pages", "release")
+MULTI = (4, 64 * MIB, 3)  # registrations of one buffer, its size, iterations per round
 
 
 def fmt_size(n):
@@ -156,59 +196,81 @@ def memory_main(args):
           f"{SG_MAX_SINGLE_ALLOC} entries, from each MR's entry count), {LIVE} registrations held; "
           "core 5x-unmaps")
     print(f"{'size':>7} | {'ours B/reg':>10} {'ref B/reg':>10} {'ratio':>6} | caches (ours; reference)")
-    clean = True
+    clean, result = True, {"kernel": os.uname().release}
     for size in (64 * KIB, 2 * MIB, 64 * MIB):
         o, o_left, o_caches = memory("ours", size)
         r, r_left, r_caches = memory("reference", size)
         ratio = f"{o / r:.2f}" if r else "-"
+        result[fmt_size(size).replace(" ", "")] = {"mem": round(o / r, 3) if r else None,
+                                                   "bytes": [o, r]}
         show = lambda c: ", ".join(f"{k} {v:.0f}" for k, v in sorted(c.items(), key=lambda kv: -kv[1])[:3])
         print(f"{fmt_size(size):>7} | {o:>10.0f} {r:>10.0f} {ratio:>6} | {show(o_caches)}; {show(r_caches)}",
               flush=True)
         if o_left or r_left:
             print(f"        left after dereg: ours {o_left} B, reference {r_left} B")
             clean = clean and not o_left
+    write_result("bench-memory", result)
     return 0 if clean else 1
 
 
 def table(pin_cost_ns, rounds):
-    """Times every size at PIN_COST_NS and prints the table and where the time goes; returns
-    whether the target (ratio <= 0.6 from 2 MiB) is met."""
+    """Times every size at PIN_COST_NS, then MULTI registrations of one buffer; prints the
+    tables and where the time goes; returns the ratios (for the summary lines)."""
     print(f"pin cost {pin_cost_ns} ns per 64 KiB page; {rounds} rounds of N registrations per "
           "module, ours first in odd rounds, the reference first in even ones; times are medians "
-          "over all rounds, the ratio is the median of the rounds' ratios (their range beside it)")
-    hdr = (f"{'size':>7} {'N':>3} | {'reg ours':>10} {'reg ref':>10} {'ratio':>6} {'range':>10} | "
-           f"{'dereg ours':>10} {'dereg ref':>10} | {'wall ratio':>10} | {'pins':>9} | {'SG entries':>12}")
+          "over all rounds, a ratio is the median of the rounds' ratios (their range beside it)")
+    hdr = (f"{'size':>9} {'N':>3} | {'reg ours':>10} {'reg ref':>10} {'ratio':>6} {'range':>10} | "
+           f"{'dereg ours':>10} {'dereg ref':>10} {'ratio':>6} | {'wall ratio':>10} | {'pins':>9} | "
+           f"{'SG entries':>12}")
     print(hdr)
     print("-" * len(hdr))
-    ok, rows = True, []
-    for size, n in SIZES:
-        # Interleaved in one boot, the order alternating so neither module always runs first.
-        runs = {"ours": [], "reference": []}
-        for k in range(rounds):
-            for client in ("ours", "reference") if k % 2 == 0 else ("reference", "ours"):
-                runs[client].append(measure(client, size, n, pin_cost_ns))
-        ratios = sorted(statistics.median(o["reg"]) / statistics.median(r["reg"])
-                        for o, r in zip(runs["ours"], runs["reference"]))
-        ratio = statistics.median(ratios)
+    rows, result = [], {}
+    n_mrs, multi_size, multi_n = MULTI
+    cases = [(fmt_size(size), size, n, 1) for size, n in SIZES] + \
+        [(f"{n_mrs}x{fmt_size(multi_size)}", multi_size, multi_n, n_mrs)]
+    for label, size, n, mrs in cases:
+        runs = interleaved(size, n, pin_cost_ns, rounds, mrs)
+        ratios, dratios = round_ratios(runs, "reg"), round_ratios(runs, "dereg")
+        ratio, dratio = statistics.median(ratios), statistics.median(dratios)
         o, r = pooled(runs["ours"]), pooled(runs["reference"])
-        rows.append((size, o, r))
-        print(f"{fmt_size(size):>7} {n:>3} | {o['reg'] * 1e3:>8.3f}ms {r['reg'] * 1e3:>8.3f}ms {ratio:>6.2f} "
+        rows.append((label, o, r))
+        result[label.replace(" ", "")] = {
+            "reg": round(ratio, 3), "reg_range": [round(ratios[0], 3), round(ratios[-1], 3)],
+            "dereg": round(dratio, 3), "pins": [o["pins"], r["pins"]],
+            "reg_ms": [o["reg"] * 1e3, r["reg"] * 1e3], "dereg_ms": [o["dereg"] * 1e3, r["dereg"] * 1e3]}
+        print(f"{label:>9} {n:>3} | {o['reg'] * 1e3:>8.3f}ms {r['reg'] * 1e3:>8.3f}ms {ratio:>6.2f} "
               f"{ratios[0]:>4.2f}-{ratios[-1]:<4.2f} | "
-              f"{o['dereg'] * 1e3:>8.3f}ms {r['dereg'] * 1e3:>8.3f}ms | {o['wall'] / r['wall']:>10.2f} | "
-              f"{o['pins']:>4.0f}/{r['pins']:<4.0f} | {o['sg']:>5}/{r['sg']:<6}", flush=True)
-        if size >= 2 * MIB and ratio > 0.6:
-            ok = False
-    print("target: registration ratio ours/reference <= 0.6 for sizes >= 2 MiB:", "met" if ok else "NOT met")
-    print("where REG_MR's time goes: median us per registration inside each client op (the "
-          "modelled pin cost included), and the rest (the core's own steps)")
-    cols = ("acquire", "get_pages", "dma_map", "page_size", "core")
-    print(f"{'size':>7} | " + " ".join(f"{c:>9}" for c in cols) + " | " +
+              f"{o['dereg'] * 1e3:>8.3f}ms {r['dereg'] * 1e3:>8.3f}ms {dratio:>6.2f} | "
+              f"{o['wall'] / r['wall']:>10.2f} | {o['pins']:>4.0f}/{r['pins']:<4.0f} | "
+              f"{o['sg']:>5}/{r['sg']:<6}", flush=True)
+    print(f"({n_mrs}x{fmt_size(multi_size)}: {n_mrs} registrations of one buffer held at once, "
+          "times summed over them; pins per iteration)")
+    split_table("where REG_MR's time goes: median us per registration inside each client op (the "
+                "modelled pin cost included), and the rest (the core's own steps)",
+                ("acquire", "get_pages", "dma_map", "page_size", "core"), rows, "split")
+    split_table("where DEREG_MR's time goes: median us per deregistration inside each client op, "
+                "and the rest (the core's own steps)",
+                ("dma_unmap", "put_pages", "release", "core"), rows, "dsplit")
+    return result
+
+
+def split_table(title, cols, rows, key):
+    print(title)
+    w = 10 * len(cols) - 1
+    print(f"{'size':>9} | " + " ".join(f"{c:>9}" for c in cols) + " | " +
           " ".join(f"{c:>9}" for c in cols))
-    print(f"{'':>7} | {'ours':^49} | {'reference':^49}")
-    for size, o, r in rows:
-        print(f"{fmt_size(size):>7} | " + " ".join(f"{v:>9.1f}" for v in o["split"]) + " | " +
-              " ".join(f"{v:>9.1f}" for v in r["split"]), flush=True)
-    return ok
+    print(f"{'':>9} | {'ours':^{w}} | {'reference':^{w}}")
+    for label, o, r in rows:
+        print(f"{label:>9} | " + " ".join(f"{v:>9.1f}" for v in o[key]) + " | " +
+              " ".join(f"{v:>9.1f}" for v in r[key]), flush=True)
+
+
+def write_result(name, data):
+    """$NVPEER_OUT/NAME.json for run-bench.sh's summary lines (nothing outside the VM runner)."""
+    out = os.environ.get("NVPEER_OUT")
+    if out:
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
+            json.dump(data, f, indent=1)
 
 
 def main():
@@ -219,6 +281,8 @@ def main():
     ap.add_argument("pin_cost_ns", nargs="?", type=int, default=2000)
     ap.add_argument("--ko-dir")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true",
+                    help="then profile 64 KiB registrations of both modules with perf (bench_profile.py)")
     ap.add_argument("--host-loop-ns", type=int,
                     help="calibrate.py's time on the host: also run with the pin cost scaled by "
                          "the emulation's slowdown")
@@ -226,7 +290,7 @@ def main():
     KO_DIR = args.ko_dir
     print(f"registration benchmark: kernel {os.uname().release}, core 5x-unmaps; TCG emulation "
           "(absolute times inflated, ratios are the point)")
-    table(args.pin_cost_ns, args.rounds)
+    result = {"kernel": os.uname().release, "given": table(args.pin_cost_ns, args.rounds)}
     if args.host_loop_ns:
         # The modelled pin cost is wall-clock time, which emulation does not stretch, while every
         # other step of the registration runs SLOWDOWN times slower than on the host.
@@ -234,7 +298,11 @@ def main():
         print(f"\nthe same with the pin cost scaled by this VM's slowdown against the host "
               f"({slowdown:.1f}x, calibrate.py), so pinning weighs against the rest of the "
               "registration as it would natively:")
-        table(round(args.pin_cost_ns * slowdown), args.rounds)
+        result["slowdown"] = round(slowdown, 2)
+        result["scaled"] = table(round(args.pin_cost_ns * slowdown), args.rounds)
+    write_result("bench-timing", result)
+    if args.profile:
+        bench_profile.main(KO_DIR)
     return 0
 
 

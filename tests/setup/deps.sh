@@ -13,7 +13,7 @@ log() { printf 'deps: %s\n' "$*"; }
 APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libssl-dev xz-utils zstd
           python3 qemu-system-x86 busybox-static rdma-core ibverbs-utils libibverbs-dev dkms
           librdmacm-dev libclang-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
-          prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian)
+          prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian linux-perf)
 # --cross arm64 (make ARCH=arm64, make test-matrix): the cross compiler and the arm64 QEMU.
 if [ "${1:-}" = --cross ]; then
     case "${2:-}" in

@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Where a registration's time goes inside the kernel (issue 18, item 1): perf (Debian's
+linux-perf) samples this process's kernel time (cpu-clock, TCG has no PMU) while it registers
+and deregisters one 64 KiB buffer through the MOFED core stand-in, with our module and then with
+NVIDIA's, and prints the top symbols of each. Rust symbols come from kallsyms, mangled (v0);
+c++filt demangles them (crate hashes dropped). The modelled pin cost is 0 here, so the
+profile shows the fixed cost, not the busy-wait.
+
+Usage (in the VM): bench_profile.py [--ko-dir DIR], or bench-reg.py --profile"""
+
+import bisect
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack import Stack  # noqa: E402
+import coresim  # noqa: E402
+import nvsim  # noqa: E402
+
+KIB = 1 << 10
+ITERATIONS = 3000
+TOP = 15
+
+
+def demangle(names):
+    """c++filt over NAMES (Rust v0 and C++), with Rust's crate hashes dropped."""
+    r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True)
+    return [re.sub(r"\[[0-9a-f]{16}\]", "", line) for line in r.stdout.splitlines()]
+
+
+def loop(iterations):
+    """The profiled workload, in a process of its own that perf starts (attaching to a running
+    process is racy under TCG: perf takes seconds to start)."""
+    nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+    alloc = nv.alloc(64 * KIB)
+    for _ in range(iterations):
+        core.dereg_mr(core.reg_mr(alloc.va, 64 * KIB))
+    alloc.free()
+    core.close()
+    nv.close()
+
+
+def record(client, ko_dir, path):
+    params = ["persistent_api_support=0"] if client == "ours" else []
+    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=ko_dir):
+        loop(10)  # warm the caches
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock:k", "-F", "4000", "-g", "-o", path,
+                        "--", sys.executable, os.path.abspath(__file__), "--loop", str(ITERATIONS)],
+                       check=True, stdout=subprocess.DEVNULL)
+        return module_symbols()
+
+
+def module_symbols():
+    """(sorted addresses, names) of the loaded modules' text symbols, from kallsyms: perf finds
+    a module's symbols only in its file under /lib/modules, and these are loaded from elsewhere."""
+    syms = []
+    with open("/proc/kallsyms") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[1] in "tT" and parts[3].startswith("["):
+                syms.append((int(parts[0], 16), parts[2]))
+    syms.sort()
+    return [a for a, _ in syms], [n for _, n in syms]
+
+
+# The core stand-in's ioctl handler (REG_MR, DEREG_MR: all the workload calls): the samples
+# below it are the registration's.
+ROOT = "pcs_ioctl"
+
+
+def resolve(ip, sym, modsyms):
+    if sym != "[unknown]" or not modsyms[0]:
+        return sym
+    i = bisect.bisect_right(modsyms[0], ip) - 1
+    return modsyms[1][i] if i >= 0 and ip - modsyms[0][i] < 1 << 16 else sym
+
+
+def samples(path, modsyms):
+    """Each sample's call chain, innermost frame first, for the samples inside REG_MR/DEREG_MR
+    (perf script; the Python process's other kernel time, its start-up and page faults, is
+    left out)."""
+    r = subprocess.run(["perf", "script", "-i", path, "-F", "ip,sym", "--no-demangle"],
+                       capture_output=True, text=True, check=True)
+    chains = []
+    for block in r.stdout.split("\n\n"):
+        frames = [resolve(int(m.group(1), 16), m.group(2), modsyms)
+                  for m in re.finditer(r"^\s*([0-9a-f]+)\s+([^\s+]+)", block, re.M)]
+        if any(f.startswith(ROOT) for f in frames):
+            chains.append(frames)
+    if not chains:
+        seen = {}
+        for m in re.finditer(r"^\s*[0-9a-f]+\s+([^\s+]+)", r.stdout, re.M):
+            seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+        raise RuntimeError("no sample inside the core's ioctl; frames seen most: " +
+                           ", ".join(f for _, f in sorted(((n, f) for f, n in seen.items()), reverse=True)[:40]))
+    return chains
+
+
+def shares(chains, inclusive):
+    """{symbol: percent of the samples}: where the sample is (self) or every function on its
+    chain (inclusive)."""
+    count = {}
+    for frames in chains:
+        for f in (set(frames) if inclusive else frames[:1]):
+            count[f] = count.get(f, 0) + 1
+    total = len(chains) or 1
+    return sorted(((100.0 * n / total, f) for f, n in count.items()), reverse=True)
+
+
+def main(ko_dir=None):
+    print(f"\nprofile: {ITERATIONS} registrations + deregistrations of one 64 KiB buffer per "
+          "module, perf cpu-clock samples (4 kHz) of the kernel time inside the core's REG_MR and "
+          "DEREG_MR; the modelled pin cost is off")
+    for client in ("ours", "reference"):
+        path = f"/tmp/perf-{client}.data"
+        modsyms = record(client, ko_dir, path)
+        chains = samples(path, modsyms)
+        own = shares(chains, inclusive=True)
+        names = dict(zip([f for _, f in own], demangle([f for _, f in own])))
+        print(f"{client}: {len(chains)} samples inside REG_MR/DEREG_MR; top functions, self time:")
+        for pct, f in shares(chains, inclusive=False)[:TOP]:
+            print(f"  {pct:5.1f}%  {names.get(f, f)[:120]}", flush=True)
+        print(f"{client}: the client module's functions, time including what they call:")
+        mine = [(p, names[f]) for p, f in own if f.startswith("_R") or f.startswith("nv_mem")
+                or f.startswith("nvpeer_glue")]
+        for pct, name in mine[:TOP]:
+            print(f"  {pct:5.1f}%  {name[:120]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--loop"]:
+        loop(int(sys.argv[2]))
+        sys.exit(0)
+    sys.exit(main(sys.argv[2] if sys.argv[1:2] == ["--ko-dir"] else None))
