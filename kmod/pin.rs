@@ -73,7 +73,8 @@ unsafe impl Send for TablePtr {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct PinKey {
     persistent: bool,
-    /// The registering task's `mm_struct`, by address (kept alive by the pin's [`MmRef`]).
+    /// The registering task's `mm_struct`, by address (kept alive by the pin's [`MmRef`]); 0 for a
+    /// private pin.
     mm: usize,
     start: u64,
     len: u64,
@@ -193,7 +194,7 @@ impl Drop for MmRef {
 /// NVIDIA will not call it. Dropping the token only forgets it: the callback owns the reference
 /// then.
 struct NvidiaRef {
-    ptr: *const SharedPin,
+    ptr: NonNull<SharedPin>,
 }
 
 // SAFETY: stands for one `Arc<SharedPin>` count, and `Arc<SharedPin>` is `Send` (asserted below).
@@ -201,12 +202,15 @@ unsafe impl Send for NvidiaRef {}
 
 impl NvidiaRef {
     fn new(pin: &Arc<SharedPin>) -> Self {
-        // INVARIANT: a reference of its own, not taken back yet.
-        Self { ptr: Arc::into_raw(pin.clone()) }
+        let raw = Arc::into_raw(pin.clone());
+        // SAFETY: `into_raw` points at the live contents of an `Arc`: never null.
+        let ptr = unsafe { NonNull::new_unchecked(raw.cast_mut()) };
+        // INVARIANT: a reference of its own, from `into_raw`, not taken back yet.
+        Self { ptr }
     }
 
     fn data(&self) -> *mut c_void {
-        self.ptr.cast_mut().cast()
+        self.ptr.as_ptr().cast()
     }
 
     /// Gives the token up: NVIDIA's free callback takes (or took) the reference back.
@@ -226,7 +230,7 @@ impl NvidiaRef {
         core::mem::forget(self);
         // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
         // else takes it back.
-        unsafe { Arc::from_raw(ptr) }
+        unsafe { Arc::from_raw(ptr.as_ptr()) }
     }
 }
 
@@ -264,8 +268,8 @@ enum PinState {
 ///   invalidating pin the registrations in `first` and `more` are exactly their holders.
 struct PinInner {
     state: PinState,
-    /// Registrations holding the pin.
-    users: usize,
+    /// Registrations holding the pin (`u32` keeps the pin in a 128-byte slab object).
+    users: u32,
     /// The invalidating pin's registrations, each with a reference: the free callback revokes
     /// them (none for persistent pins). The first inline, the others in `more`; one that leaves
     /// empties its slot, which the next to join reuses (6.12's `KVec` cannot remove an element).
@@ -279,20 +283,20 @@ struct PinInner {
 ///
 /// # Invariants
 ///
-/// - A `table` in [`PinState::Live`] was returned by a successful pin of `range` and is live:
-///   NVIDIA frees it only after a successful unpin (which `Unpinning` precedes) or after the
-///   free callback returned, which first moves the pin to `Revoked` and every member
+/// - A `table` in [`PinState::Live`] was returned by a successful pin of `key`'s range and is
+///   live: NVIDIA frees it only after a successful unpin (which `Unpinning` precedes) or after
+///   the free callback returned, which first moves the pin to `Revoked` and every member
 ///   registration out of the states that use the table.
 /// - `nvidia_ref` is `Some` exactly for pins with a free callback.
 /// - `PinnedPages`/`PinnedBytes`/`LivePins` count the pin from `Live` until NVIDIA no longer
 ///   holds it (unpinned, or its callback ran).
+/// - `inner` is `Shared` exactly when `mm` is `Some`, and `key.mm` is then its address (else 0).
 #[pin_data]
 pub(crate) struct SharedPin {
-    client: &'static ClientSlot,
-    range: GpuRange,
-    /// `Some` exactly for a pin other registrations may join (`inner` is `Shared`).
-    key: Option<PinKey>,
-    _mm: Option<MmRef>,
+    /// The client (`persistent`), the process and the range: what a joining registration
+    /// matches, and the range pinned.
+    key: PinKey,
+    mm: Option<MmRef>,
     inner: PinnedInner,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
@@ -344,13 +348,25 @@ impl PinRef {
 }
 
 impl SharedPin {
+    fn kind(&self) -> ClientKind {
+        if self.key.persistent {
+            ClientKind::Persistent
+        } else {
+            ClientKind::Invalidating
+        }
+    }
+
+    fn range(&self) -> GpuRange {
+        GpuRange { start: self.key.start, len: self.key.len }
+    }
+
     /// Runs `f` on the pin's state under its lock, then applies the registry change it asks for.
     fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, TreeOp)) -> R {
         match &self.inner {
             PinnedInner::Shared { registry, state } => {
                 let mut tree = registry.tree.lock();
                 let (r, op) = f(state.access_mut(&mut tree));
-                let Some(key) = self.key else { return r };
+                let key = self.key;
                 match op {
                     TreeOp::Keep => {}
                     TreeOp::List(node) => {
@@ -376,7 +392,7 @@ impl SharedPin {
     /// Takes a pin on `range` for `ctx`: joins the live pin of the same key, or pins anew.
     /// NVIDIA's refusals come back as its errno (host memory, a freed VA: "not ours").
     pub(crate) fn acquire(
-        client: &'static ClientSlot,
+        client: &ClientSlot,
         range: GpuRange,
         ctx: &Arc<RegContext>,
     ) -> Result<PinRef> {
@@ -387,27 +403,33 @@ impl SharedPin {
                 return None;
             }
             let mm = MmRef::current()?;
-            let key = PinKey { persistent, mm: mm.mm.as_ptr() as usize, start: range.start, len: range.len };
-            Some((registry, mm, key))
+            Some((registry, mm))
         });
-        if let Some((registry, _, key)) = &shared {
-            if let Some(pin) = Self::join(registry, *key, ctx) {
+        let key = PinKey {
+            persistent,
+            mm: shared.as_ref().map_or(0, |(_, mm)| mm.mm.as_ptr() as usize),
+            start: range.start,
+            len: range.len,
+        };
+        if let Some((registry, _)) = &shared {
+            if let Some(pin) = Self::join(registry, key, ctx) {
                 return Ok(pin);
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
         let first = (!persistent).then(|| ctx.clone());
         let state = PinInner { state: PinState::Pinning, users: 1, first, more: KVec::new(), listed: false };
-        let (key, mm, inner, node) = match shared {
-            Some((registry, mm, key)) => {
+        let (mm, inner, node) = match shared {
+            Some((registry, mm)) => {
                 let state = LockedBy::new(&registry.tree, state);
                 // A registry node, reserved before its lock is taken.
                 let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-                (Some(key), Some(mm), PinnedInner::Shared { registry, state }, Some(node))
+                (Some(mm), PinnedInner::Shared { registry, state }, Some(node))
             }
-            None => (None, None, PinnedInner::Private(KBox::pin_init(new_mutex!(state), GFP_KERNEL)?), None),
+            None => (None, PinnedInner::Private(KBox::pin_init(new_mutex!(state), GFP_KERNEL)?), None),
         };
-        let pin = Arc::new(SharedPin { client, range, key, _mm: mm, inner, _module: module }, GFP_KERNEL)?;
+        // INVARIANT: `Shared` with its mm, `key.mm` its address; `Private` without, 0.
+        let pin = Arc::new(SharedPin { key, mm, inner, _module: module }, GFP_KERNEL)?;
         let table = pin.pin_with_nvidia(node)?;
         // INVARIANT: the live pin's table; `ctx` is its (first) member.
         Ok(PinRef { pin, table })
@@ -428,6 +450,8 @@ impl SharedPin {
                 return None;
             };
             let table = *table;
+            // A full count (four billion MRs of one range) pins anew rather than wrap.
+            let users = inner.users.checked_add(1)?;
             if !key.persistent {
                 if let Err(needed) = inner.add_member(ctx, &mut spare) {
                     drop(tree);
@@ -436,8 +460,7 @@ impl SharedPin {
                 }
             }
             // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
-            inner.users += 1;
-            let users = inner.users;
+            inner.users = users;
             drop(tree);
             stats::inc(Stat::PinShares);
             nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
@@ -455,10 +478,10 @@ impl SharedPin {
     ) -> Result<TablePtr> {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
-        let result = match self.client.kind() {
+        let result = match self.kind() {
             ClientKind::Persistent => {
                 // SAFETY: not called from a free callback (acquire/get_pages context).
-                unsafe { api.get_pages_persistent(self.range.start, self.range.len) }
+                unsafe { api.get_pages_persistent(self.key.start, self.key.len) }
                     // INVARIANT: a table NVIDIA returned from a pin.
                     .map(|table| (TablePtr(table), None))
             }
@@ -467,7 +490,7 @@ impl SharedPin {
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
                 // pin is put (it is a pin reference of its own).
                 let r = unsafe {
-                    api.get_pages(self.range.start, self.range.len, free_callback, nvidia_ref.data())
+                    api.get_pages(self.key.start, self.key.len, free_callback, nvidia_ref.data())
                 };
                 match r {
                     // INVARIANT: a table NVIDIA returned from a pin.
@@ -495,8 +518,8 @@ impl SharedPin {
                 // exactly for callbacks; counted in the same critical section, so a callback
                 // that runs right after it uncounts what was counted.
                 inner.state = PinState::Live { table, nvidia_ref };
-                stats::add(Stat::PinnedPages, self.range.pages());
-                stats::add(Stat::PinnedBytes, self.range.len);
+                stats::add(Stat::PinnedPages, self.range().pages());
+                stats::add(Stat::PinnedBytes, self.key.len);
                 stats::inc(Stat::LivePins);
                 (Ok(table), node.map_or(TreeOp::Keep, TreeOp::List))
             }
@@ -545,11 +568,11 @@ impl SharedPin {
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find their registration revoked and never get
         // here (`RegContext::unpin`).
-        let result = match self.client.kind() {
+        let result = match self.kind() {
             // SAFETY: see above; the persistent pin is ours and not used afterwards.
-            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.range.start, table.0) },
+            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.key.start, table.0) },
             // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            ClientKind::Invalidating => unsafe { api.put_pages(self.range.start, table.0) },
+            ClientKind::Invalidating => unsafe { api.put_pages(self.key.start, table.0) },
         };
         let callback_ran = self.with_inner(|inner| {
             let ran = matches!(inner.state, PinState::Revoked);
@@ -559,7 +582,7 @@ impl SharedPin {
             };
             (ran, TreeOp::Keep)
         });
-        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.range.start, result, callback_ran);
+        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.key.start, result, callback_ran);
         if callback_ran {
             // The callback won the race for the RM lock: NVIDIA freed the pin and the table
             // before our call reached RM (which answered 0, or met another pin's table: the
@@ -585,14 +608,14 @@ impl SharedPin {
                     r.leave_to_callback();
                 }
                 stats::failure(Op::PutPages, e);
-                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.range.start, e);
+                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.key.start, e);
             }
         }
     }
 
     fn uncount(&self) {
-        stats::sub(Stat::PinnedPages, self.range.pages());
-        stats::sub(Stat::PinnedBytes, self.range.len);
+        stats::sub(Stat::PinnedPages, self.range().pages());
+        stats::sub(Stat::PinnedBytes, self.key.len);
         stats::sub(Stat::LivePins, 1);
     }
 
@@ -626,7 +649,7 @@ impl SharedPin {
         if counted {
             self.uncount();
         }
-        nv_dbg!("free callback {:#x}: revoking its registrations", self.range.start);
+        nv_dbg!("free callback {:#x}: revoking its registrations", self.key.start);
         for ctx in Iterator::chain(first.iter(), more.iter().flatten()) {
             ctx.revoke();
         }

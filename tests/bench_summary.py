@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The summary lines of `make bench` (issue 18): one line per kernel and size that a script can
+read, from the JSON files bench-reg.py left in each boot's output directory, then the targets
+met or missed (ratios ours / NVIDIA's, medians of the rounds, pin cost scaled):
+
+    bench: debian 2MiB reg=0.51 dereg=0.93 mem=0.66 pins=1/2
+    bench: debian 4x64MiB reg=0.14 dereg=0.95 pins=1/8
+    bench: target debian 64KiB reg<=0.75: 0.71 met
+
+Usage: bench_summary.py LABEL TIMING_DIR MEMORY_DIR [LABEL TIMING_DIR MEMORY_DIR ...]
+(LABEL: test for the test kernel, debian for Debian's; exit 1 when a file is missing)."""
+
+import json
+import os
+import sys
+
+# (what, sizes it applies to, limit per kernel label); sizes as bench-reg.py names them.
+SMALL, LARGE, MULTI = ("64KiB",), ("2MiB", "64MiB", "1GiB"), ("4x64MiB",)
+TARGETS = (
+    ("reg", SMALL, {"debian": 0.75, "test": 0.75}),
+    ("reg", LARGE, {"debian": 0.55, "test": 0.60}),
+    ("dereg", SMALL + LARGE + MULTI, {"debian": 1.00, "test": 1.00}),
+    ("mem", ("64KiB", "2MiB", "64MiB"), {"debian": 1.00, "test": 1.00}),
+    ("reg", MULTI, {"debian": 0.30, "test": 0.30}),
+)
+
+
+def load(directory, name):
+    path = os.path.join(directory, f"{name}.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"bench_summary: cannot read {path}: {e}") from e
+
+
+def lines(label, timing, memory):
+    """The per-size lines and the target lines of one kernel."""
+    times = timing.get("scaled") or timing["given"]
+    out, values = [], {}
+    for size, t in times.items():
+        o, r = t["pins"]
+        fields = [f"reg={t['reg']:.2f}", f"dereg={t['dereg']:.2f}"]
+        values[("reg", size)], values[("dereg", size)] = t["reg"], t["dereg"]
+        mem = memory.get(size, {}).get("mem") if isinstance(memory.get(size), dict) else None
+        if mem is not None:
+            fields.append(f"mem={mem:.2f}")
+            values[("mem", size)] = mem
+        fields.append(f"pins={o:g}/{r:g}")
+        out.append(f"bench: {label} {size} " + " ".join(fields))
+    for what, sizes, limits in TARGETS:
+        for size in sizes:
+            v = values.get((what, size))
+            if v is None:
+                out.append(f"bench: target {label} {size} {what}<={limits[label]:.2f}: not measured")
+                continue
+            verdict = "met" if v <= limits[label] else f"missed by {v - limits[label]:.2f}"
+            out.append(f"bench: target {label} {size} {what}<={limits[label]:.2f}: {v:.2f} {verdict}")
+    return out
+
+
+def main(args):
+    if not args or len(args) % 3:
+        print(__doc__.strip().splitlines()[-2], file=sys.stderr)
+        return 2
+    for i in range(0, len(args), 3):
+        label, tdir, mdir = args[i:i + 3]
+        if label not in ("test", "debian"):
+            print(f"bench_summary: unknown kernel label {label!r}: use test or debian", file=sys.stderr)
+            return 2
+        timing, memory = load(tdir, "bench-timing"), load(mdir, "bench-memory")
+        print("\n".join(lines(label, timing, memory)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
