@@ -33,7 +33,8 @@
 //!
 //! # Locks
 //!
-//! The registry's `tree` mutex guards the tree and every pin's [`PinInner`] (`LockedBy`). It is
+//! The registry's `tree` mutex guards the tree and every pin's [`PinInner`] (`LockedBy`, shared
+//! or not). It is
 //! never held across a call into NVIDIA or into the core, nor together with a registration's
 //! own lock (`context`): it nests under the core's `mapping_lock` (put_pages), its peer mutex
 //! (acquire) and NVIDIA's RM lock (the free callback), nothing is taken under it, and nothing
@@ -82,13 +83,13 @@ pub(crate) struct PinKey {
 
 type Tree = RBTree<PinKey, Arc<SharedPin>>;
 
-/// The live pins that registrations may join.
+/// The live pins that registrations may join, and the lock of every pin's state (a private pin's
+/// too: one lock per registration path instead of a mutex per pin).
 #[pin_data]
 pub(crate) struct Registry {
     #[pin]
     tree: Mutex<Tree>,
-    /// `share_pins=2`: persistent pins are shared too (see the module documentation).
-    share_persistent: bool,
+    sharing: Sharing,
 }
 
 /// `share_pins`: which pins registrations of one range and process share.
@@ -111,24 +112,18 @@ static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 ///
 /// # Invariants
 ///
-/// `REGISTRY` holds `Arc::into_raw` of the registry, whose reference this value owns, or is
-/// null (sharing off).
+/// `REGISTRY` holds `Arc::into_raw` of the registry, whose reference this value owns.
 pub(crate) struct RegistryOwner(());
 
 impl RegistryOwner {
-    /// Creates the registry; with sharing off none is published and every pin is private.
+    /// Creates and publishes the registry (with sharing off it only lists nothing).
     pub(crate) fn install(sharing: Sharing) -> Result<Self> {
-        if sharing != Sharing::Off {
-            let registry = Arc::pin_init(
-                pin_init!(Registry {
-                    tree <- new_mutex!(RBTree::new()),
-                    share_persistent: sharing == Sharing::All,
-                }),
-                GFP_KERNEL,
-            )?;
-            // INVARIANT: the reference from `into_raw` is this owner's.
-            REGISTRY.store(Arc::into_raw(registry).cast_mut().cast(), Release);
-        }
+        let registry = Arc::pin_init(
+            pin_init!(Registry { tree <- new_mutex!(RBTree::new()), sharing }),
+            GFP_KERNEL,
+        )?;
+        // INVARIANT: the reference from `into_raw` is this owner's.
+        REGISTRY.store(Arc::into_raw(registry).cast_mut().cast(), Release);
         Ok(Self(()))
     }
 
@@ -290,22 +285,19 @@ struct PinInner {
 /// - `nvidia_ref` is `Some` exactly for pins with a free callback.
 /// - `PinnedPages`/`PinnedBytes`/`LivePins` count the pin from `Live` until NVIDIA no longer
 ///   holds it (unpinned, or its callback ran).
-/// - `inner` is `Shared` exactly when `mm` is `Some`, and `key.mm` is then its address (else 0).
-#[pin_data]
+/// - `_mm` is `Some` exactly for a pin that may be listed (shared), and `key.mm` is then its
+///   address (else 0).
 pub(crate) struct SharedPin {
     /// The client (`persistent`), the process and the range: what a joining registration
     /// matches, and the range pinned.
     key: PinKey,
-    mm: Option<MmRef>,
-    inner: PinnedInner,
+    /// Held for its `mmgrab` (the key's address stays this process's while the pin lives).
+    _mm: Option<MmRef>,
+    registry: Arc<Registry>,
+    /// Under the registry's lock.
+    state: LockedBy<PinInner, Tree>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
-}
-
-/// The pin's state: under the registry's lock when the pin may be shared, else under its own.
-enum PinnedInner {
-    Shared { registry: Arc<Registry>, state: LockedBy<PinInner, Tree> },
-    Private(Pin<KBox<Mutex<PinInner>>>),
 }
 
 /// What a critical section on a pin's state does to the registry, under the same lock.
@@ -362,31 +354,27 @@ impl SharedPin {
 
     /// Runs `f` on the pin's state under its lock, then applies the registry change it asks for.
     fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, TreeOp)) -> R {
-        match &self.inner {
-            PinnedInner::Shared { registry, state } => {
-                let mut tree = registry.tree.lock();
-                let (r, op) = f(state.access_mut(&mut tree));
-                let key = self.key;
-                match op {
-                    TreeOp::Keep => {}
-                    TreeOp::List(node) => {
-                        if tree.get(&key).is_none() {
-                            tree.insert(node.into_node(key, self.clone()));
-                            state.access_mut(&mut tree).listed = true;
-                        }
-                    }
-                    TreeOp::Unlist => {
-                        let ours = tree.get(&key).is_some_and(|p| Arc::ptr_eq(p, self));
-                        if ours {
-                            tree.remove(&key);
-                        }
-                        state.access_mut(&mut tree).listed = false;
-                    }
+        let mut tree = self.registry.tree.lock();
+        let (r, op) = f(self.state.access_mut(&mut tree));
+        let key = self.key;
+        match op {
+            TreeOp::Keep => {}
+            TreeOp::List(node) => {
+                if tree.get(&key).is_none() {
+                    tree.insert(node.into_node(key, self.clone()));
+                    // INVARIANT: listed now, and `Live` (only `pin_with_nvidia` lists).
+                    self.state.access_mut(&mut tree).listed = true;
                 }
-                r
             }
-            PinnedInner::Private(state) => f(&mut state.lock()).0,
+            TreeOp::Unlist => {
+                if tree.get(&key).is_some_and(|p| Arc::ptr_eq(p, self)) {
+                    tree.remove(&key);
+                }
+                // INVARIANT: no longer in the tree.
+                self.state.access_mut(&mut tree).listed = false;
+            }
         }
+        r
     }
 
     /// Takes a pin on `range` for `ctx`: joins the live pin of the same key, or pins anew.
@@ -397,39 +385,36 @@ impl SharedPin {
         ctx: &Arc<RegContext>,
     ) -> Result<PinRef> {
         let persistent = client.kind() == ClientKind::Persistent;
-        // Shared only with a registry that shares this client's pins, and a process to key on.
-        let shared = RegistryOwner::get().and_then(|registry| {
-            if persistent && !registry.share_persistent {
-                return None;
-            }
-            let mm = MmRef::current()?;
-            Some((registry, mm))
-        });
+        let registry = RegistryOwner::get().ok_or(ENODEV)?;
+        // Shared only where the registry shares this client's pins, with a process to key on.
+        let shares = match registry.sharing {
+            Sharing::Off => false,
+            Sharing::Invalidating => !persistent,
+            Sharing::All => true,
+        };
+        let mm = if shares { MmRef::current() } else { None };
         let key = PinKey {
             persistent,
-            mm: shared.as_ref().map_or(0, |(_, mm)| mm.mm.as_ptr() as usize),
+            mm: mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize),
             start: range.start,
             len: range.len,
         };
-        if let Some((registry, _)) = &shared {
-            if let Some(pin) = Self::join(registry, key, ctx) {
+        if mm.is_some() {
+            if let Some(pin) = Self::join(&registry, key, ctx) {
                 return Ok(pin);
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
         let first = (!persistent).then(|| ctx.clone());
         let state = PinInner { state: PinState::Pinning, users: 1, first, more: KVec::new(), listed: false };
-        let (mm, inner, node) = match shared {
-            Some((registry, mm)) => {
-                let state = LockedBy::new(&registry.tree, state);
-                // A registry node, reserved before its lock is taken.
-                let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-                (Some(mm), PinnedInner::Shared { registry, state }, Some(node))
-            }
-            None => (None, PinnedInner::Private(KBox::pin_init(new_mutex!(state), GFP_KERNEL)?), None),
+        let state = LockedBy::new(&registry.tree, state);
+        // A registry node for a pin others may join, reserved before the lock is taken.
+        let node = match mm {
+            Some(_) => Some(RBTreeNodeReservation::new(GFP_KERNEL)?),
+            None => None,
         };
-        // INVARIANT: `Shared` with its mm, `key.mm` its address; `Private` without, 0.
-        let pin = Arc::new(SharedPin { key, mm, inner, _module: module }, GFP_KERNEL)?;
+        // INVARIANT: `mm` only for a pin that may be listed, `key.mm` its address (else 0).
+        let pin = Arc::new(SharedPin { key, _mm: mm, registry, state, _module: module }, GFP_KERNEL)?;
         let table = pin.pin_with_nvidia(node)?;
         // INVARIANT: the live pin's table; `ctx` is its (first) member.
         Ok(PinRef { pin, table })
@@ -443,8 +428,7 @@ impl SharedPin {
         loop {
             let mut tree = registry.tree.lock();
             let pin = tree.get(&key).cloned()?;
-            let PinnedInner::Shared { state, .. } = &pin.inner else { return None };
-            let inner = state.access_mut(&mut tree);
+            let inner = pin.state.access_mut(&mut tree);
             let PinState::Live { table, .. } = &inner.state else {
                 // Not reached: only live pins are listed (`PinInner` invariant).
                 return None;

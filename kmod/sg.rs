@@ -3,6 +3,8 @@
 //! The scatter-gather table handed to the IB core: one entry per run of physically contiguous
 //! 64 KiB GPU pages (bounded by the NIC's maximum DMA segment size), or one per page.
 
+use core::ptr::NonNull;
+
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
@@ -15,10 +17,14 @@ use crate::p2p::GPU_PAGE_SIZE;
 ///
 /// # Invariants
 ///
-/// `table` was set up by a successful `sg_alloc_table` with `table.nents` entries, every entry
-/// filled; it is freed exactly once, by `Drop`.
+/// `sgl`, `nents`, `orig_nents` are the header a successful `sg_alloc_table` set up, with
+/// `nents` entries, every entry filled; the table is freed exactly once, by `Drop`. (The header
+/// is kept field by field so that `Option<SgTable>` costs no more than the header: `sgl` is
+/// never null.)
 pub(crate) struct SgTable {
-    table: bindings::sg_table,
+    sgl: NonNull<bindings::scatterlist>,
+    nents: u32,
+    orig_nents: u32,
 }
 
 // SAFETY: the table is owned exclusively by this value; its memory is not tied to a thread.
@@ -85,6 +91,12 @@ impl SgTable {
         let mut table = bindings::sg_table::default();
         // SAFETY: `table` is a zeroed header; sg_alloc_table initialises it or fails cleanly.
         to_result(unsafe { bindings::sg_alloc_table(&mut table, count, bindings::GFP_KERNEL) })?;
+        let Some(sgl) = NonNull::new(table.sgl) else {
+            // Not reached: a table of `count` > 0 entries has a first one.
+            // SAFETY: set up by the successful sg_alloc_table above, freed once, here.
+            unsafe { bindings::sg_free_table(&mut table) };
+            return Err(EINVAL);
+        };
         let mut sg = table.sgl;
         for_each_run(addrs, layout, |start, len| {
             // SAFETY: `sg` walks the `count` entries just allocated (sg_next follows chains);
@@ -94,12 +106,20 @@ impl SgTable {
                 sg = bindings::sg_next(sg);
             }
         });
-        // INVARIANT: allocated above with `count` entries, all filled.
-        Ok(Self { table })
+        // INVARIANT: the header sg_alloc_table set up, `count` entries, all filled.
+        Ok(Self { sgl, nents: table.nents, orig_nents: table.orig_nents })
     }
 
     pub(crate) fn nents(&self) -> u32 {
-        self.table.nents
+        self.nents
+    }
+
+    fn header(&self) -> bindings::sg_table {
+        let mut table = bindings::sg_table::default();
+        table.sgl = self.sgl.as_ptr();
+        table.nents = self.nents;
+        table.orig_nents = self.orig_nents;
+        table
     }
 
     /// Gives the core its copy of the header (entries stay owned by us).
@@ -109,13 +129,14 @@ impl SgTable {
     /// `sg_head` is the core's writable `struct sg_table`.
     pub(crate) unsafe fn publish(&self, sg_head: *mut bindings::sg_table) {
         // SAFETY: guaranteed by the caller.
-        unsafe { sg_head.write(self.table) };
+        unsafe { sg_head.write(self.header()) };
     }
 }
 
 impl Drop for SgTable {
     fn drop(&mut self) {
-        // SAFETY: by the invariant, allocated by sg_alloc_table and not freed before.
-        unsafe { bindings::sg_free_table(&mut self.table) };
+        let mut table = self.header();
+        // SAFETY: by the invariant, the header of a table sg_alloc_table set up, not freed before.
+        unsafe { bindings::sg_free_table(&mut table) };
     }
 }

@@ -8,7 +8,8 @@ met or missed (ratios ours / NVIDIA's, medians of the rounds, pin cost scaled):
     bench: target debian 64KiB reg<=0.75: 0.71 met
 
 Usage: bench_summary.py LABEL TIMING_DIR MEMORY_DIR [LABEL TIMING_DIR MEMORY_DIR ...]
-(LABEL: test for the test kernel, debian for Debian's; exit 1 when a file is missing)."""
+(LABEL: test for the test kernel, debian for Debian's; exit 1 when a file is missing), or
+bench_summary.py --self-test (planted results: every line and verdict as expected)."""
 
 import json
 import os
@@ -59,7 +60,31 @@ def lines(label, timing, memory):
     return out
 
 
+def self_test():
+    """Planted results through lines(): the fields, the scaled table preferred over the given
+    one, a met, a missed and an unmeasured target."""
+    timing = {"given": {"64KiB": {"reg": 9, "dereg": 9, "pins": [9, 9]}},
+              "scaled": {"64KiB": {"reg": 0.7, "dereg": 1.25, "pins": [1, 2]},
+                         "4x64MiB": {"reg": 0.14, "dereg": 0.5, "pins": [1, 8]}}}
+    memory = {"kernel": "x", "64KiB": {"mem": 1.1, "bytes": [1, 1]}}
+    got = lines("debian", timing, memory)
+    want = ["bench: debian 64KiB reg=0.70 dereg=1.25 mem=1.10 pins=1/2",
+            "bench: debian 4x64MiB reg=0.14 dereg=0.50 pins=1/8",
+            "bench: target debian 64KiB reg<=0.75: 0.70 met",
+            "bench: target debian 2MiB reg<=0.55: not measured",
+            "bench: target debian 64KiB dereg<=1.00: 1.25 missed by 0.25",
+            "bench: target debian 64KiB mem<=1.00: 1.10 missed by 0.10",
+            "bench: target debian 4x64MiB reg<=0.30: 0.14 met"]
+    missing = [w for w in want if w not in got]
+    for w in missing:
+        print(f"bench_summary self-test: missing line: {w}", file=sys.stderr)
+    print(f"bench_summary self-test: {len(want) - len(missing)} of {len(want)} lines as expected")
+    return 1 if missing else 0
+
+
 def main(args):
+    if args == ["--self-test"]:
+        return self_test()
     if not args or len(args) % 3:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2

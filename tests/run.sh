@@ -27,6 +27,7 @@ step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --loc
 step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
 fatal "cli: cargo build --release" bash -c 'cd userspace && cargo build --locked --release -q'
 step "cli: nvpeer --version/--help" tests/cli-smoke.sh
+step "bench: summary lines and target verdicts from planted results" python3 tests/bench_summary.py --self-test
 step "docs: every documented nvpeer flag and JSON field exists" tests/docs/check-docs.sh
 step "docs: self-test (planted bogus flag and fields fail the check)" tests/docs/check-docs.sh --self-test
 step "fleet: stats --format prometheus / --textfile: promtool, scraped from a real node_exporter" tests/fleet/test-metrics.sh
