@@ -17,7 +17,7 @@
 //! Only `Live` pins are in the registry (a tree keyed by client, `mm` and range), so a new
 //! registration joins a pin that is pinned and neither revoked nor being unpinned, or pins anew.
 //! Two registrations of one range that both miss pin twice (no lock is held across NVIDIA's
-//! call): the second stays private to its registration, as every pin was before.
+//! call): the second pin is never listed, so no other registration joins it.
 //!
 //! The key's `mm` is the registering task's, held with `mmgrab` while the pin lives, so that no
 //! other process's mm reuses its address meanwhile: NVIDIA resolves the VA in the caller's
@@ -39,7 +39,10 @@
 //! own lock (`context`): it nests under the core's `mapping_lock` (put_pages), its peer mutex
 //! (acquire) and NVIDIA's RM lock (the free callback), nothing is taken under it, and nothing
 //! allocates under it (a registry node and a grown member vector are allocated before it is
-//! taken), so the callback never waits for reclaim while it holds RM.
+//! taken), so the callback never waits for reclaim while it holds RM. One lock for every pin is a
+//! trade: a registration takes it two or three times, each for a tree lookup or a few state
+//! updates, where a mutex per pin cost an allocation per registration; the free callback may wait
+//! behind those short sections, never behind a call out.
 
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
@@ -448,8 +451,10 @@ impl SharedPin {
             drop(tree);
             stats::inc(Stat::PinShares);
             nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
-            // INVARIANT: the live pin's table; the registration is a member, so a revocation
-            // moves it out of the states holding this value before NVIDIA frees the table.
+            // INVARIANT: the live pin's table. Invalidating: the registration is a member, so a
+            // revocation moves it out of the states holding this value before NVIDIA frees the
+            // table. Persistent (`share_pins=2`): no callback, and the table lives until `users`
+            // reaches 0, which needs this value's `leave`.
             return Some(PinRef { pin, table });
         }
     }
@@ -653,15 +658,21 @@ impl PinInner {
             *slot = Some(ctx.clone());
             return Ok(());
         }
-        let needed = self.more.len() + 4;
-        if spare.capacity() < self.more.len() + 1 {
+        let needed = (2 * self.more.len()).max(4);
+        if spare.capacity() - spare.len() < self.more.len() + 1 {
             return Err(needed);
         }
+        // Within `spare`'s room (checked above): `push` neither allocates nor fails.
+        let mut keep = |m: Option<Arc<RegContext>>| {
+            if spare.push(m, GFP_NOWAIT).is_err() {
+                stats::failure(Op::Acquire, ENOMEM);
+                nv_err!("pin member lost while growing the member vector\n");
+            }
+        };
         for m in self.more.iter_mut() {
-            // Within `spare`'s capacity: no allocation.
-            let _ = spare.push(m.take(), GFP_NOWAIT);
+            keep(m.take());
         }
-        let _ = spare.push(Some(ctx.clone()), GFP_NOWAIT);
+        keep(Some(ctx.clone()));
         // The old vector, emptied of references, is freed with the lock held (kfree only).
         self.more = core::mem::replace(spare, KVec::new());
         Ok(())
