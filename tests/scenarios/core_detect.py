@@ -30,7 +30,8 @@ PARAM_SETS = [(), ("peerdirect_support=1",), ("peerdirect_support=0",),
               ("peerdirect_support=0", "persistent_api_support=0"),
               ("peerdirect_support=1", "persistent_api_support=0")]
 LOAD_RE = re.compile(r"nvidia_peermem: nvpeer (\S+) loaded: core (\S+) \((.+)\), "
-                     r"peerdirect_support=(-?\d+) persistent_api_support=(-?\d+), sg entries (.+)$")
+                     r"peerdirect_support=(-?\d+) persistent_api_support=(-?\d+) "
+                     r"share_pins=(\d+), sg entries (.+)$")
 CONTRADICTS = "contradicts the detected core"
 PER_PAGE = "one per 64 KiB page"
 
@@ -110,8 +111,9 @@ def one_load(t, gen, params):
             if not t.eq(f"{label}: one load line", 1, len(loads)):
                 print("\n".join(lines), flush=True)
                 return
-            version, core_id, desc, pd, pas, sg = loads[0].groups()
+            version, core_id, desc, pd, pas, share, sg = loads[0].groups()
             t.eq(f"{label}: the load line names the detected core", gen, core_id)
+            t.eq(f"{label}: ... and share_pins (default 1)", "1", share)
             t.eq(f"{label}: ... and the peerdirect_support given", given, int(pd))
             t.eq(f"{label}: /sys/module/nvidia_peermem/nvpeer/core", gen + "\n",
                  read("/sys/module/nvidia_peermem/nvpeer/core"))
