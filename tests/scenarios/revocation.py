@@ -421,6 +421,28 @@ def two_registrations(c):
     c.settled("two_registrations")
 
 
+def race_dereg_and_free(c, mr, alloc, record):
+    """Deregisters MR from a thread of its own while this one frees ALLOC, both let go by one
+    barrier; RECORD(what, errno) gets each call that failed."""
+    go = threading.Barrier(2)
+
+    def dereg():
+        go.wait()
+        try:
+            c.core.dereg_mr(mr)
+        except OSError as e:
+            record("dereg", e.errno)
+
+    th = threading.Thread(target=dereg)
+    th.start()
+    go.wait()
+    try:
+        alloc.free()
+    except OSError as e:
+        record("free", e.errno)
+    th.join()
+
+
 SHARED = 4  # registrations of one range in the shared-pin cases
 
 
@@ -499,23 +521,7 @@ def shared_dereg_race(c, iterations=20):
     for i in range(iterations):
         a = c.nv.alloc(MIB)
         mrs = [c.core.reg_mr(a.va + 0x1000 * k, MIB // 2) for k in range(3)]
-        go = threading.Barrier(2)
-
-        def dereg():
-            go.wait()
-            try:
-                c.core.dereg_mr(mrs[i % 3])
-            except OSError as e:
-                errors.append(("dereg", e.errno))
-
-        th = threading.Thread(target=dereg)
-        th.start()
-        go.wait()
-        try:
-            a.free()
-        except OSError as e:
-            errors.append(("free", e.errno))
-        th.join()
+        race_dereg_and_free(c, mrs[i % 3], a, lambda what, e: errors.append((what, e)))
         for k, m in enumerate(mrs):
             if k != i % 3:
                 if not dma_fails(c.core, m):
@@ -631,29 +637,15 @@ def dereg_race(c, iterations, threads):
     NVIDIA's own use-after-free (NVIDIA_BREAKS), which would make this race flaky."""
     errors, lock = [], threading.Lock()
 
+    def record(what, e):
+        with lock:
+            errors.append((what, e))
+
     def pair(k):
         for i in range(iterations):
             a = c.nv.alloc(MIB)
             mr = c.core.reg_mr(a.va + ((i + k) % 16) * 0x1000, MIB // 2)
-            go = threading.Barrier(2)
-
-            def dereg():
-                go.wait()
-                try:
-                    c.core.dereg_mr(mr)
-                except OSError as e:
-                    with lock:
-                        errors.append(("dereg", e.errno))
-
-            th = threading.Thread(target=dereg)
-            th.start()
-            go.wait()
-            try:
-                a.free()
-            except OSError as e:
-                with lock:
-                    errors.append(("free", e.errno))
-            th.join()
+            race_dereg_and_free(c, mr, a, record)
 
     workers = [threading.Thread(target=pair, args=(k,)) for k in range(threads)]
     for w in workers:
