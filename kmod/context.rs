@@ -45,13 +45,13 @@
 //!   `get_pages` range mismatch unpins.
 //! - RM -> `mapping_lock` (4.x: the per-client mutex): the free callback calls the core's
 //!   invalidate.
-//! - `mapping_lock` -> `inner`, RM -> `inner`, `inner` -> NVIDIA's per-table mapping semaphore
+//! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
 //!   (`dma_unmap_pages`, which takes no RM lock).
-//! - The same outer locks -> the pin registry's lock (`pin`). It and `inner` are never held
-//!   together.
 //!
-//! `inner` is innermost: never held across a call into the IB core or into an NVIDIA function
-//! that takes the RM lock. The `mapping_lock <-> RM` cycle between lock classes is made safe per
+//! A registration's `inner` is locked by its pin's shard lock (`pin`): one lock for a pin and its
+//! registrations, taken one section at a time (never two shards, never nested). It is innermost
+//! but for NVIDIA's semaphore: never held across a call into the IB core or into an NVIDIA
+//! function that takes the RM lock. The `mapping_lock <-> RM` cycle between lock classes is made safe per
 //! object by one rule, which lockdep cannot check (it sees neither RM's lock nor, in the
 //! stand-in, its semaphore): the callback waits for a umem's `mapping_lock` only after moving
 //! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
@@ -64,13 +64,13 @@
 
 use kernel::bindings;
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, Arc, Mutex};
+use kernel::sync::{Arc, LockedBy};
 
 use crate::client::{ClientKind, ClientSlot};
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PciDevRef, GPU_PAGE_SIZE};
-use crate::pin::{PinRef, SharedPin};
+use crate::pin::{Chain, PinKey, PinRef, Registry, Shard, SharedPin};
 use crate::sg::{Layout, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -146,15 +146,24 @@ struct Inner {
 ///
 /// - A state holding a [`PinRef`] holds it from a successful [`SharedPin::acquire`] for this
 ///   context until the context left the pin ([`SharedPin::leave`]) or was revoked by it.
+/// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `module` holds a module reference for the whole life of the context.
-#[pin_data(PinnedDrop)]
 pub(crate) struct RegContext {
-    client: &'static ClientSlot,
-    range: GpuRange,
-    #[pin]
-    inner: Mutex<Inner>,
+    kind: ClientKind,
+    shard: Shard,
+    inner: LockedBy<Inner, Chain>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
-    module: ModuleRef,
+    _module: ModuleRef,
+}
+
+// The memory budget (see `pin`): a 96-byte slab object on every kernel.
+const _: () = assert!(core::mem::size_of::<RegContext>() <= 88);
+
+/// The context's state under its shard's lock, for one critical section.
+macro_rules! locked {
+    ($ctx:expr, $guard:ident) => {
+        $ctx.inner.access_mut(&mut $guard)
+    };
 }
 
 impl RegContext {
@@ -167,24 +176,28 @@ impl RegContext {
             nv_dbg!("acquire {:#x}+{:#x}: the module is being removed: declined", addr, size);
             return None;
         };
-        let ctx = match Arc::pin_init(
-            try_pin_init!(Self {
-                client,
-                range,
-                inner <- new_mutex!(Inner { state: State::Pinning, core_context: 0, sg: None }),
-                module,
-            }? Error),
-            GFP_KERNEL,
-        ) {
+        let kind = client.kind();
+        let (key, shard) = match Registry::get(&module) {
+            Some(registry) => {
+                let key = PinKey::new(registry, kind, range);
+                let shard = registry.shard(&key);
+                (key, shard)
+            }
+            None => return None,
+        };
+        let Some(shard) = shard else { return None };
+        let inner = LockedBy::new(shard.mutex(), Inner { state: State::Pinning, core_context: 0, sg: None });
+        // INVARIANT: locked by the shard of its pin key; the module reference is its own.
+        let ctx = match Arc::new(Self { kind, shard, inner, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
-                stats::failure(Op::Acquire, e);
-                nv_err!("acquire {:#x}+{:#x}: cannot allocate a context: {:?}\n", addr, size, e);
+                stats::failure(Op::Acquire, e.into());
+                nv_err!("acquire {:#x}+{:#x}: cannot allocate a context\n", addr, size);
                 return None;
             }
         };
         stats::inc(Stat::LiveContexts);
-        match ctx.pin() {
+        match ctx.pin(key) {
             Ok(()) => {
                 nv_dbg!(
                     "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
@@ -210,14 +223,19 @@ impl RegContext {
         }
     }
 
+    fn client(&self) -> &'static ClientSlot {
+        ClientSlot::slot(self.kind)
+    }
+
     /// Pins the range or joins its live pin: state `Pinning` -> `Acquired`, or it ends
     /// `Unpinned` (NVIDIA refused) or `Revoked` (a cudaFree's callback ran before we took the
     /// lock again).
-    fn pin(self: &Arc<Self>) -> Result {
-        let result = SharedPin::acquire(self.client, self.range, self);
+    fn pin(self: &Arc<Self>, key: PinKey) -> Result {
+        let result = SharedPin::acquire(self.kind, key, self.shard, self);
         // Checking for a revocation and publishing the pin is one critical section: a callback
         // that ran meanwhile saw `Pinning` and left `Revoked`, which must never be overwritten.
-        let mut inner = self.inner.lock();
+        let mut guard = self.shard.lock();
+        let inner = locked!(self, guard);
         match result {
             Ok(pin) if matches!(inner.state, State::Pinning) => {
                 // INVARIANT: from a successful `SharedPin::acquire` for this context.
@@ -225,7 +243,7 @@ impl RegContext {
                 Ok(())
             }
             Ok(pin) => {
-                drop(inner);
+                drop(guard);
                 // Revoked: the pin's callback took this context off it already.
                 pin.pin().leave(self);
                 Err(EFAULT)
@@ -241,14 +259,15 @@ impl RegContext {
 
     /// `get_pages`: the pin taken by `acquire` is reused when the core asks for the same range.
     pub(crate) fn get_pages(self: &Arc<Self>, addr: u64, size: u64, core_context: u64) -> Result {
-        let same_range = GpuRange::covering(addr, size) == Some(self.range);
-        {
-            let mut inner = self.inner.lock();
+        let range = GpuRange::covering(addr, size);
+        let acquired = {
+            let mut guard = self.shard.lock();
+            let inner = locked!(self, guard);
             inner.core_context = core_context;
             match core::mem::replace(&mut inner.state, State::Unpinned) {
-                State::Acquired(pin) if same_range => {
+                State::Acquired(pin) if range == Some(pin.pin().range()) => {
                     inner.state = State::Pinned(pin);
-                    nv_dbg!("get_pages {:#x}: reusing acquire's pin, core_context {}", self.range.start, core_context);
+                    nv_dbg!("get_pages {:#x}: reusing acquire's pin, core_context {}", addr, core_context);
                     return Ok(());
                 }
                 State::Revoked => {
@@ -256,14 +275,24 @@ impl RegContext {
                     nv_err!("get_pages {:#x}+{:#x}: the GPU memory was freed after acquire\n", addr, size);
                     return Err(EFAULT);
                 }
-                other => inner.state = other,
+                other => {
+                    let acquired = match &other {
+                        State::Acquired(pin) => Some(pin.pin().range()),
+                        _ => None,
+                    };
+                    inner.state = other;
+                    acquired
+                }
             }
-        }
+        };
         // Every core passes acquire's range again; anything else is a core bug.
-        nv_err!(
-            "get_pages {:#x}+{:#x} differs from the acquired range {:#x}+{:#x}\n",
-            addr, size, self.range.start, self.range.len
-        );
+        match acquired {
+            Some(r) => nv_err!(
+                "get_pages {:#x}+{:#x} differs from the acquired range {:#x}+{:#x}\n",
+                addr, size, r.start, r.len
+            ),
+            None => nv_err!("get_pages {:#x}+{:#x}: called without a pin from acquire\n", addr, size),
+        }
         self.unpin();
         Err(EINVAL)
     }
@@ -285,18 +314,20 @@ impl RegContext {
         let peer = unsafe { PciDevRef::from_dma_device(dma_device) }.inspect_err(|_| {
             nv_err!("dma_map: the DMA device is not a PCI device\n");
         })?;
-        let table = {
-            let mut inner = self.inner.lock();
+        let (table, range) = {
+            let mut guard = self.shard.lock();
+            let inner = locked!(self, guard);
             match core::mem::replace(&mut inner.state, State::Unpinned) {
                 State::Pinned(pin) => {
-                    // SAFETY: not revoked while we hold `inner`: the table is live.
+                    let range = pin.pin().range();
+                    // SAFETY: not revoked while we hold the lock: the table is live.
                     let info = match unsafe { p2p::table_info(pin.table()) } {
-                        Ok(info) if u64::from(info.entries) == self.range.pages() => info,
+                        Ok(info) if u64::from(info.entries) == range.pages() => info,
                         Ok(info) => {
                             inner.state = State::Pinned(pin);
                             nv_err!(
                                 "dma_map {:#x}: NVIDIA's page table has {} pages, the range {}\n",
-                                self.range.start, info.entries, self.range.pages()
+                                range.start, info.entries, range.pages()
                             );
                             return Err(EINVAL);
                         }
@@ -307,19 +338,19 @@ impl RegContext {
                     };
                     nv_dbg!(
                         "dma_map {:#x}+{:#x}: table v{:#x}, {} pages, cpu_cacheable={}",
-                        self.range.start, self.range.len, info.version, info.entries, info.cpu_cacheable
+                        range.start, range.len, info.version, info.entries, info.cpu_cacheable
                     );
                     let table = pin.table();
                     inner.state = State::Mapping(pin);
-                    table
+                    (table, range)
                 }
                 State::Revoked => {
                     inner.state = State::Revoked;
-                    nv_err!("dma_map {:#x}: the GPU memory was freed before it was mapped\n", self.range.start);
+                    nv_err!("dma_map: the GPU memory was freed before it was mapped\n");
                     return Err(EFAULT);
                 }
                 other => {
-                    nv_err!("dma_map {:#x}: called in state {}\n", self.range.start, other.name());
+                    nv_err!("dma_map: called in state {}\n", other.name());
                     inner.state = other;
                     return Err(EINVAL);
                 }
@@ -329,15 +360,16 @@ impl RegContext {
         // before or while NVIDIA reads it (`p2p` module documentation): no client can prevent
         // it. Our side stays sound: the callback leaves `Revoked`, and we touch neither the
         // table nor the mapping afterwards.
-        // SAFETY: not in a callback; the table was live under `inner` just now (see above).
+        // SAFETY: not in a callback; the table was live under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
-        let mut inner = self.inner.lock();
+        let mut guard = self.shard.lock();
+        let inner = locked!(self, guard);
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
             State::Mapping(pin) => pin,
             other => {
                 // Revoked meanwhile: NVIDIA freed the table and any mapping on it.
                 inner.state = other;
-                nv_err!("dma_map {:#x}: the GPU memory was freed while being mapped\n", self.range.start);
+                nv_err!("dma_map {:#x}: the GPU memory was freed while being mapped\n", range.start);
                 return Err(EFAULT);
             }
         };
@@ -345,18 +377,15 @@ impl RegContext {
             Ok(m) => m,
             Err(e) => {
                 inner.state = State::Pinned(pin);
-                nv_err!("dma_map {:#x}: nvidia_p2p_dma_map_pages failed: {:?}\n", self.range.start, e);
+                nv_err!("dma_map {:#x}: nvidia_p2p_dma_map_pages failed: {:?}\n", range.start, e);
                 return Err(e);
             }
         };
-        // SAFETY: live mapping (not revoked, `inner` held until the table is built).
+        // SAFETY: live mapping (not revoked, the lock held until the table is built).
         let built = unsafe { mapping.addresses() }.and_then(|addrs| {
-            if addrs.len() as u64 != self.range.pages() {
+            if addrs.len() as u64 != range.pages() {
                 // A short table would give the NIC less than `umem->length` (REVIEW-KMOD C9).
-                nv_err!(
-                    "dma_map {:#x}: NVIDIA mapped {} pages of {}\n",
-                    self.range.start, addrs.len(), self.range.pages()
-                );
+                nv_err!("dma_map {:#x}: NVIDIA mapped {} pages of {}\n", range.start, addrs.len(), range.pages());
                 return Err(EINVAL);
             }
             // SAFETY: the core's live DMA device (caller).
@@ -374,17 +403,17 @@ impl RegContext {
                 stats::add(Stat::SgEntries, u64::from(sg.nents()));
                 nv_dbg!(
                     "dma_map {:#x}+{:#x}: {} pages in {} sg entries",
-                    self.range.start, self.range.len, self.range.pages(), sg.nents()
+                    range.start, range.len, range.pages(), sg.nents()
                 );
                 inner.sg = Some(sg);
                 inner.state = State::Mapped(pin, mapping);
                 Ok(())
             }
             Err(e) => {
-                // SAFETY: table and mapping live (`inner` held, not revoked); no RM lock taken.
+                // SAFETY: table and mapping live (the lock held, not revoked); no RM lock taken.
                 let _ = unsafe { api.dma_unmap_pages(pin.table(), &mapping) };
                 inner.state = State::Pinned(pin);
-                nv_err!("dma_map {:#x}: building the sg_table failed: {:?}\n", self.range.start, e);
+                nv_err!("dma_map {:#x}: building the sg_table failed: {:?}\n", range.start, e);
                 Err(e)
             }
         }
@@ -392,63 +421,47 @@ impl RegContext {
 
     /// `dma_unmap` (also called by old-style cores from inside our own callback's invalidate).
     pub(crate) fn dma_unmap(&self) {
-        let mut inner = self.inner.lock();
-        self.unmap_locked(&mut inner);
-    }
-
-    /// Unmaps a `Mapped` registration (back to `Pinned`) and drops the sg_table; in any other
-    /// state only the table goes.
-    fn unmap_locked(&self, inner: &mut Inner) {
-        inner.sg = None;
-        match core::mem::replace(&mut inner.state, State::Unpinned) {
-            State::Mapped(pin, mapping) => {
-                if let Some(api) = Api::get() {
-                    // SAFETY: live table and mapping (`inner` held, not revoked); takes no RM lock.
-                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table(), &mapping) } {
-                        stats::failure(Op::DmaUnmap, e);
-                        nv_err!("dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n", self.range.start, e);
-                    }
-                }
-                stats::inc(Stat::Deregistrations);
-                nv_dbg!("dma_unmap {:#x}", self.range.start);
-                inner.state = State::Pinned(pin);
-            }
-            // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
-            // when the callback returns; it must not be touched twice.
-            other => inner.state = other,
-        }
+        let mut guard = self.shard.lock();
+        let inner = locked!(self, guard);
+        let sg = inner.unmap();
+        drop(guard);
+        // Freed unlocked: the core is done with it (dma_unmap, or put_pages after it).
+        drop(sg);
     }
 
     /// `put_pages` and the unpin part of `release`: leaves the pin (the last registration on it
     /// unpins). One critical section: the context is `Unpinned` from here on (a revocation that
     /// comes meanwhile finds nothing to do: the pin's callback handles the pin itself).
     pub(crate) fn unpin(self: &Arc<Self>) {
-        let pin = {
-            let mut inner = self.inner.lock();
-            if inner.state_is_mapped() {
-                // The core skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
-                self.unmap_locked(&mut inner);
-            }
-            inner.sg = None;
+        let (pin, sg) = {
+            let mut guard = self.shard.lock();
+            let inner = locked!(self, guard);
+            // The core may have skipped dma_unmap: unmap before unpinning (put_pages frees
+            // mappings).
+            let sg = inner.unmap();
             match core::mem::replace(&mut inner.state, State::Unpinned) {
-                State::Acquired(pin) | State::Pinned(pin) => pin,
+                State::Acquired(pin) | State::Pinned(pin) => (pin, sg),
                 other => {
                     // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
                     inner.state = other;
+                    drop(guard);
+                    drop(sg);
                     return;
                 }
             }
         };
+        drop(sg);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
         pin.pin().leave(self);
-        nv_dbg!("unpin {:#x}: left its pin", self.range.start);
+        nv_dbg!("unpin {:#x}: left its pin", pin.pin().range().start);
     }
 
     /// Revokes this registration: its pin's free callback runs (cudaFree, under NVIDIA's RM
     /// lock), and the pin is already `Revoked`.
     pub(crate) fn revoke(self: &Arc<Self>) {
-        let mut inner = self.inner.lock();
+        let mut guard = self.shard.lock();
+        let inner = locked!(self, guard);
         let old = core::mem::replace(&mut inner.state, State::Revoked);
         let was_mapped = match &old {
             State::Mapped(..) => true,
@@ -464,19 +477,20 @@ impl RegContext {
         if was_mapped {
             inner.state = State::Invalidating;
             let core_context = inner.core_context;
-            drop(inner);
-            nv_dbg!("free callback {:#x}: invalidating core_context {}", self.range.start, core_context);
+            drop(guard);
+            nv_dbg!("free callback: invalidating core_context {}", core_context);
             stats::inc(Stat::InvalidateCalls);
             // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
-            self.client.invalidate(core_context);
+            self.client().invalidate(core_context);
             // The sg_table stays: a dereg that took the core's mapping_lock before this
             // invalidate may still restore its first/last-entry fix-ups in it and call dma_unmap
             // with it (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the
             // context.
-            self.inner.lock().state = State::Revoked;
+            let mut guard = self.shard.lock();
+            locked!(self, guard).state = State::Revoked;
         } else {
-            drop(inner);
-            nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", self.range.start);
+            drop(guard);
+            nv_dbg!("free callback: not mapped yet, no invalidation needed");
         }
         // NVIDIA frees the mapping when the callback returns; our PCI device reference goes no
         // earlier than the end of the core's invalidate (best effort: the NIC's ib_device keeps
@@ -487,14 +501,39 @@ impl RegContext {
 }
 
 impl Inner {
-    fn state_is_mapped(&self) -> bool {
-        matches!(self.state, State::Mapped(..))
+    /// Unmaps a `Mapped` registration (back to `Pinned`) and gives its sg_table back, to be
+    /// freed unlocked; in any other state only the table is given back.
+    fn unmap(&mut self) -> Option<SgTable> {
+        let sg = self.sg.take();
+        match core::mem::replace(&mut self.state, State::Unpinned) {
+            State::Mapped(pin, mapping) => {
+                if let Some(api) = Api::get() {
+                    // SAFETY: live table and mapping (the lock held, not revoked); takes no RM
+                    // lock.
+                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table(), &mapping) } {
+                        stats::failure(Op::DmaUnmap, e);
+                        nv_err!(
+                            "dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n",
+                            pin.pin().range().start, e
+                        );
+                    }
+                }
+                stats::inc(Stat::Deregistrations);
+                nv_dbg!("dma_unmap {:#x}", pin.pin().range().start);
+                self.state = State::Pinned(pin);
+                // The mapping value (our PCI device reference) goes here, under the lock: a
+                // reference count only.
+            }
+            // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
+            // when the callback returns; it must not be touched twice.
+            other => self.state = other,
+        }
+        sg
     }
 }
 
-#[pinned_drop]
-impl PinnedDrop for RegContext {
-    fn drop(self: core::pin::Pin<&mut Self>) {
+impl Drop for RegContext {
+    fn drop(&mut self) {
         stats::sub(Stat::LiveContexts, 1);
     }
 }

@@ -14,7 +14,7 @@
 //!      +----callback------+--------------callback-----------------+-------------------+--> Revoked
 //! ```
 //!
-//! Only `Live` pins are in the registry (a tree keyed by client, `mm` and range), so a new
+//! Only `Live` pins are listed (in their shard's chain, by client, `mm` and range), so a new
 //! registration joins a pin that is pinned and neither revoked nor being unpinned, or pins anew.
 //! Two registrations of one range that both miss pin twice (no lock is held across NVIDIA's
 //! call): the second pin is never listed, so no other registration joins it.
@@ -33,25 +33,30 @@
 //!
 //! # Locks
 //!
-//! The registry's `tree` mutex guards the tree and every pin's [`PinInner`] (`LockedBy`, shared
-//! or not). It is
-//! never held across a call into NVIDIA or into the core, nor together with a registration's
-//! own lock (`context`): it nests under the core's `mapping_lock` (put_pages), its peer mutex
-//! (acquire) and NVIDIA's RM lock (the free callback), nothing is taken under it, and nothing
-//! allocates under it (a registry node and a grown member vector are allocated before it is
-//! taken), so the callback never waits for reclaim while it holds RM. One lock for every pin is a
-//! trade: a registration takes it two or three times, each for a tree lookup or a few state
-//! updates, where a mutex per pin cost an allocation per registration; the free callback may wait
-//! behind those short sections, never behind a call out.
+//! The registry is [`SHARDS`] mutexes, each owning a [`Chain`] of listed pins. A registration's
+//! key (client, `mm`, range) hashes to one shard, whose lock guards the chain, the state of
+//! every pin of that key (`PinInner`, a `LockedBy`, shared or private) and the state of every
+//! registration on such a pin (the context's `Inner`): one lock for a pin and its members, so a
+//! registration needs no mutex of its own (which a lockdep kernel makes as large as the rest of
+//! the context), and registrations of different buffers rarely meet on one lock.
+//!
+//! A shard lock nests under the core's `mapping_lock` (dma_map, dma_unmap, put_pages), its peer
+//! mutex (acquire) and NVIDIA's RM lock (the free callback). Under it: only NVIDIA's per-table
+//! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
+//! for a shard). It is never held across a call into the core or into an NVIDIA function that
+//! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
+//! grown member vector is allocated before it is taken), so the free callback, which waits for it
+//! while holding RM, waits only behind short sections, never behind a call out or reclaim.
 
 use core::ffi::c_void;
+use core::pin::Pin;
 use core::ptr::{self, NonNull};
 
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::{new_mutex, Arc, ArcBorrow, LockedBy, Mutex};
+use kernel::sync::lock::{mutex::MutexBackend, Guard};
+use kernel::sync::{new_mutex, Arc, LockedBy, Mutex};
 
-use crate::client::{ClientKind, ClientSlot};
+use crate::client::ClientKind;
 use crate::compat::{Acquire, Atomic, Release};
 use crate::context::{GpuRange, RegContext};
 use crate::ffi;
@@ -72,26 +77,97 @@ pub(crate) struct TablePtr(NonNull<ffi::nvidia_p2p_page_table>);
 // SAFETY: an NVIDIA handle: any thread may hold it; it is dereferenced only under the rules of
 // `p2p` (by a holder whose state says it is live).
 unsafe impl Send for TablePtr {}
+// SAFETY: sharing it shares only the address (the same rules apply to every holder).
+unsafe impl Sync for TablePtr {}
 
-/// What makes two registrations share a pin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Shards of the registry (a power of two): enough that registrations of different buffers on
+/// a many-core host seldom share a lock, few enough to cost nothing at load.
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+/// What makes two registrations share a pin (with the client, which is in the pin's state).
+///
+/// # Invariants
+///
+/// `mm` is `Some` exactly for a pin that may be listed (a shared client's, registered by a task
+/// with an mm), and then holds an `mmgrab` of that task's `mm_struct`.
 pub(crate) struct PinKey {
-    persistent: bool,
-    /// The registering task's `mm_struct`, by address (kept alive by the pin's [`MmRef`]); 0 for a
-    /// private pin.
-    mm: usize,
+    mm: Option<MmRef>,
     start: u64,
     len: u64,
 }
 
-type Tree = RBTree<PinKey, Arc<SharedPin>>;
+impl PinKey {
+    /// The key a registration of `range` by `kind` and the current task pins or joins under.
+    pub(crate) fn new(registry: &Registry, kind: ClientKind, range: GpuRange) -> Self {
+        let shares = match registry.sharing {
+            Sharing::Off => false,
+            Sharing::Invalidating => kind == ClientKind::Invalidating,
+            Sharing::All => true,
+        };
+        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared).
+        Self { mm: if shares { MmRef::current() } else { None }, start: range.start, len: range.len }
+    }
 
-/// The live pins that registrations may join, and the lock of every pin's state (a private pin's
-/// too: one lock per registration path instead of a mutex per pin).
-#[pin_data]
+    fn mm_addr(&self) -> usize {
+        self.mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize)
+    }
+
+    fn same(&self, other: &PinKey) -> bool {
+        self.start == other.start && self.len == other.len && self.mm_addr() == other.mm_addr()
+    }
+
+    fn range(&self) -> GpuRange {
+        GpuRange { start: self.start, len: self.len }
+    }
+
+    /// The shard of this key: a multiplicative hash of the range and the process.
+    fn shard_index(&self) -> usize {
+        let h = (self.start >> 16) ^ (self.len >> 16).rotate_left(24) ^ (self.mm_addr() as u64 >> 6).rotate_left(40);
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as usize
+    }
+}
+
+/// A shard's listed pins: a singly linked chain through [`PinInner::next`], newest first.
+pub(crate) struct Chain {
+    head: Option<Arc<SharedPin>>,
+}
+
+pub(crate) type ShardLock = Mutex<Chain>;
+pub(crate) type ShardGuard<'a> = Guard<'a, Chain, MutexBackend>;
+
+/// A shard of the registry, by address: what a pin and each registration on it lock.
+///
+/// # Invariants
+///
+/// Points to a shard lock of the installed registry, which lives until module exit; module exit
+/// runs only once every module reference is gone, and every holder holds one (a registration's
+/// and a pin's `ModuleRef`, taken before the registry was asked for the shard).
+#[derive(Clone, Copy)]
+pub(crate) struct Shard(NonNull<ShardLock>);
+
+// SAFETY: a reference to a `Mutex`, which any thread may lock (`Mutex<Chain>` is `Sync`).
+unsafe impl Send for Shard {}
+// SAFETY: as above.
+unsafe impl Sync for Shard {}
+
+impl Shard {
+    pub(crate) fn mutex(&self) -> &ShardLock {
+        // SAFETY: valid while the holder holds its module reference (type invariant), which
+        // outlives `&self`.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn lock(&self) -> ShardGuard<'_> {
+        self.mutex().lock()
+    }
+}
+
+/// The pins registrations may join, in shards, and the lock of every pin's and registration's
+/// state.
 pub(crate) struct Registry {
-    #[pin]
-    tree: Mutex<Tree>,
+    /// [`SHARDS`] locks, each boxed so that its address is stable.
+    shards: KVec<Pin<KBox<ShardLock>>>,
     sharing: Sharing,
 }
 
@@ -106,12 +182,31 @@ pub(crate) enum Sharing {
     All,
 }
 
-/// The module's registry, published for `SharedPin::acquire` (see [`RegistryOwner`]): a
+impl Registry {
+    /// The installed registry, for as long as `_module` is held (module exit drops it, after
+    /// every module reference is gone); `None` before it is installed.
+    pub(crate) fn get(_module: &ModuleRef) -> Option<&Registry> {
+        let ptr = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
+        // SAFETY: null or from `Arc::into_raw` in `install`, whose reference the owner drops at
+        // module exit, which cannot run while `_module` holds a module reference.
+        unsafe { ptr.as_ref() }
+    }
+
+    /// The shard of `key`.
+    pub(crate) fn shard(&self, key: &PinKey) -> Option<Shard> {
+        let lock: &ShardLock = self.shards.get(key.shard_index())?;
+        // INVARIANT: a shard of the installed registry (callers got `self` from `get`, holding
+        // a module reference they keep as long as the shard).
+        Some(Shard(NonNull::from(lock)))
+    }
+}
+
+/// The module's registry, published for [`Registry::get`] (see [`RegistryOwner`]): a
 /// `*const Registry` (untyped, as the atomics of every kernel we build for hold it).
 static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 
-/// Owns the registry from module init to exit; pins hold references of their own, so a pin that
-/// outlives the module's clients (NVIDIA refused its unpin) still finds it.
+/// Owns the registry from module init to exit (after every pin and registration, which hold
+/// module references).
 ///
 /// # Invariants
 ///
@@ -121,23 +216,14 @@ pub(crate) struct RegistryOwner(());
 impl RegistryOwner {
     /// Creates and publishes the registry (with sharing off it only lists nothing).
     pub(crate) fn install(sharing: Sharing) -> Result<Self> {
-        let registry = Arc::pin_init(
-            pin_init!(Registry { tree <- new_mutex!(RBTree::new()), sharing }),
-            GFP_KERNEL,
-        )?;
+        let mut shards = KVec::with_capacity(SHARDS, GFP_KERNEL)?;
+        for _ in 0..SHARDS {
+            shards.push(KBox::pin_init(new_mutex!(Chain { head: None }), GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
         // INVARIANT: the reference from `into_raw` is this owner's.
         REGISTRY.store(Arc::into_raw(registry).cast_mut().cast(), Release);
         Ok(Self(()))
-    }
-
-    fn get() -> Option<Arc<Registry>> {
-        let ptr = REGISTRY.load(Acquire).cast::<Registry>();
-        if ptr.is_null() {
-            return None;
-        }
-        // SAFETY: from `Arc::into_raw`, and the owner's reference stays until module exit, after
-        // every `acquire` returned (the module's clients are unregistered first).
-        Some(unsafe { ArcBorrow::from_raw(ptr) }.into())
     }
 }
 
@@ -183,32 +269,25 @@ impl Drop for MmRef {
     }
 }
 
-/// The context reference NVIDIA holds as the free callback's `data` (invalidating pins).
+/// The pin reference NVIDIA holds as the free callback's `data` (invalidating pins): a token
+/// for one `Arc::into_raw` of the pin whose state keeps it (the address is the pin's own, so the
+/// token needs none).
 ///
 /// # Invariants
 ///
-/// `ptr` came from `Arc::into_raw` and that reference is outstanding: it is taken back exactly
-/// once, by `free_callback` (NVIDIA calls it at most once) or by [`NvidiaRef::reclaim`] once
-/// NVIDIA will not call it. Dropping the token only forgets it: the callback owns the reference
-/// then.
-struct NvidiaRef {
-    ptr: NonNull<SharedPin>,
-}
-
-// SAFETY: stands for one `Arc<SharedPin>` count, and `Arc<SharedPin>` is `Send` (asserted below).
-unsafe impl Send for NvidiaRef {}
+/// Kept only in the state of the pin it stands for, and that pin's reference is outstanding: it
+/// is taken back exactly once, by `free_callback` (NVIDIA calls it at most once) or by
+/// [`NvidiaRef::reclaim`] once NVIDIA will not call it. Dropping the token only forgets it: the
+/// callback owns the reference then.
+struct NvidiaRef(());
 
 impl NvidiaRef {
     fn new(pin: &Arc<SharedPin>) -> Self {
-        let raw = Arc::into_raw(pin.clone());
-        // SAFETY: `into_raw` points at the live contents of an `Arc`: never null.
-        let ptr = unsafe { NonNull::new_unchecked(raw.cast_mut()) };
-        // INVARIANT: a reference of its own, from `into_raw`, not taken back yet.
-        Self { ptr }
-    }
-
-    fn data(&self) -> *mut c_void {
-        self.ptr.as_ptr().cast()
+        // The pointer is `pin`'s own address (`callback_data`), given to NVIDIA as `data`.
+        let _ = Arc::into_raw(pin.clone());
+        // INVARIANT: a reference of its own, from `into_raw`, not taken back yet; the caller
+        // keeps the token in `pin`'s state.
+        Self(())
     }
 
     /// Gives the token up: NVIDIA's free callback takes (or took) the reference back.
@@ -220,15 +299,15 @@ impl NvidiaRef {
     ///
     /// # Safety
     ///
-    /// NVIDIA will never call the free callback with this `data`: `get_pages` failed, or
-    /// `put_pages` succeeded before the callback ran (RM unlinks the pin and calls the callback
-    /// in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
-    unsafe fn reclaim(self) -> Arc<SharedPin> {
-        let ptr = self.ptr;
+    /// `pin` is the pin this token stands for, and NVIDIA will never call the free callback with
+    /// its `data`: `get_pages` failed, or `put_pages` succeeded before the callback ran (RM
+    /// unlinks the pin and calls the callback in one hold of its lock, so "not run yet" means
+    /// "never", CONTRACT 2.4).
+    unsafe fn reclaim(self, pin: &SharedPin) -> Arc<SharedPin> {
         core::mem::forget(self);
-        // SAFETY: by the invariant, from `Arc::into_raw` and outstanding; by the caller, nobody
-        // else takes it back.
-        unsafe { Arc::from_raw(ptr.as_ptr()) }
+        // SAFETY: by the invariant, `Arc::into_raw` of `pin` (that is `pin`'s address) and
+        // outstanding; by the caller, nobody else takes it back.
+        unsafe { Arc::from_raw(pin) }
     }
 }
 
@@ -240,12 +319,17 @@ impl Drop for NvidiaRef {
     }
 }
 
+/// The free callback's `data` for `pin`: the pointer `Arc::into_raw` gave [`NvidiaRef::new`].
+fn callback_data(pin: &SharedPin) -> *mut c_void {
+    ptr::from_ref(pin).cast_mut().cast()
+}
+
 enum PinState {
     /// NVIDIA is being asked for the pin (its callback may already run).
     Pinning,
     /// Pinned, not revoked: registrations may use `table`.
     Live { table: TablePtr, nvidia_ref: Option<NvidiaRef> },
-    /// The last registration left; NVIDIA is being asked to unpin (registry lock dropped).
+    /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped).
     Unpinning,
     Unpinned,
     /// NVIDIA refused to unpin: it may still hold the pin and, with a callback, our reference.
@@ -255,27 +339,32 @@ enum PinState {
     Revoked,
 }
 
-/// A pin's state.
+/// A pin's state, under its shard's lock.
 ///
 /// # Invariants
 ///
-/// - `listed` is true exactly while the registry maps the pin's key to this pin, and then the
-///   state is `Live` (listed in the critical section that publishes `Live`, unlisted in the one
-///   that leaves it).
+/// - `listed` is true exactly while the pin is in its shard's chain, and then the state is
+///   `Live` (listed in the critical section that publishes `Live`, unlisted in the one that
+///   leaves it); `next` is the chain's next pin while listed, `None` otherwise.
 /// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
 ///   invalidating pin the registrations in `first` and `more` are exactly their holders.
 struct PinInner {
     state: PinState,
-    /// Registrations holding the pin (`u32` keeps the pin in a 128-byte slab object).
+    /// Registrations holding the pin.
     users: u32,
-    /// The invalidating pin's registrations, each with a reference: the free callback revokes
-    /// them (none for persistent pins). The first inline, the others in `more`; one that leaves
-    /// empties its slot, which the next to join reuses (6.12's `KVec` cannot remove an element).
-    first: Option<Arc<RegContext>>,
-    more: KVec<Option<Arc<RegContext>>>,
-    /// In the registry now (a private pin never is).
+    /// The persistent client's pin (part of what a joining registration matches).
+    persistent: bool,
     listed: bool,
+    /// The invalidating pin's registrations, each with a reference: the free callback revokes
+    /// them (none for persistent pins). The first inline, the others in `more` (allocated only
+    /// for a second member); one that leaves empties its slot, which the next to join reuses
+    /// (6.12's `KVec` cannot remove an element).
+    first: Option<Arc<RegContext>>,
+    more: Option<KBox<Members>>,
+    next: Option<Arc<SharedPin>>,
 }
+
+type Members = KVec<Option<Arc<RegContext>>>;
 
 /// One NVIDIA pin and the registrations on it.
 ///
@@ -285,29 +374,28 @@ struct PinInner {
 ///   live: NVIDIA frees it only after a successful unpin (which `Unpinning` precedes) or after
 ///   the free callback returned, which first moves the pin to `Revoked` and every member
 ///   registration out of the states that use the table.
-/// - `nvidia_ref` is `Some` exactly for pins with a free callback.
+/// - `nvidia_ref` is `Some` in `Live` exactly for pins with a free callback.
 /// - `PinnedPages`/`PinnedBytes`/`LivePins` count the pin from `Live` until NVIDIA no longer
 ///   holds it (unpinned, or its callback ran).
-/// - `_mm` is `Some` exactly for a pin that may be listed (shared), and `key.mm` is then its
-///   address (else 0).
+/// - `shard` is `key`'s shard, whose lock `state` is locked by.
 pub(crate) struct SharedPin {
-    /// The client (`persistent`), the process and the range: what a joining registration
-    /// matches, and the range pinned.
+    /// The process and the range: what a joining registration matches, and the range pinned.
     key: PinKey,
-    /// Held for its `mmgrab` (the key's address stays this process's while the pin lives).
-    _mm: Option<MmRef>,
-    registry: Arc<Registry>,
-    /// Under the registry's lock.
-    state: LockedBy<PinInner, Tree>,
+    shard: Shard,
+    state: LockedBy<PinInner, Chain>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
 }
 
-/// What a critical section on a pin's state does to the registry, under the same lock.
-enum TreeOp {
+// The memory budget: a pin and a registration are 96-byte slab objects (an `Arc`'s count and
+// 88 bytes) on every kernel, lockdep or not (neither holds a lock of its own).
+const _: () = assert!(core::mem::size_of::<SharedPin>() <= 88);
+
+/// What a critical section on a pin's state does to its shard's chain, under the same lock.
+enum ChainOp {
     Keep,
     /// List the pin unless another pin of its key is listed (it then stays private).
-    List(RBTreeNodeReservation<PinKey, Arc<SharedPin>>),
+    List,
     Unlist,
 }
 
@@ -323,7 +411,7 @@ pub(crate) struct PinRef {
     table: TablePtr,
 }
 
-// Pins and the registry move between the threads of the core, NVIDIA's callback and module exit.
+// Pins move between the threads of the core, NVIDIA's callback and module exit.
 const _: () = {
     const fn shared<T: Send + Sync>() {}
     const fn sendable<T: Send>() {}
@@ -342,96 +430,120 @@ impl PinRef {
     }
 }
 
-impl SharedPin {
-    fn kind(&self) -> ClientKind {
-        if self.key.persistent {
-            ClientKind::Persistent
-        } else {
-            ClientKind::Invalidating
+/// The listed pin of `key` and client in `chain`.
+fn find<'a>(chain: &'a Chain, key: &PinKey, persistent: bool) -> Option<&'a Arc<SharedPin>> {
+    let mut cur = chain.head.as_ref();
+    while let Some(pin) = cur {
+        let inner = pin.state.access(chain);
+        if inner.persistent == persistent && pin.key.same(key) {
+            return Some(pin);
         }
+        cur = inner.next.as_ref();
+    }
+    None
+}
+
+/// Takes `target` out of `chain` (it is listed).
+fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
+    let after = target.state.access_mut(chain).next.take();
+    if chain.head.as_ref().is_some_and(|h| Arc::ptr_eq(h, target)) {
+        // Drops the chain's reference, never the last (the caller holds `target`).
+        chain.head = after;
+        return;
+    }
+    let mut cur = chain.head.clone();
+    while let Some(pin) = cur {
+        let inner = pin.state.access_mut(chain);
+        if inner.next.as_ref().is_some_and(|n| Arc::ptr_eq(n, target)) {
+            inner.next = after;
+            return;
+        }
+        cur = inner.next.clone();
+    }
+    // Not reached (`PinInner` invariant): leave the chain as it was.
+    target.state.access_mut(chain).next = after;
+    nv_err!("pin {:#x}: listed but not in its shard's chain\n", target.key.start);
+}
+
+impl SharedPin {
+    pub(crate) fn range(&self) -> GpuRange {
+        self.key.range()
     }
 
-    fn range(&self) -> GpuRange {
-        GpuRange { start: self.key.start, len: self.key.len }
-    }
-
-    /// Runs `f` on the pin's state under its lock, then applies the registry change it asks for.
-    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, TreeOp)) -> R {
-        let mut tree = self.registry.tree.lock();
-        let (r, op) = f(self.state.access_mut(&mut tree));
-        let key = self.key;
+    /// Runs `f` on the pin's state under its shard's lock, then applies the chain change it
+    /// asks for.
+    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, ChainOp)) -> R {
+        let mut chain = self.shard.lock();
+        let (r, op) = f(self.state.access_mut(&mut chain));
         match op {
-            TreeOp::Keep => {}
-            TreeOp::List(node) => {
-                if tree.get(&key).is_none() {
-                    tree.insert(node.into_node(key, self.clone()));
-                    // INVARIANT: listed now, and `Live` (only `pin_with_nvidia` lists).
-                    self.state.access_mut(&mut tree).listed = true;
+            ChainOp::Keep => {}
+            ChainOp::List => {
+                let persistent = self.state.access(&chain).persistent;
+                if find(&chain, &self.key, persistent).is_none() {
+                    let head = chain.head.take();
+                    let inner = self.state.access_mut(&mut chain);
+                    inner.next = head;
+                    // INVARIANT: in the chain now, and `Live` (only `pin_with_nvidia` lists).
+                    inner.listed = true;
+                    chain.head = Some(self.clone());
                 }
             }
-            TreeOp::Unlist => {
-                if tree.get(&key).is_some_and(|p| Arc::ptr_eq(p, self)) {
-                    tree.remove(&key);
+            ChainOp::Unlist => {
+                if self.state.access(&chain).listed {
+                    unlink(&mut chain, self);
                 }
-                // INVARIANT: no longer in the tree.
-                self.state.access_mut(&mut tree).listed = false;
+                // INVARIANT: no longer in the chain.
+                self.state.access_mut(&mut chain).listed = false;
             }
         }
         r
     }
 
-    /// Takes a pin on `range` for `ctx`: joins the live pin of the same key, or pins anew.
-    /// NVIDIA's refusals come back as its errno (host memory, a freed VA: "not ours").
+    /// Takes a pin on `key`'s range for `ctx` (which locks `shard`, `key`'s): joins the live pin
+    /// of the same key and client, or pins anew. NVIDIA's refusals come back as its errno (host
+    /// memory, a freed VA: "not ours").
     pub(crate) fn acquire(
-        client: &ClientSlot,
-        range: GpuRange,
+        kind: ClientKind,
+        key: PinKey,
+        shard: Shard,
         ctx: &Arc<RegContext>,
     ) -> Result<PinRef> {
-        let persistent = client.kind() == ClientKind::Persistent;
-        let registry = RegistryOwner::get().ok_or(ENODEV)?;
-        // Shared only where the registry shares this client's pins, with a process to key on.
-        let shares = match registry.sharing {
-            Sharing::Off => false,
-            Sharing::Invalidating => !persistent,
-            Sharing::All => true,
-        };
-        let mm = if shares { MmRef::current() } else { None };
-        let key = PinKey {
-            persistent,
-            mm: mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize),
-            start: range.start,
-            len: range.len,
-        };
-        if mm.is_some() {
-            if let Some(pin) = Self::join(&registry, key, ctx) {
+        let persistent = kind == ClientKind::Persistent;
+        if key.mm.is_some() {
+            if let Some(pin) = Self::join(shard, &key, persistent, ctx) {
+                // `key`'s mm reference goes here, unlocked: the pin holds its own.
                 return Ok(pin);
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
         let first = (!persistent).then(|| ctx.clone());
-        let state = PinInner { state: PinState::Pinning, users: 1, first, more: KVec::new(), listed: false };
-        let state = LockedBy::new(&registry.tree, state);
-        // A registry node for a pin others may join, reserved before the lock is taken.
-        let node = match mm {
-            Some(_) => Some(RBTreeNodeReservation::new(GFP_KERNEL)?),
-            None => None,
+        let state = PinInner {
+            state: PinState::Pinning,
+            users: 1,
+            persistent,
+            listed: false,
+            first,
+            more: None,
+            next: None,
         };
-        // INVARIANT: `mm` only for a pin that may be listed, `key.mm` its address (else 0).
-        let pin = Arc::new(SharedPin { key, _mm: mm, registry, state, _module: module }, GFP_KERNEL)?;
-        let table = pin.pin_with_nvidia(node)?;
+        let state = LockedBy::new(shard.mutex(), state);
+        let listable = key.mm.is_some();
+        // INVARIANT: `shard` is `key`'s (the caller's, from `Registry::shard`).
+        let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
+        let table = pin.pin_with_nvidia(kind, listable)?;
         // INVARIANT: the live pin's table; `ctx` is its (first) member.
         Ok(PinRef { pin, table })
     }
 
-    /// Joins the live pin of `key`, if there is one. A member slot that must grow is allocated
+    /// Joins the live pin of `key`, if there is one. A member vector that must grow is allocated
     /// with the lock dropped (the free callback, under NVIDIA's RM lock, may wait for it), then
     /// the lookup is retried; without memory the caller pins anew.
-    fn join(registry: &Registry, key: PinKey, ctx: &Arc<RegContext>) -> Option<PinRef> {
-        let mut spare = KVec::new();
+    fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<PinRef> {
+        let mut spare = None;
         loop {
-            let mut tree = registry.tree.lock();
-            let pin = tree.get(&key).cloned()?;
-            let inner = pin.state.access_mut(&mut tree);
+            let mut chain = shard.lock();
+            let pin = find(&chain, key, persistent)?.clone();
+            let inner = pin.state.access_mut(&mut chain);
             let PinState::Live { table, .. } = &inner.state else {
                 // Not reached: only live pins are listed (`PinInner` invariant).
                 return None;
@@ -439,16 +551,16 @@ impl SharedPin {
             let table = *table;
             // A full count (four billion MRs of one range) pins anew rather than wrap.
             let users = inner.users.checked_add(1)?;
-            if !key.persistent {
+            if !persistent {
                 if let Err(needed) = inner.add_member(ctx, &mut spare) {
-                    drop(tree);
-                    spare = KVec::with_capacity(needed, GFP_KERNEL).ok()?;
+                    drop(chain);
+                    spare = Some(KBox::new(KVec::with_capacity(needed, GFP_KERNEL).ok()?, GFP_KERNEL).ok()?);
                     continue;
                 }
             }
             // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
             inner.users = users;
-            drop(tree);
+            drop(chain);
             stats::inc(Stat::PinShares);
             nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
             // INVARIANT: the live pin's table. Invalidating: the registration is a member, so a
@@ -459,18 +571,16 @@ impl SharedPin {
         }
     }
 
-    /// Pins with NVIDIA: `Pinning` -> `Live` (listed when it has a key and no other pin of that
-    /// key is), or an error (refused, or revoked before it could be published).
-    fn pin_with_nvidia(
-        self: &Arc<Self>,
-        node: Option<RBTreeNodeReservation<PinKey, Arc<SharedPin>>>,
-    ) -> Result<TablePtr> {
+    /// Pins with NVIDIA: `Pinning` -> `Live` (listed when `listable` and no other pin of its key
+    /// is), or an error (refused, or revoked before it could be published).
+    fn pin_with_nvidia(self: &Arc<Self>, kind: ClientKind, listable: bool) -> Result<TablePtr> {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
-        let result = match self.kind() {
+        let (start, len) = (self.key.start, self.key.len);
+        let result = match kind {
             ClientKind::Persistent => {
                 // SAFETY: not called from a free callback (acquire/get_pages context).
-                unsafe { api.get_pages_persistent(self.key.start, self.key.len) }
+                unsafe { api.get_pages_persistent(start, len) }
                     // INVARIANT: a table NVIDIA returned from a pin.
                     .map(|table| (TablePtr(table), None))
             }
@@ -478,15 +588,14 @@ impl SharedPin {
                 let nvidia_ref = NvidiaRef::new(self);
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
                 // pin is put (it is a pin reference of its own).
-                let r = unsafe {
-                    api.get_pages(self.key.start, self.key.len, free_callback, nvidia_ref.data())
-                };
+                let r = unsafe { api.get_pages(start, len, free_callback, callback_data(self)) };
                 match r {
                     // INVARIANT: a table NVIDIA returned from a pin.
                     Ok(table) => Ok((TablePtr(table), Some(nvidia_ref))),
                     Err(e) => {
-                        // SAFETY: get_pages failed, so no callback was registered.
-                        drop(unsafe { nvidia_ref.reclaim() });
+                        // SAFETY: this pin's token, and get_pages failed, so no callback was
+                        // registered.
+                        drop(unsafe { nvidia_ref.reclaim(self) });
                         Err(e)
                     }
                 }
@@ -495,12 +604,12 @@ impl SharedPin {
         // Checking for a revocation, publishing and listing the pin are one critical section:
         // a callback that ran after get_pages returned left `Revoked`, which must never be
         // overwritten (the table is freed and the callback took NVIDIA's reference).
-        let outcome = self.with_inner(|inner| match result {
+        self.with_inner(|inner| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
                     r.leave_to_callback();
                 }
-                (Err(EFAULT), TreeOp::Keep)
+                (Err(EFAULT), ChainOp::Keep)
             }
             Ok((table, nvidia_ref)) => {
                 // INVARIANT: a successful pin, not revoked (checked under the lock); the token
@@ -508,16 +617,15 @@ impl SharedPin {
                 // that runs right after it uncounts what was counted.
                 inner.state = PinState::Live { table, nvidia_ref };
                 stats::add(Stat::PinnedPages, self.range().pages());
-                stats::add(Stat::PinnedBytes, self.key.len);
+                stats::add(Stat::PinnedBytes, len);
                 stats::inc(Stat::LivePins);
-                (Ok(table), node.map_or(TreeOp::Keep, TreeOp::List))
+                (Ok(table), if listable { ChainOp::List } else { ChainOp::Keep })
             }
             Err(e) => {
                 inner.state = PinState::Unpinned;
-                (Err(e), TreeOp::Keep)
+                (Err(e), ChainOp::Keep)
             }
-        });
-        outcome
+        })
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
@@ -526,20 +634,20 @@ impl SharedPin {
             let member = inner.take_member(ctx);
             if !matches!(inner.state, PinState::Live { .. }) {
                 // Revoked: the callback dealt with every member.
-                return ((member, None), TreeOp::Keep);
+                return ((member, None), ChainOp::Keep);
             }
             inner.users = inner.users.saturating_sub(1);
             if inner.users > 0 {
-                return ((member, None), TreeOp::Keep);
+                return ((member, None), ChainOp::Keep);
             }
             match core::mem::replace(&mut inner.state, PinState::Unpinning) {
                 PinState::Live { table, nvidia_ref } => {
-                    let op = if inner.listed { TreeOp::Unlist } else { TreeOp::Keep };
+                    let op = if inner.listed { ChainOp::Unlist } else { ChainOp::Keep };
                     ((member, Some((table, nvidia_ref))), op)
                 }
                 other => {
                     inner.state = other;
-                    ((member, None), TreeOp::Keep)
+                    ((member, None), ChainOp::Keep)
                 }
             }
         });
@@ -557,11 +665,12 @@ impl SharedPin {
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find their registration revoked and never get
         // here (`RegContext::unpin`).
-        let result = match self.kind() {
-            // SAFETY: see above; the persistent pin is ours and not used afterwards.
-            ClientKind::Persistent => unsafe { api.put_pages_persistent(self.key.start, table.0) },
+        let result = match nvidia_ref {
+            // SAFETY: see above; the persistent pin (no callback) is ours and not used
+            // afterwards.
+            None => unsafe { api.put_pages_persistent(self.key.start, table.0) },
             // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            ClientKind::Invalidating => unsafe { api.put_pages(self.key.start, table.0) },
+            Some(_) => unsafe { api.put_pages(self.key.start, table.0) },
         };
         let callback_ran = self.with_inner(|inner| {
             let ran = matches!(inner.state, PinState::Revoked);
@@ -569,7 +678,7 @@ impl SharedPin {
                 (Err(_), false) => PinState::UnpinFailed,
                 _ => PinState::Unpinned,
             };
-            (ran, TreeOp::Keep)
+            (ran, ChainOp::Keep)
         });
         nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.key.start, result, callback_ran);
         if callback_ran {
@@ -585,9 +694,9 @@ impl SharedPin {
             Ok(()) => {
                 self.uncount();
                 if let Some(nvidia_ref) = nvidia_ref {
-                    // SAFETY: put_pages succeeded and the callback had not run: NVIDIA dropped
-                    // it. Not the last reference (the caller holds `self`).
-                    drop(unsafe { nvidia_ref.reclaim() });
+                    // SAFETY: this pin's token; put_pages succeeded and the callback had not
+                    // run: NVIDIA dropped it. Not the last reference (the caller holds `self`).
+                    drop(unsafe { nvidia_ref.reclaim(self) });
                 }
             }
             Err(e) => {
@@ -627,11 +736,11 @@ impl SharedPin {
                 PinState::Pinning => false,
                 PinState::Revoked | PinState::Unpinned => {
                     inner.state = old;
-                    return (None, TreeOp::Keep);
+                    return (None, ChainOp::Keep);
                 }
             };
-            let op = if inner.listed { TreeOp::Unlist } else { TreeOp::Keep };
-            let members = (inner.first.take(), core::mem::replace(&mut inner.more, KVec::new()));
+            let op = if inner.listed { ChainOp::Unlist } else { ChainOp::Keep };
+            let members = (inner.first.take(), inner.more.take());
             (Some((counted, members)), op)
         });
         let Some((counted, (first, more))) = revoked else { return };
@@ -639,7 +748,8 @@ impl SharedPin {
             self.uncount();
         }
         nv_dbg!("free callback {:#x}: revoking its registrations", self.key.start);
-        for ctx in Iterator::chain(first.iter(), more.iter().flatten()) {
+        let more = more.iter().flat_map(|m| m.iter().flatten());
+        for ctx in Iterator::chain(first.iter(), more) {
             ctx.revoke();
         }
         // NVIDIA frees the table and every mapping on it when we return.
@@ -647,34 +757,40 @@ impl SharedPin {
 }
 
 impl PinInner {
-    /// Makes `ctx` a member, in a free slot or by moving `more` into `spare` when it has room;
-    /// else `Err(capacity)`: the caller allocates `spare` that large, unlocked, and retries.
-    fn add_member(&mut self, ctx: &Arc<RegContext>, spare: &mut KVec<Option<Arc<RegContext>>>) -> Result<(), usize> {
+    /// Makes `ctx` a member, inline, in a free slot, or by moving the members into `spare` when
+    /// it has room; else `Err(capacity)`: the caller allocates `spare` that large, unlocked, and
+    /// retries.
+    fn add_member(&mut self, ctx: &Arc<RegContext>, spare: &mut Option<KBox<Members>>) -> Result<(), usize> {
         if self.first.is_none() {
             self.first = Some(ctx.clone());
             return Ok(());
         }
-        if let Some(slot) = self.more.iter_mut().find(|m| m.is_none()) {
+        let len = self.more.as_ref().map_or(0, |m| m.len());
+        if let Some(slot) = self.more.iter_mut().flat_map(|m| m.iter_mut()).find(|m| m.is_none()) {
             *slot = Some(ctx.clone());
             return Ok(());
         }
-        let needed = (2 * self.more.len()).max(4);
-        if spare.capacity() - spare.len() < self.more.len() + 1 {
-            return Err(needed);
-        }
-        // Within `spare`'s room (checked above): `push` neither allocates nor fails.
+        let needed = (2 * len).max(4);
+        let mut grown = match spare.take() {
+            Some(s) if s.capacity() - s.len() > len => s,
+            other => {
+                *spare = other;
+                return Err(needed);
+            }
+        };
+        // Within `grown`'s room (checked above): `push` neither allocates nor fails.
         let mut keep = |m: Option<Arc<RegContext>>| {
-            if spare.push(m, GFP_NOWAIT).is_err() {
+            if grown.push(m, GFP_NOWAIT).is_err() {
                 stats::failure(Op::Acquire, ENOMEM);
                 nv_err!("pin member lost while growing the member vector\n");
             }
         };
-        for m in self.more.iter_mut() {
+        for m in self.more.iter_mut().flat_map(|m| m.iter_mut()) {
             keep(m.take());
         }
         keep(Some(ctx.clone()));
         // The old vector, emptied of references, is freed with the lock held (kfree only).
-        self.more = core::mem::replace(spare, KVec::new());
+        self.more = Some(grown);
         Ok(())
     }
 
@@ -684,7 +800,7 @@ impl PinInner {
         if is_ctx(&self.first) {
             return self.first.take();
         }
-        self.more.iter_mut().find(|m| is_ctx(m)).and_then(Option::take)
+        self.more.iter_mut().flat_map(|m| m.iter_mut()).find(|m| is_ctx(m)).and_then(Option::take)
     }
 }
 

@@ -203,7 +203,7 @@ def memory_main(args):
         ratio = f"{o / r:.2f}" if r else "-"
         result[fmt_size(size).replace(" ", "")] = {"mem": round(o / r, 3) if r else None,
                                                    "bytes": [o, r]}
-        show = lambda c: ", ".join(f"{k} {v:.0f}" for k, v in sorted(c.items(), key=lambda kv: -kv[1])[:3])
+        show = lambda c: ", ".join(f"{k} {v:.0f}" for k, v in sorted(c.items(), key=lambda kv: -kv[1])[:6])
         print(f"{fmt_size(size):>7} | {o:>10.0f} {r:>10.0f} {ratio:>6} | {show(o_caches)}; {show(r_caches)}",
               flush=True)
         if o_left or r_left:

@@ -22,6 +22,10 @@ import nvsim  # noqa: E402
 KIB = 1 << 10
 ITERATIONS = 3000
 TOP = 15
+# The client ops whose own split is printed (a name the demangled frame contains: our Rust ops
+# and the reference's C ones), with the functions they spend their time in.
+FOCUS = ("put_pages", "dma_unmap", "acquire", "dma_map")
+FOCUS_TOP = 10
 
 
 def demangle(names):
@@ -127,6 +131,14 @@ def main(ko_dir=None):
                 or f.startswith("nvpeer_glue")]
         for pct, name in mine[:TOP]:
             print(f"  {pct:5.1f}%  {name[:120]}", flush=True)
+        for op in FOCUS:
+            inside = [c for c in chains if any(op in names.get(f, f) for f in c)]
+            if not inside:
+                continue
+            print(f"{client}: inside {op} ({100.0 * len(inside) / len(chains):.1f}% of the samples), "
+                  "self time as a share of those:")
+            for pct, f in shares(inside, inclusive=False)[:FOCUS_TOP]:
+                print(f"  {pct:5.1f}%  {names.get(f, f)[:120]}", flush=True)
     return 0
 
 
