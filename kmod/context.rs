@@ -433,27 +433,27 @@ impl RegContext {
     /// unpins). One critical section: the context is `Unpinned` from here on (a revocation that
     /// comes meanwhile finds nothing to do: the pin's callback handles the pin itself).
     pub(crate) fn unpin(self: &Arc<Self>) {
-        let (pin, sg) = {
-            let mut guard = self.shard.lock();
-            let inner = locked!(self, guard);
-            // The core may have skipped dma_unmap: unmap before unpinning (put_pages frees
-            // mappings).
-            let sg = inner.unmap();
-            match core::mem::replace(&mut inner.state, State::Unpinned) {
-                State::Acquired(pin) | State::Pinned(pin) => (pin, sg),
-                other => {
-                    // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
-                    inner.state = other;
-                    drop(guard);
-                    drop(sg);
-                    return;
-                }
+        let mut guard = self.shard.lock();
+        let inner = locked!(self, guard);
+        // The core may have skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
+        let sg = inner.unmap();
+        let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
+            State::Acquired(pin) | State::Pinned(pin) => pin,
+            other => {
+                // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
+                inner.state = other;
+                drop(guard);
+                drop(sg);
+                return;
             }
         };
+        // Off the pin in the same critical section (the pin's state is under the same lock).
+        let leaving = pin.pin().leave_locked(&mut guard, self);
+        drop(guard);
         drop(sg);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
-        pin.pin().leave(self);
+        pin.pin().finish_leaving(leaving);
         nv_dbg!("unpin {:#x}: left its pin", pin.pin().range().start);
     }
 

@@ -375,7 +375,7 @@ type Members = KVec<Option<Arc<RegContext>>>;
 ///   the free callback returned, which first moves the pin to `Revoked` and every member
 ///   registration out of the states that use the table.
 /// - `nvidia_ref` is `Some` in `Live` exactly for pins with a free callback.
-/// - `PinnedPages`/`PinnedBytes`/`LivePins` count the pin from `Live` until NVIDIA no longer
+/// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA no longer
 ///   holds it (unpinned, or its callback ran).
 /// - `shard` is `key`'s shard, whose lock `state` is locked by.
 pub(crate) struct SharedPin {
@@ -397,6 +397,13 @@ enum ChainOp {
     /// List the pin unless another pin of its key is listed (it then stays private).
     List,
     Unlist,
+}
+
+/// What is left of a registration's leaving once the shard's lock is dropped.
+#[must_use]
+pub(crate) struct Leaving {
+    member: Option<Arc<RegContext>>,
+    unpin: Option<(TablePtr, Option<NvidiaRef>)>,
 }
 
 /// The table a registration uses, with the pin it belongs to.
@@ -474,14 +481,19 @@ impl SharedPin {
     /// asks for.
     fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, ChainOp)) -> R {
         let mut chain = self.shard.lock();
-        let (r, op) = f(self.state.access_mut(&mut chain));
+        self.locked(&mut chain, f)
+    }
+
+    /// [`Self::with_inner`] with the shard's lock held by the caller (`chain` is its data).
+    fn locked<R>(self: &Arc<Self>, chain: &mut Chain, f: impl FnOnce(&mut PinInner) -> (R, ChainOp)) -> R {
+        let (r, op) = f(self.state.access_mut(chain));
         match op {
             ChainOp::Keep => {}
             ChainOp::List => {
-                let persistent = self.state.access(&chain).persistent;
-                if find(&chain, &self.key, persistent).is_none() {
+                let persistent = self.state.access(chain).persistent;
+                if find(chain, &self.key, persistent).is_none() {
                     let head = chain.head.take();
-                    let inner = self.state.access_mut(&mut chain);
+                    let inner = self.state.access_mut(chain);
                     inner.next = head;
                     // INVARIANT: in the chain now, and `Live` (only `pin_with_nvidia` lists).
                     inner.listed = true;
@@ -489,11 +501,11 @@ impl SharedPin {
                 }
             }
             ChainOp::Unlist => {
-                if self.state.access(&chain).listed {
-                    unlink(&mut chain, self);
+                if self.state.access(chain).listed {
+                    unlink(chain, self);
                 }
                 // INVARIANT: no longer in the chain.
-                self.state.access_mut(&mut chain).listed = false;
+                self.state.access_mut(chain).listed = false;
             }
         }
         r
@@ -617,7 +629,6 @@ impl SharedPin {
                 // that runs right after it uncounts what was counted.
                 inner.state = PinState::Live { table, nvidia_ref };
                 stats::add(Stat::PinnedPages, self.range().pages());
-                stats::add(Stat::PinnedBytes, len);
                 stats::inc(Stat::LivePins);
                 (Ok(table), if listable { ChainOp::List } else { ChainOp::Keep })
             }
@@ -630,7 +641,17 @@ impl SharedPin {
 
     /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
     pub(crate) fn leave(self: &Arc<Self>, ctx: &RegContext) {
-        let (member, unpin) = self.with_inner(|inner| {
+        let mut chain = self.shard.lock();
+        let leaving = self.leave_locked(&mut chain, ctx);
+        drop(chain);
+        self.finish_leaving(leaving);
+    }
+
+    /// The part of [`Self::leave`] under the shard's lock (which the caller holds: `chain`, in
+    /// the same critical section as its own state change); [`Self::finish_leaving`] does the
+    /// rest once it is dropped.
+    pub(crate) fn leave_locked(self: &Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving {
+        let (member, unpin) = self.locked(chain, |inner| {
             let member = inner.take_member(ctx);
             if !matches!(inner.state, PinState::Live { .. }) {
                 // Revoked: the callback dealt with every member.
@@ -651,9 +672,14 @@ impl SharedPin {
                 }
             }
         });
-        // Dropped with no lock held: the registration's reference (the caller holds another).
-        drop(member);
-        if let Some((table, nvidia_ref)) = unpin {
+        Leaving { member, unpin }
+    }
+
+    /// After [`Self::leave_locked`], with no lock held: drops the registration's member
+    /// reference (the caller holds another) and, for the last one, unpins.
+    pub(crate) fn finish_leaving(self: &Arc<Self>, leaving: Leaving) {
+        drop(leaving.member);
+        if let Some((table, nvidia_ref)) = leaving.unpin {
             self.unpin(table, nvidia_ref);
         }
     }
@@ -713,7 +739,6 @@ impl SharedPin {
 
     fn uncount(&self) {
         stats::sub(Stat::PinnedPages, self.range().pages());
-        stats::sub(Stat::PinnedBytes, self.key.len);
         stats::sub(Stat::LivePins, 1);
     }
 

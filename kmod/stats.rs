@@ -7,6 +7,7 @@ use kernel::error::Error;
 use crate::compat::{Atomic, Relaxed};
 
 use crate::ffi;
+use crate::p2p::GPU_PAGE_SIZE;
 
 /// A counter; the discriminants are the C glue's `enum nvpeer_stat`.
 #[derive(Clone, Copy)]
@@ -18,6 +19,7 @@ pub(crate) enum Stat {
     PinCalls = ffi::nvpeer_stat_NVPEER_STAT_PIN_CALLS,
     UnpinCalls = ffi::nvpeer_stat_NVPEER_STAT_UNPIN_CALLS,
     PinnedPages = ffi::nvpeer_stat_NVPEER_STAT_PINNED_PAGES,
+    /// Not counted: shown as `PinnedPages` times the GPU page size (one atomic less per pin).
     PinnedBytes = ffi::nvpeer_stat_NVPEER_STAT_PINNED_BYTES,
     Registrations = ffi::nvpeer_stat_NVPEER_STAT_REGISTRATIONS,
     Deregistrations = ffi::nvpeer_stat_NVPEER_STAT_DEREGISTRATIONS,
@@ -88,6 +90,9 @@ pub(crate) fn failure(op: Op, err: Error) {
 /// For the C glue's sysfs `show`.
 #[no_mangle]
 pub(crate) extern "C" fn nvpeer_stat_value(stat: u32) -> u64 {
+    if stat == Stat::PinnedBytes as u32 {
+        return nvpeer_stat_value(Stat::PinnedPages as u32).wrapping_mul(GPU_PAGE_SIZE);
+    }
     COUNTERS.get(stat as usize).map_or(0, |c| c.load(Relaxed))
 }
 
