@@ -48,10 +48,12 @@
 //! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
 //!   (`dma_unmap_pages`, which takes no RM lock).
 //!
-//! A registration's `inner` is locked by its pin's shard lock (`pin`): one lock for a pin and its
-//! registrations, taken one section at a time (never two shards, never nested). It is innermost
-//! but for NVIDIA's semaphore: never held across a call into the IB core or into an NVIDIA
-//! function that takes the RM lock. The `mapping_lock <-> RM` cycle between lock classes is made safe per
+//! A registration's `inner` is locked by the shard lock of its pin key (`pin`), its pin's too: one
+//! lock for a pin and its registrations, taken one section at a time (never two shards, never
+//! nested). It is innermost but for NVIDIA's semaphore: never held across a call into the IB
+//! core or into an NVIDIA function that takes the RM lock. Under it, `dma_unmap_pages` (an IOMMU
+//! unmap) is the one call that may take long, and only because the free callback must wait for
+//! it; the sg_table is allocated with it dropped (`dma_map`). The `mapping_lock <-> RM` cycle between lock classes is made safe per
 //! object by one rule, which lockdep cannot check (it sees neither RM's lock nor, in the
 //! stand-in, its semaphore): the callback waits for a umem's `mapping_lock` only after moving
 //! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
@@ -71,7 +73,7 @@ use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PciDevRef, GPU_PAGE_SIZE};
 use crate::pin::{Chain, PinKey, PinRef, Registry, Shard, SharedPin};
-use crate::sg::{Layout, SgTable};
+use crate::sg::{Layout, SgAlloc, SgTable};
 use crate::stats::{self, Op, Stat};
 
 /// The 64 KiB-aligned GPU range covering a registration.
@@ -145,7 +147,7 @@ struct Inner {
 /// # Invariants
 ///
 /// - A state holding a [`PinRef`] holds it from a successful [`SharedPin::acquire`] for this
-///   context until the context left the pin ([`SharedPin::leave`]) or was revoked by it.
+///   context until the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `module` holds a module reference for the whole life of the context.
 pub(crate) struct RegContext {
@@ -177,22 +179,14 @@ impl RegContext {
             return None;
         };
         let kind = client.kind();
-        let (key, shard) = match Registry::get(&module) {
-            Some(registry) => {
-                let key = PinKey::new(registry, kind, range);
-                let shard = registry.shard(&key);
-                (key, shard)
-            }
-            None => return None,
-        };
-        let Some(shard) = shard else { return None };
+        let (key, shard) = Registry::get(&module)?.place(kind, range)?;
         let inner = LockedBy::new(shard.mutex(), Inner { state: State::Pinning, core_context: 0, sg: None });
         // INVARIANT: locked by the shard of its pin key; the module reference is its own.
         let ctx = match Arc::new(Self { kind, shard, inner, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
-                nv_err!("acquire {:#x}+{:#x}: cannot allocate a context\n", addr, size);
+                nv_err!("acquire {:#x}+{:#x}: cannot allocate a context: out of memory\n", addr, size);
                 return None;
             }
         };
@@ -260,7 +254,7 @@ impl RegContext {
     /// `get_pages`: the pin taken by `acquire` is reused when the core asks for the same range.
     pub(crate) fn get_pages(self: &Arc<Self>, addr: u64, size: u64, core_context: u64) -> Result {
         let range = GpuRange::covering(addr, size);
-        let acquired = {
+        let (acquired, state) = {
             let mut guard = self.shard.lock();
             let inner = locked!(self, guard);
             inner.core_context = core_context;
@@ -280,8 +274,9 @@ impl RegContext {
                         State::Acquired(pin) => Some(pin.pin().range()),
                         _ => None,
                     };
+                    let state = other.name();
                     inner.state = other;
-                    acquired
+                    (acquired, state)
                 }
             }
         };
@@ -291,7 +286,7 @@ impl RegContext {
                 "get_pages {:#x}+{:#x} differs from the acquired range {:#x}+{:#x}\n",
                 addr, size, r.start, r.len
             ),
-            None => nv_err!("get_pages {:#x}+{:#x}: called without a pin from acquire\n", addr, size),
+            None => nv_err!("get_pages {:#x}+{:#x}: called in state {}\n", addr, size, state),
         }
         self.unpin();
         Err(EINVAL)
@@ -314,6 +309,8 @@ impl RegContext {
         let peer = unsafe { PciDevRef::from_dma_device(dma_device) }.inspect_err(|_| {
             nv_err!("dma_map: the DMA device is not a PCI device\n");
         })?;
+        // SAFETY: the core's live DMA device (caller).
+        let layout = layout.unwrap_or_else(|| unsafe { Layout::coalesced_for(dma_device) });
         let (table, range) = {
             let mut guard = self.shard.lock();
             let inner = locked!(self, guard);
@@ -363,7 +360,7 @@ impl RegContext {
         // SAFETY: not in a callback; the table was live under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut guard = self.shard.lock();
-        let inner = locked!(self, guard);
+        let mut inner = locked!(self, guard);
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
             State::Mapping(pin) => pin,
             other => {
@@ -381,17 +378,41 @@ impl RegContext {
                 return Err(e);
             }
         };
-        // SAFETY: live mapping (not revoked, the lock held until the table is built).
-        let built = unsafe { mapping.addresses() }.and_then(|addrs| {
+        // The sg_table is allocated with the lock dropped (the free callback of any pin of this
+        // shard may wait for the lock, holding RM): its size is read from the mapping under the
+        // lock, and the mapping is checked again under the lock before the table is filled.
+        // SAFETY: live mapping (not revoked, the lock held).
+        let count = unsafe { mapping.addresses() }.and_then(|addrs| {
             if addrs.len() as u64 != range.pages() {
                 // A short table would give the NIC less than `umem->length` (REVIEW-KMOD C9).
                 nv_err!("dma_map {:#x}: NVIDIA mapped {} pages of {}\n", range.start, addrs.len(), range.pages());
                 return Err(EINVAL);
             }
-            // SAFETY: the core's live DMA device (caller).
-            let layout = layout.unwrap_or_else(|| unsafe { Layout::coalesced_for(dma_device) });
-            SgTable::build(addrs, layout)
+            Ok(SgAlloc::entries(addrs, layout))
         });
+        let (pin, built) = match count {
+            Err(e) => (pin, Err(e)),
+            Ok(count) => {
+                // `Mapping` again while unlocked, so that a revocation meanwhile is seen.
+                inner.state = State::Mapping(pin);
+                drop(guard);
+                let sg = SgAlloc::new(count);
+                guard = self.shard.lock();
+                inner = locked!(self, guard);
+                let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
+                    State::Mapping(pin) => pin,
+                    other => {
+                        // Revoked meanwhile: NVIDIA freed the table and the mapping on it.
+                        inner.state = other;
+                        nv_err!("dma_map {:#x}: the GPU memory was freed while being mapped\n", range.start);
+                        return Err(EFAULT);
+                    }
+                };
+                // SAFETY: live mapping (not revoked, the lock held again).
+                let filled = sg.and_then(|sg| unsafe { mapping.addresses() }.and_then(|addrs| sg.fill(addrs, layout)));
+                (pin, filled)
+            }
+        };
         match built {
             Ok(sg) => {
                 // SAFETY: the core's pointers (caller).
@@ -453,7 +474,7 @@ impl RegContext {
         drop(sg);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find the state `Invalidating` and returned above.
-        pin.pin().finish_leaving(leaving);
+        leaving.finish();
         nv_dbg!("unpin {:#x}: left its pin", pin.pin().range().start);
     }
 
@@ -463,6 +484,12 @@ impl RegContext {
         let mut guard = self.shard.lock();
         let inner = locked!(self, guard);
         let old = core::mem::replace(&mut inner.state, State::Revoked);
+        let start = match &old {
+            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) => {
+                pin.pin().range().start
+            }
+            _ => 0,
+        };
         let was_mapped = match &old {
             State::Mapped(..) => true,
             // Not visible to the NIC yet, or leaving: a pending `pin`/`dma_map` sees `Revoked`.
@@ -478,7 +505,7 @@ impl RegContext {
             inner.state = State::Invalidating;
             let core_context = inner.core_context;
             drop(guard);
-            nv_dbg!("free callback: invalidating core_context {}", core_context);
+            nv_dbg!("free callback {:#x}: invalidating core_context {}", start, core_context);
             stats::inc(Stat::InvalidateCalls);
             // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
             self.client().invalidate(core_context);
@@ -490,7 +517,7 @@ impl RegContext {
             locked!(self, guard).state = State::Revoked;
         } else {
             drop(guard);
-            nv_dbg!("free callback: not mapped yet, no invalidation needed");
+            nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", start);
         }
         // NVIDIA frees the mapping when the callback returns; our PCI device reference goes no
         // earlier than the end of the core's invalidate (best effort: the NIC's ib_device keeps

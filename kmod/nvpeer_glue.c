@@ -185,6 +185,11 @@ void nvpeer_glue_mm_drop(void *mm)
 	mmdrop(mm);
 }
 
+void *nvpeer_glue_current_mm(void)
+{
+	return current->mm;
+}
+
 bool nvpeer_glue_ratelimit(void)
 {
 	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);

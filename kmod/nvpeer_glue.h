@@ -77,6 +77,8 @@ void nvpeer_glue_pci_dev_put(struct pci_dev *pdev);
  */
 void *nvpeer_glue_current_mm_grab(void);
 void nvpeer_glue_mm_drop(void *mm);
+/* The calling task's mm_struct address, no reference taken: it only spreads pins over locks. */
+void *nvpeer_glue_current_mm(void);
 
 /* Rate limit shared by every error log line (5 s, burst 10). */
 bool nvpeer_glue_ratelimit(void);

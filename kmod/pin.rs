@@ -45,8 +45,9 @@
 //! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
 //! for a shard). It is never held across a call into the core or into an NVIDIA function that
 //! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
-//! grown member vector is allocated before it is taken), so the free callback, which waits for it
-//! while holding RM, waits only behind short sections, never behind a call out or reclaim.
+//! grown member vector and a registration's sg_table are allocated with it dropped), so the free
+//! callback, which waits for it while holding RM, waits only behind short sections (the longest:
+//! an IOMMU unmap in `dma_unmap_pages`), never behind a call out or reclaim.
 
 use core::ffi::c_void;
 use core::pin::Pin;
@@ -98,17 +99,6 @@ pub(crate) struct PinKey {
 }
 
 impl PinKey {
-    /// The key a registration of `range` by `kind` and the current task pins or joins under.
-    pub(crate) fn new(registry: &Registry, kind: ClientKind, range: GpuRange) -> Self {
-        let shares = match registry.sharing {
-            Sharing::Off => false,
-            Sharing::Invalidating => kind == ClientKind::Invalidating,
-            Sharing::All => true,
-        };
-        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared).
-        Self { mm: if shares { MmRef::current() } else { None }, start: range.start, len: range.len }
-    }
-
     fn mm_addr(&self) -> usize {
         self.mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize)
     }
@@ -121,11 +111,13 @@ impl PinKey {
         GpuRange { start: self.start, len: self.len }
     }
 
-    /// The shard of this key: a multiplicative hash of the range and the process.
-    fn shard_index(&self) -> usize {
-        let h = (self.start >> 16) ^ (self.len >> 16).rotate_left(24) ^ (self.mm_addr() as u64 >> 6).rotate_left(40);
-        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as usize
-    }
+}
+
+/// The shard of a registration of `range` by the process whose `mm_struct` is at `mm`: a
+/// multiplicative hash of both (CUDA hands many ranks of a node the same VAs).
+fn shard_index(range: GpuRange, mm: usize) -> usize {
+    let h = (range.start >> 16) ^ (range.len >> 16).rotate_left(24) ^ (mm as u64 >> 6).rotate_left(40);
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as usize
 }
 
 /// A shard's listed pins: a singly linked chain through [`PinInner::next`], newest first.
@@ -141,8 +133,9 @@ pub(crate) type ShardGuard<'a> = Guard<'a, Chain, MutexBackend>;
 /// # Invariants
 ///
 /// Points to a shard lock of the installed registry, which lives until module exit; module exit
-/// runs only once every module reference is gone, and every holder holds one (a registration's
-/// and a pin's `ModuleRef`, taken before the registry was asked for the shard).
+/// runs only once every module reference is gone. Every `Shard` is kept by a registration or a
+/// pin, each holding a `ModuleRef`, or by a function of theirs (a registration's reference,
+/// taken before [`Registry::place`], covers its pin until the pin takes its own).
 #[derive(Clone, Copy)]
 pub(crate) struct Shard(NonNull<ShardLock>);
 
@@ -192,12 +185,26 @@ impl Registry {
         unsafe { ptr.as_ref() }
     }
 
-    /// The shard of `key`.
-    pub(crate) fn shard(&self, key: &PinKey) -> Option<Shard> {
-        let lock: &ShardLock = self.shards.get(key.shard_index())?;
-        // INVARIANT: a shard of the installed registry (callers got `self` from `get`, holding
-        // a module reference they keep as long as the shard).
-        Some(Shard(NonNull::from(lock)))
+    /// The key a registration of `range` by `kind` from the current task pins or joins under,
+    /// and its shard (`None`: not reached, the index is below `SHARDS`).
+    pub(crate) fn place(&self, kind: ClientKind, range: GpuRange) -> Option<(PinKey, Shard)> {
+        let shares = match self.sharing {
+            Sharing::Off => false,
+            Sharing::Invalidating => kind == ClientKind::Invalidating,
+            Sharing::All => true,
+        };
+        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared).
+        let key = PinKey { mm: if shares { MmRef::current() } else { None }, start: range.start, len: range.len };
+        let mm = match key.mm_addr() {
+            // A private pin's process picks its shard too, with no reference: an address only.
+            // SAFETY: reads the current task's mm pointer; no precondition.
+            0 => (unsafe { ffi::nvpeer_glue_current_mm() }) as usize,
+            mm => mm,
+        };
+        let lock: &ShardLock = self.shards.get(shard_index(range, mm))?;
+        // INVARIANT: a shard of the installed registry; the caller got `self` from `get` with a
+        // module reference that its registration keeps, as its pin will.
+        Some((key, Shard(NonNull::from(lock))))
     }
 }
 
@@ -399,11 +406,24 @@ enum ChainOp {
     Unlist,
 }
 
-/// What is left of a registration's leaving once the shard's lock is dropped.
+/// What is left of a registration's leaving once the shard's lock is dropped: [`Leaving::finish`].
 #[must_use]
-pub(crate) struct Leaving {
+pub(crate) struct Leaving<'a> {
+    /// The pin left (the token and the table below are its own).
+    pin: &'a Arc<SharedPin>,
     member: Option<Arc<RegContext>>,
     unpin: Option<(TablePtr, Option<NvidiaRef>)>,
+}
+
+impl Leaving<'_> {
+    /// With no lock held: drops the registration's member reference (the caller holds another)
+    /// and, for the last one, unpins.
+    pub(crate) fn finish(self) {
+        drop(self.member);
+        if let Some((table, nvidia_ref)) = self.unpin {
+            self.pin.unpin(table, nvidia_ref);
+        }
+    }
 }
 
 /// The table a registration uses, with the pin it belongs to.
@@ -452,6 +472,7 @@ fn find<'a>(chain: &'a Chain, key: &PinKey, persistent: bool) -> Option<&'a Arc<
 
 /// Takes `target` out of `chain` (it is listed).
 fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
+    // INVARIANT: `target`'s `next` is `None` from here on (the caller clears `listed`).
     let after = target.state.access_mut(chain).next.take();
     if chain.head.as_ref().is_some_and(|h| Arc::ptr_eq(h, target)) {
         // Drops the chain's reference, never the last (the caller holds `target`).
@@ -644,13 +665,13 @@ impl SharedPin {
         let mut chain = self.shard.lock();
         let leaving = self.leave_locked(&mut chain, ctx);
         drop(chain);
-        self.finish_leaving(leaving);
+        leaving.finish();
     }
 
     /// The part of [`Self::leave`] under the shard's lock (which the caller holds: `chain`, in
-    /// the same critical section as its own state change); [`Self::finish_leaving`] does the
-    /// rest once it is dropped.
-    pub(crate) fn leave_locked(self: &Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving {
+    /// the same critical section as its own state change); [`Leaving::finish`] does the rest
+    /// once it is dropped.
+    pub(crate) fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
         let (member, unpin) = self.locked(chain, |inner| {
             let member = inner.take_member(ctx);
             if !matches!(inner.state, PinState::Live { .. }) {
@@ -672,16 +693,7 @@ impl SharedPin {
                 }
             }
         });
-        Leaving { member, unpin }
-    }
-
-    /// After [`Self::leave_locked`], with no lock held: drops the registration's member
-    /// reference (the caller holds another) and, for the last one, unpins.
-    pub(crate) fn finish_leaving(self: &Arc<Self>, leaving: Leaving) {
-        drop(leaving.member);
-        if let Some((table, nvidia_ref)) = leaving.unpin {
-            self.unpin(table, nvidia_ref);
-        }
+        Leaving { pin: self, member, unpin }
     }
 
     /// Unpins with NVIDIA: `Unpinning` -> `Unpinned` or `UnpinFailed`, or the callback won.
@@ -791,9 +803,17 @@ impl PinInner {
             return Ok(());
         }
         let len = self.more.as_ref().map_or(0, |m| m.len());
-        if let Some(slot) = self.more.iter_mut().flat_map(|m| m.iter_mut()).find(|m| m.is_none()) {
-            *slot = Some(ctx.clone());
-            return Ok(());
+        if let Some(more) = self.more.as_mut() {
+            if let Some(slot) = more.iter_mut().find(|m| m.is_none()) {
+                *slot = Some(ctx.clone());
+                return Ok(());
+            }
+            if more.len() < more.capacity() {
+                // Within the capacity: `push` neither allocates nor fails.
+                if more.push(Some(ctx.clone()), GFP_NOWAIT).is_ok() {
+                    return Ok(());
+                }
+            }
         }
         let needed = (2 * len).max(4);
         let mut grown = match spare.take() {

@@ -80,11 +80,32 @@ fn for_each_run(addrs: &[u64], layout: Layout, mut f: impl FnMut(u64, u64)) {
     }
 }
 
-impl SgTable {
-    /// Allocates and fills a table for `addrs` (one DMA address per 64 KiB page).
-    pub(crate) fn build(addrs: &[u64], layout: Layout) -> Result<Self> {
+/// An sg_table allocated for a number of entries and not filled yet: the allocation and the
+/// filling are apart so that a caller can allocate without holding the lock its addresses need.
+///
+/// # Invariants
+///
+/// `sgl`, `nents`, `orig_nents` are the header a successful `sg_alloc_table` of `nents` > 0
+/// entries set up; freed exactly once, by `Drop` or by the [`SgTable`] `fill` makes of it.
+pub(crate) struct SgAlloc {
+    sgl: NonNull<bindings::scatterlist>,
+    nents: u32,
+    orig_nents: u32,
+}
+
+// SAFETY: as `SgTable`'s.
+unsafe impl Send for SgAlloc {}
+
+impl SgAlloc {
+    /// The number of entries `addrs` (one DMA address per 64 KiB page) take under `layout`.
+    pub(crate) fn entries(addrs: &[u64], layout: Layout) -> u32 {
         let mut count = 0u32;
         for_each_run(addrs, layout, |_, _| count += 1);
+        count
+    }
+
+    /// A table of `count` entries (-EINVAL for none).
+    pub(crate) fn new(count: u32) -> Result<Self> {
         if count == 0 {
             return Err(EINVAL);
         }
@@ -97,18 +118,45 @@ impl SgTable {
             unsafe { bindings::sg_free_table(&mut table) };
             return Err(EINVAL);
         };
-        let mut sg = table.sgl;
+        // INVARIANT: the header sg_alloc_table set up, `count` entries.
+        Ok(Self { sgl, nents: table.nents, orig_nents: table.orig_nents })
+    }
+
+    /// Fills the table with `addrs` under `layout`, which must take exactly its entries
+    /// (-EINVAL otherwise: the table is freed).
+    pub(crate) fn fill(self, addrs: &[u64], layout: Layout) -> Result<SgTable> {
+        if Self::entries(addrs, layout) != self.nents {
+            return Err(EINVAL);
+        }
+        let mut sg = self.sgl.as_ptr();
         for_each_run(addrs, layout, |start, len| {
-            // SAFETY: `sg` walks the `count` entries just allocated (sg_next follows chains);
-            // `len` <= the max segment size <= u32::MAX.
+            // SAFETY: `sg` walks the `nents` entries allocated (sg_next follows chains), as many
+            // as the runs (checked above); `len` <= the max segment size <= u32::MAX.
             unsafe {
                 ffi::nvpeer_glue_sg_set_dma(sg.cast(), start, len as u32);
                 sg = bindings::sg_next(sg);
             }
         });
-        // INVARIANT: the header sg_alloc_table set up, `count` entries, all filled.
-        Ok(Self { sgl, nents: table.nents, orig_nents: table.orig_nents })
+        let (sgl, nents, orig_nents) = (self.sgl, self.nents, self.orig_nents);
+        core::mem::forget(self);
+        // INVARIANT: the header sg_alloc_table set up (ownership moves from `self`, forgotten),
+        // every entry filled.
+        Ok(SgTable { sgl, nents, orig_nents })
     }
+}
+
+impl Drop for SgAlloc {
+    fn drop(&mut self) {
+        let mut table = bindings::sg_table::default();
+        table.sgl = self.sgl.as_ptr();
+        table.nents = self.nents;
+        table.orig_nents = self.orig_nents;
+        // SAFETY: by the invariant, the header of a table sg_alloc_table set up, not freed before.
+        unsafe { bindings::sg_free_table(&mut table) };
+    }
+}
+
+impl SgTable {
 
     pub(crate) fn nents(&self) -> u32 {
         self.nents
