@@ -106,7 +106,7 @@ enum State {
     Acquired(PinRef),
     /// `get_pages` done; not visible to the NIC.
     Pinned(PinRef),
-    /// `dma_map` is calling NVIDIA (lock dropped).
+    /// `dma_map` is calling NVIDIA or allocating the sg_table (lock dropped).
     Mapping(PinRef),
     /// DMA addresses handed to the core: the NIC may use them.
     Mapped(PinRef, DmaMapping),
@@ -404,7 +404,8 @@ impl RegContext {
                     other => {
                         // Revoked meanwhile: NVIDIA freed the table and the mapping on it.
                         inner.state = other;
-                        nv_err!("dma_map {:#x}: the GPU memory was freed while being mapped\n", range.start);
+                        drop(guard);
+                        nv_err!("dma_map {:#x}: the GPU memory was freed while its sg_table was allocated\n", range.start);
                         return Err(EFAULT);
                     }
                 };

@@ -384,7 +384,8 @@ type Members = KVec<Option<Arc<RegContext>>>;
 /// - `nvidia_ref` is `Some` in `Live` exactly for pins with a free callback.
 /// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA no longer
 ///   holds it (unpinned, or its callback ran).
-/// - `shard` is `key`'s shard, whose lock `state` is locked by.
+/// - `shard` is the shard [`Registry::place`] gave the pin's first registration, whose lock
+///   `state` is locked by (and every registration on the pin: they found it in that shard).
 pub(crate) struct SharedPin {
     /// The process and the range: what a joining registration matches, and the range pinned.
     key: PinKey,
@@ -488,8 +489,8 @@ fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
         }
         cur = inner.next.clone();
     }
-    // Not reached (`PinInner` invariant): leave the chain as it was.
-    target.state.access_mut(chain).next = after;
+    // Not reached (`PinInner` invariant): `after` was not the chain's through `target`.
+    drop(after);
     nv_err!("pin {:#x}: listed but not in its shard's chain\n", target.key.start);
 }
 
@@ -561,7 +562,7 @@ impl SharedPin {
         };
         let state = LockedBy::new(shard.mutex(), state);
         let listable = key.mm.is_some();
-        // INVARIANT: `shard` is `key`'s (the caller's, from `Registry::shard`).
+        // INVARIANT: `shard` is the first registration's (from `Registry::place`).
         let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
         let table = pin.pin_with_nvidia(kind, listable)?;
         // INVARIANT: the live pin's table; `ctx` is its (first) member.

@@ -157,7 +157,6 @@ impl Drop for SgAlloc {
 }
 
 impl SgTable {
-
     pub(crate) fn nents(&self) -> u32 {
         self.nents
     }
