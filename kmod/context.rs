@@ -53,9 +53,11 @@
 //! nested). It is innermost but for NVIDIA's semaphore: never held across a call into the IB
 //! core or into an NVIDIA function that takes the RM lock. Under it, `dma_unmap_pages` (an IOMMU
 //! unmap) is the one call that may take long, and only because the free callback must wait for
-//! it; the sg_table is allocated with it dropped (`dma_map`). The `mapping_lock <-> RM` cycle between lock classes is made safe per
-//! object by one rule, which lockdep cannot check (it sees neither RM's lock nor, in the
-//! stand-in, its semaphore): the callback waits for a umem's `mapping_lock` only after moving
+//! it; the sg_table is allocated with it dropped (`dma_map`).
+//!
+//! The `mapping_lock <-> RM` cycle between lock classes is made safe per object by one rule,
+//! which lockdep cannot check (it sees neither RM's lock nor, in the stand-in, its semaphore):
+//! the callback waits for a umem's `mapping_lock` only after moving
 //! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
 //! that `mapping_lock` re-checks the state under `inner` before calling an RM-locking function
 //! and calls none in `Invalidating` (nor in `Revoked`). A shared pin keeps it: the callback
@@ -149,7 +151,7 @@ struct Inner {
 /// - A state holding a [`PinRef`] holds it from a successful [`SharedPin::acquire`] for this
 ///   context until the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
-/// - `module` holds a module reference for the whole life of the context.
+/// - `_module` holds a module reference for the whole life of the context.
 pub(crate) struct RegContext {
     kind: ClientKind,
     shard: Shard,

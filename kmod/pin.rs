@@ -110,7 +110,6 @@ impl PinKey {
     fn range(&self) -> GpuRange {
         GpuRange { start: self.start, len: self.len }
     }
-
 }
 
 /// The shard of a registration of `range` by the process whose `mm_struct` is at `mm`: a
