@@ -4,7 +4,8 @@ linux-perf) samples this process's kernel time (cpu-clock, TCG has no PMU) while
 and deregisters one 64 KiB buffer through the MOFED core stand-in, with our module and then with
 NVIDIA's, and prints the top symbols of each. Rust symbols come from kallsyms, mangled (v0);
 c++filt demangles them (crate hashes dropped). The modelled pin cost is 0 here, so the
-profile shows the fixed cost, not the busy-wait.
+profile shows the fixed cost, not the busy-wait. A hot loop timed by the core stand-in's own
+timestamps (no perf) gives the client ops' cost in microseconds beside it.
 
 Usage (in the VM): bench_profile.py [--ko-dir DIR], or bench-reg.py --profile"""
 
@@ -26,6 +27,10 @@ TOP = 15
 # and the reference's C ones), with the functions they spend their time in.
 FOCUS = ("put_pages", "dma_unmap", "acquire", "dma_map")
 FOCUS_TOP = 10
+# The client ops of a REG_MR and of a DEREG_MR, timed by the core stand-in (client_ns).
+REG_OPS = ("acquire", "get_pages", "dma_map")
+DEREG_OPS = ("dma_unmap", "put_pages", "release")
+HOT = 1000  # iterations of the hot loop, timed without perf
 
 
 def demangle(names):
@@ -46,14 +51,25 @@ def loop(iterations):
     nv.close()
 
 
+def hot_split():
+    """us per call of each client op over HOT back-to-back registrations and
+    deregistrations of one buffer (nothing else runs between two, unlike bench-reg.py's rounds,
+    which read debugfs after every op): the client's cost with warm caches."""
+    s0 = coresim.stats()["client_ns"]
+    loop(HOT)
+    s1 = coresim.stats()["client_ns"]
+    return {op: (s1[op] - s0[op]) / 1e3 / HOT for op in REG_OPS + DEREG_OPS}
+
+
 def record(client, ko_dir, path):
     params = ["persistent_api_support=0"] if client == "ours" else []
     with Stack("5x-unmaps", client=client, client_params=params, ko_dir=ko_dir):
         loop(10)  # warm the caches
+        hot = hot_split()
         subprocess.run(["perf", "record", "-q", "-e", "cpu-clock:k", "-F", "4000", "-g", "-o", path,
                         "--", sys.executable, os.path.abspath(__file__), "--loop", str(ITERATIONS)],
                        check=True, stdout=subprocess.DEVNULL)
-        return module_symbols()
+        return module_symbols(), hot
 
 
 def module_symbols():
@@ -117,9 +133,10 @@ def main(ko_dir=None):
     print(f"\nprofile: {ITERATIONS} registrations + deregistrations of one 64 KiB buffer per "
           "module, perf cpu-clock samples (4 kHz) of the kernel time inside the core's REG_MR and "
           "DEREG_MR; the modelled pin cost is off")
+    hot = {}
     for client in ("ours", "reference"):
         path = f"/tmp/perf-{client}.data"
-        modsyms = record(client, ko_dir, path)
+        modsyms, hot[client] = record(client, ko_dir, path)
         chains = samples(path, modsyms)
         own = shares(chains, inclusive=True)
         names = dict(zip([f for _, f in own], demangle([f for _, f in own])))
@@ -139,6 +156,14 @@ def main(ko_dir=None):
                   "self time as a share of those:")
             for pct, f in shares(inside, inclusive=False)[:FOCUS_TOP]:
                 print(f"  {pct:5.1f}%  {names.get(f, f)[:120]}", flush=True)
+    print(f"hot loop ({HOT} registrations + deregistrations of one 64 KiB buffer, no perf, pin cost "
+          "off): us per operation inside each client op")
+    for ops, what in ((REG_OPS, "REG_MR"), (DEREG_OPS, "DEREG_MR")):
+        for client in ("ours", "reference"):
+            parts = " ".join(f"{op} {hot[client][op]:.1f}" for op in ops)
+            print(f"  {what} {client:9s} {sum(hot[client][op] for op in ops):6.1f}  ({parts})")
+        ratio = sum(hot["ours"][op] for op in ops) / max(sum(hot["reference"][op] for op in ops), 1e-9)
+        print(f"  {what} client time ours/reference: {ratio:.2f}", flush=True)
     return 0
 
 
