@@ -18,9 +18,9 @@ use crate::p2p::GPU_PAGE_SIZE;
 /// # Invariants
 ///
 /// `sgl`, `nents`, `orig_nents` are the header a successful `sg_alloc_table` set up, with
-/// `nents` entries, every entry filled; the table is freed exactly once, by `Drop`. (The header
-/// is kept field by field so that `Option<SgTable>` costs no more than the header: `sgl` is
-/// never null.)
+/// `nents` entries, every entry filled unless the table is still inside an [`SgAlloc`]; the
+/// table is freed exactly once, by `Drop`. (The header is kept field by field so that
+/// `Option<SgTable>` costs no more than the header: `sgl` is never null.)
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
     nents: u32,
@@ -82,19 +82,8 @@ fn for_each_run(addrs: &[u64], layout: Layout, mut f: impl FnMut(u64, u64)) {
 
 /// An sg_table allocated for a number of entries and not filled yet: the allocation and the
 /// filling are apart so that a caller can allocate without holding the lock its addresses need.
-///
-/// # Invariants
-///
-/// `sgl`, `nents`, `orig_nents` are the header a successful `sg_alloc_table` of `nents` > 0
-/// entries set up; freed exactly once, by `Drop` or by the [`SgTable`] `fill` makes of it.
-pub(crate) struct SgAlloc {
-    sgl: NonNull<bindings::scatterlist>,
-    nents: u32,
-    orig_nents: u32,
-}
-
-// SAFETY: as `SgTable`'s.
-unsafe impl Send for SgAlloc {}
+/// Dropped unfilled, the table is freed by the `SgTable` inside.
+pub(crate) struct SgAlloc(SgTable);
 
 impl SgAlloc {
     /// The number of entries `addrs` (one DMA address per 64 KiB page) take under `layout`.
@@ -118,17 +107,18 @@ impl SgAlloc {
             unsafe { bindings::sg_free_table(&mut table) };
             return Err(EINVAL);
         };
-        // INVARIANT: the header sg_alloc_table set up, `count` entries.
-        Ok(Self { sgl, nents: table.nents, orig_nents: table.orig_nents })
+        // INVARIANT: the header sg_alloc_table set up, `count` entries, inside an `SgAlloc`
+        // until filled.
+        Ok(Self(SgTable { sgl, nents: table.nents, orig_nents: table.orig_nents }))
     }
 
     /// Fills the table with `addrs` under `layout`, which must take exactly its entries
     /// (-EINVAL otherwise: the table is freed).
     pub(crate) fn fill(self, addrs: &[u64], layout: Layout) -> Result<SgTable> {
-        if Self::entries(addrs, layout) != self.nents {
+        if Self::entries(addrs, layout) != self.0.nents {
             return Err(EINVAL);
         }
-        let mut sg = self.sgl.as_ptr();
+        let mut sg = self.0.sgl.as_ptr();
         for_each_run(addrs, layout, |start, len| {
             // SAFETY: `sg` walks the `nents` entries allocated (sg_next follows chains), as many
             // as the runs (checked above); `len` <= the max segment size <= u32::MAX.
@@ -137,22 +127,8 @@ impl SgAlloc {
                 sg = bindings::sg_next(sg);
             }
         });
-        let (sgl, nents, orig_nents) = (self.sgl, self.nents, self.orig_nents);
-        core::mem::forget(self);
-        // INVARIANT: the header sg_alloc_table set up (ownership moves from `self`, forgotten),
-        // every entry filled.
-        Ok(SgTable { sgl, nents, orig_nents })
-    }
-}
-
-impl Drop for SgAlloc {
-    fn drop(&mut self) {
-        let mut table = bindings::sg_table::default();
-        table.sgl = self.sgl.as_ptr();
-        table.nents = self.nents;
-        table.orig_nents = self.orig_nents;
-        // SAFETY: by the invariant, the header of a table sg_alloc_table set up, not freed before.
-        unsafe { bindings::sg_free_table(&mut table) };
+        // INVARIANT: every entry filled.
+        Ok(self.0)
     }
 }
 
