@@ -359,7 +359,6 @@ unsafe extern "C" fn get_pages(
 ) -> c_int {
     // SAFETY: the core passes acquire's context before release.
     let ctx = unsafe { context(client_context) };
-    let ctx: Arc<RegContext> = ctx.into();
     finish(Op::GetPages, ctx.get_pages(addr as u64, size as u64, core_context))
 }
 
@@ -410,8 +409,7 @@ unsafe extern "C" fn dma_unmap(
 /// not been released.
 unsafe extern "C" fn put_pages(_sg_head: *mut bindings::sg_table, client_context: *mut c_void) {
     // SAFETY: the core passes acquire's context before release.
-    let ctx: Arc<RegContext> = unsafe { context(client_context) }.into();
-    ctx.unpin();
+    unsafe { context(client_context) }.unpin();
 }
 
 /// `get_page_size`: the GPU page size, as NVIDIA's modules answer: 4.x and 5.1-5.4 cores build

@@ -71,9 +71,10 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, LockedBy};
 
 use crate::client::{ClientKind, ClientSlot};
+use crate::compat::{Acquire, Atomic, Release};
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
-use crate::p2p::{self, Api, DmaMapping, PciDevRef, GPU_PAGE_SIZE};
+use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
 use crate::pin::{Chain, PinKey, PinRef, Registry, Shard, SharedPin};
 use crate::sg::{Layout, SgAlloc, SgTable};
 use crate::stats::{self, Op, Stat};
@@ -154,6 +155,9 @@ struct Inner {
 /// - `_module` holds a module reference for the whole life of the context.
 pub(crate) struct RegContext {
     kind: ClientKind,
+    /// Set in the critical section in which the registration left its pin (`unpin`), whose
+    /// `Unpinned` is final: a later `unpin` (`release` after `put_pages`) returns at once.
+    left: Atomic<bool>,
     shard: Shard,
     inner: LockedBy<Inner, Chain>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
@@ -184,7 +188,7 @@ impl RegContext {
         let (key, shard) = Registry::get(&module)?.place(kind, range)?;
         let inner = LockedBy::new(shard.mutex(), Inner { state: State::Pinning, core_context: 0, sg: None });
         // INVARIANT: locked by the shard of its pin key; the module reference is its own.
-        let ctx = match Arc::new(Self { kind, shard, inner, _module: module }, GFP_KERNEL) {
+        let ctx = match Arc::new(Self { kind, left: Atomic::new(false), shard, inner, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
@@ -223,38 +227,39 @@ impl RegContext {
         ClientSlot::slot(self.kind)
     }
 
-    /// Pins the range or joins its live pin: state `Pinning` -> `Acquired`, or it ends
-    /// `Unpinned` (NVIDIA refused) or `Revoked` (a cudaFree's callback ran before we took the
-    /// lock again).
+    /// Pins the range or joins its live pin: state `Pinning` -> `Acquired` (in the critical
+    /// section that publishes the pin: [`Self::take_pin`]). On an error the state stays
+    /// `Pinning` (or `Revoked`, by a callback that fired before the pin was published), and the
+    /// context is dropped unused.
     fn pin(self: &Arc<Self>, key: PinKey) -> Result {
-        let result = SharedPin::acquire(self.kind, key, self.shard, self);
-        // Checking for a revocation and publishing the pin is one critical section: a callback
-        // that ran meanwhile saw `Pinning` and left `Revoked`, which must never be overwritten.
-        let mut guard = self.shard.lock();
-        let inner = locked!(self, guard);
-        match result {
-            Ok(pin) if matches!(inner.state, State::Pinning) => {
-                // INVARIANT: from a successful `SharedPin::acquire` for this context.
-                inner.state = State::Acquired(pin);
-                Ok(())
-            }
-            Ok(pin) => {
-                drop(guard);
-                // Revoked: the pin's callback took this context off it already.
+        match SharedPin::acquire(self.kind, key, self.shard, self)? {
+            None => Ok(()),
+            Some(pin) => {
+                // Not reached (see `take_pin`).
                 pin.pin().leave(self);
                 Err(EFAULT)
-            }
-            Err(e) => {
-                if matches!(inner.state, State::Pinning) {
-                    inner.state = State::Unpinned;
-                }
-                Err(e)
             }
         }
     }
 
+    /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
+    /// shard's lock (`chain`, held by the caller) in the critical section that made the pin live
+    /// or joined it: `Pinning` -> `Acquired`. A revocation is then either before (the pin never
+    /// went live) or after (it finds `Acquired`). Any other state gives the pin back for the
+    /// caller to leave; not reached: only this pin's callback revokes the registration, and
+    /// only once the pin has left `Live`.
+    pub(crate) fn take_pin(&self, chain: &mut Chain, pin: PinRef) -> core::result::Result<(), PinRef> {
+        let inner = self.inner.access_mut(chain);
+        if !matches!(inner.state, State::Pinning) {
+            return Err(pin);
+        }
+        // INVARIANT: from `SharedPin::acquire` for this context, which succeeds with it.
+        inner.state = State::Acquired(pin);
+        Ok(())
+    }
+
     /// `get_pages`: the pin taken by `acquire` is reused when the core asks for the same range.
-    pub(crate) fn get_pages(self: &Arc<Self>, addr: u64, size: u64, core_context: u64) -> Result {
+    pub(crate) fn get_pages(&self, addr: u64, size: u64, core_context: u64) -> Result {
         let range = GpuRange::covering(addr, size);
         let (acquired, state) = {
             let mut guard = self.shard.lock();
@@ -308,7 +313,7 @@ impl RegContext {
     ) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         // SAFETY: the core's live DMA device (caller).
-        let peer = unsafe { PciDevRef::from_dma_device(dma_device) }.inspect_err(|_| {
+        let peer = unsafe { PeerDevice::from_dma_device(dma_device) }.inspect_err(|_| {
             nv_err!("dma_map: the DMA device is not a PCI device\n");
         })?;
         // SAFETY: the core's live DMA device (caller).
@@ -359,6 +364,11 @@ impl RegContext {
         // before or while NVIDIA reads it (`p2p` module documentation): no client can prevent
         // it. Our side stays sound: the callback leaves `Revoked`, and we touch neither the
         // table nor the mapping afterwards.
+        // A one-entry table, allocated before any lock is held again: what a one-page range
+        // takes, and every range NVIDIA maps contiguously within a DMA segment; it is filled in
+        // the critical section that publishes the mapping. Other ranges allocate their table
+        // once its size is known (below).
+        let single = SgAlloc::new(1).ok();
         // SAFETY: not in a callback; the table was live under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut guard = self.shard.lock();
@@ -392,12 +402,19 @@ impl RegContext {
             }
             Ok(SgAlloc::entries(addrs, layout))
         });
-        let (pin, built) = match count {
-            Err(e) => (pin, Err(e)),
-            Ok(count) => {
+        let (pin, built) = match (count, single) {
+            // An unused one-entry table is freed (kfree only) where it is dropped.
+            (Err(e), _) => (pin, Err(e)),
+            (Ok(1), Some(sg)) => {
+                // SAFETY: live mapping (not revoked, the lock held).
+                let filled = unsafe { mapping.addresses() }.and_then(|addrs| sg.fill(addrs, layout));
+                (pin, filled)
+            }
+            (Ok(count), single) => {
                 // `Mapping` again while unlocked, so that a revocation meanwhile is seen.
                 inner.state = State::Mapping(pin);
                 drop(guard);
+                drop(single);
                 let sg = SgAlloc::new(count);
                 guard = self.shard.lock();
                 inner = locked!(self, guard);
@@ -456,7 +473,10 @@ impl RegContext {
     /// `put_pages` and the unpin part of `release`: leaves the pin (the last registration on it
     /// unpins). One critical section: the context is `Unpinned` from here on (a revocation that
     /// comes meanwhile finds nothing to do: the pin's callback handles the pin itself).
-    pub(crate) fn unpin(self: &Arc<Self>) {
+    pub(crate) fn unpin(&self) {
+        if self.left.load(Acquire) {
+            return;
+        }
         let mut guard = self.shard.lock();
         let inner = locked!(self, guard);
         // The core may have skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
@@ -473,6 +493,7 @@ impl RegContext {
         };
         // Off the pin in the same critical section (the pin's state is under the same lock).
         let leaving = pin.pin().leave_locked(&mut guard, self);
+        self.left.store(true, Release);
         drop(guard);
         drop(sg);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
@@ -522,10 +543,8 @@ impl RegContext {
             drop(guard);
             nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", start);
         }
-        // NVIDIA frees the mapping when the callback returns; our PCI device reference goes no
-        // earlier than the end of the core's invalidate (best effort: the NIC's ib_device keeps
-        // the device alive anyway, and a dma_map racing this drops its own mapping value at
-        // once).
+        // NVIDIA frees the mapping when the callback returns; the old state (the mapping's
+        // address, the pin reference) goes only after the core's invalidate.
         drop(old);
     }
 }
@@ -551,8 +570,6 @@ impl Inner {
                 stats::inc(Stat::Deregistrations);
                 nv_dbg!("dma_unmap {:#x}", pin.pin().range().start);
                 self.state = State::Pinned(pin);
-                // The mapping value (our PCI device reference) goes here, under the lock: a
-                // reference count only.
             }
             // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
             // when the callback returns; it must not be touched twice.

@@ -161,14 +161,9 @@ unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev)
 	return dma_get_max_seg_size(dev);
 }
 
-struct pci_dev *nvpeer_glue_pci_dev_get(struct device *dev)
+struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev)
 {
-	return dev_is_pci(dev) ? pci_dev_get(to_pci_dev(dev)) : NULL;
-}
-
-void nvpeer_glue_pci_dev_put(struct pci_dev *pdev)
-{
-	pci_dev_put(pdev);
+	return dev_is_pci(dev) ? to_pci_dev(dev) : NULL;
 }
 
 void *nvpeer_glue_current_mm_grab(void)

@@ -65,11 +65,11 @@ void nvpeer_glue_sg_set_dma(struct scatterlist *sg, uint64_t addr, unsigned int 
 unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
 
 /*
- * The PCI device `dev` is, with a reference taken (NULL when it is not a PCI device), and its
- * release. In C on every kernel: 6.12's Rust bindings have no PCI declarations at all.
+ * The PCI device `dev` is (NULL when it is not a PCI device), with no reference taken: the
+ * core's DMA device is its ib_device's parent, which outlives every umem. In C on every kernel:
+ * 6.12's Rust bindings have no PCI declarations at all.
  */
-struct pci_dev *nvpeer_glue_pci_dev_get(struct device *dev);
-void nvpeer_glue_pci_dev_put(struct pci_dev *pdev);
+struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev);
 
 /*
  * The calling task's mm_struct with mmgrab() taken (NULL for a kernel thread), and its mmdrop():

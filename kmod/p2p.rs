@@ -185,14 +185,14 @@ impl Api {
     /// neither the table nor the returned mapping may be touched again.
     pub(crate) unsafe fn dma_map_pages(
         &self,
-        peer: PciDevRef,
+        peer: PeerDevice,
         table: NonNull<ffi::nvidia_p2p_page_table>,
     ) -> Result<DmaMapping> {
         let f = self.raw.dma_map_pages.ok_or(ENODEV)?;
         let mut mapping = ptr::null_mut();
-        // SAFETY: guaranteed by the caller; `peer` holds a reference on the PCI device; valid
+        // SAFETY: guaranteed by the caller; `peer` is a live PCI device (its invariant); valid
         // out-pointer.
-        to_result(unsafe { f(peer.pdev, table.as_ptr(), &mut mapping) })?;
+        to_result(unsafe { f(peer.pdev.as_ptr(), table.as_ptr(), &mut mapping) })?;
         let mapping = NonNull::new(mapping).ok_or(EINVAL)?;
         // INVARIANT: returned by a successful `dma_map_pages` for `peer`.
         Ok(DmaMapping { mapping, peer })
@@ -211,47 +211,43 @@ impl Api {
         mapping: &DmaMapping,
     ) -> Result {
         let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
-        // SAFETY: guaranteed by the caller; the peer is the device the mapping was made for.
-        to_result(unsafe { f(mapping.peer.pdev, table.as_ptr(), mapping.mapping.as_ptr()) })
+        // SAFETY: guaranteed by the caller; the peer is the (live) device the mapping was made
+        // for.
+        to_result(unsafe { f(mapping.peer.pdev.as_ptr(), table.as_ptr(), mapping.mapping.as_ptr()) })
     }
 }
 
-/// A reference on the NIC's PCI device (the core's `dma_device`), which NVIDIA maps for.
+/// The NIC's PCI device (the core's `dma_device`), which NVIDIA maps for, borrowed: no reference
+/// is taken, as NVIDIA's own module takes none. The core's DMA device is its ib_device's parent
+/// and the ib_device holds a reference on it; the ib_device outlives every umem on it (the core
+/// deregisters them all before an unregistration completes), so the device outlives every
+/// mapping made for one of its umems.
 ///
 /// # Invariants
 ///
-/// `pdev` is a valid `pci_dev` on which this value holds a reference.
-pub(crate) struct PciDevRef {
-    pdev: *mut bindings::pci_dev,
+/// `pdev` is the PCI device of a DMA device the core passed for a umem it still holds.
+#[derive(Clone, Copy)]
+pub(crate) struct PeerDevice {
+    pdev: NonNull<bindings::pci_dev>,
 }
 
-// SAFETY: a counted device reference, usable and droppable from any thread.
-unsafe impl Send for PciDevRef {}
+// SAFETY: only the address, passed back to NVIDIA, from any thread.
+unsafe impl Send for PeerDevice {}
 
-impl PciDevRef {
+impl PeerDevice {
     /// The PCI device behind `dev`, or -EINVAL when it is not a PCI device.
     ///
     /// # Safety
     ///
-    /// `dev` is NULL or a live device.
+    /// `dev` is NULL or the live DMA device the core passed for a umem it holds.
     pub(crate) unsafe fn from_dma_device(dev: *mut bindings::device) -> Result<Self> {
         if dev.is_null() {
             return Err(EINVAL);
         }
-        // SAFETY: a live device (caller); the reference it takes is dropped in `Drop`.
-        let pdev = unsafe { ffi::nvpeer_glue_pci_dev_get(dev) };
-        if pdev.is_null() {
-            return Err(EINVAL);
-        }
-        // INVARIANT: a reference taken by the glue.
+        // SAFETY: a live device (caller).
+        let pdev = NonNull::new(unsafe { ffi::nvpeer_glue_to_pci_dev(dev) }).ok_or(EINVAL)?;
+        // INVARIANT: the PCI device of the core's DMA device (caller).
         Ok(Self { pdev })
-    }
-}
-
-impl Drop for PciDevRef {
-    fn drop(&mut self) {
-        // SAFETY: by the invariant we hold a reference.
-        unsafe { ffi::nvpeer_glue_pci_dev_put(self.pdev) };
     }
 }
 
@@ -261,13 +257,14 @@ impl Drop for PciDevRef {
 ///
 /// `mapping` was returned by a successful `dma_map_pages` for `peer`. It is live until it is
 /// unmapped, its pin is put, or the pin's free callback returns; whoever holds the value must
-/// stop using it before then (the context's state machine does: see `context`).
+/// stop using it before then (the context's state machine does: see `context`). `peer` lives as
+/// long as the mapping's umem ([`PeerDevice`]), which the core holds until it has unmapped it.
 pub(crate) struct DmaMapping {
     mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
-    peer: PciDevRef,
+    peer: PeerDevice,
 }
 
-// SAFETY: an NVIDIA handle and a device reference, usable from any thread.
+// SAFETY: an NVIDIA handle and a device address, usable from any thread.
 unsafe impl Send for DmaMapping {}
 
 impl DmaMapping {

@@ -533,19 +533,22 @@ impl SharedPin {
     }
 
     /// Takes a pin on `key`'s range for `ctx` (which locks `shard`, `key`'s): joins the live pin
-    /// of the same key and client, or pins anew. NVIDIA's refusals come back as its errno (host
-    /// memory, a freed VA: "not ours").
+    /// of the same key and client, or pins anew, and publishes it in `ctx`'s state
+    /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live.
+    /// `Ok(None)`: `ctx` is `Acquired` on the pin; `Ok(Some(pin))`: `ctx` was no longer `Pinning`
+    /// (not reached), it must leave `pin`. NVIDIA's refusals come back as its errno (host memory,
+    /// a freed VA: "not ours"), `ctx` left `Pinning`.
     pub(crate) fn acquire(
         kind: ClientKind,
         key: PinKey,
         shard: Shard,
         ctx: &Arc<RegContext>,
-    ) -> Result<PinRef> {
+    ) -> Result<Option<PinRef>> {
         let persistent = kind == ClientKind::Persistent;
         if key.mm.is_some() {
-            if let Some(pin) = Self::join(shard, &key, persistent, ctx) {
+            if let Some(taken) = Self::join(shard, &key, persistent, ctx) {
                 // `key`'s mm reference goes here, unlocked: the pin holds its own.
-                return Ok(pin);
+                return Ok(taken.err());
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
@@ -563,15 +566,19 @@ impl SharedPin {
         let listable = key.mm.is_some();
         // INVARIANT: `shard` is the first registration's (from `Registry::place`).
         let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
-        let table = pin.pin_with_nvidia(kind, listable)?;
-        // INVARIANT: the live pin's table; `ctx` is its (first) member.
-        Ok(PinRef { pin, table })
+        pin.pin_with_nvidia(kind, listable, ctx).map(Result::err)
     }
 
-    /// Joins the live pin of `key`, if there is one. A member vector that must grow is allocated
-    /// with the lock dropped (the free callback, under NVIDIA's RM lock, may wait for it), then
-    /// the lookup is retried; without memory the caller pins anew.
-    fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<PinRef> {
+    /// Joins the live pin of `key`, if there is one (`None`: pin anew), and publishes it in
+    /// `ctx` (the result of [`RegContext::take_pin`]). A member vector that must grow is
+    /// allocated with the lock dropped (the free callback, under NVIDIA's RM lock, may wait for
+    /// it), then the lookup is retried; without memory the caller pins anew.
+    fn join(
+        shard: Shard,
+        key: &PinKey,
+        persistent: bool,
+        ctx: &Arc<RegContext>,
+    ) -> Option<core::result::Result<(), PinRef>> {
         let mut spare = None;
         loop {
             let mut chain = shard.lock();
@@ -593,20 +600,28 @@ impl SharedPin {
             }
             // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
             inner.users = users;
-            drop(chain);
-            stats::inc(Stat::PinShares);
-            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
             // INVARIANT: the live pin's table. Invalidating: the registration is a member, so a
             // revocation moves it out of the states holding this value before NVIDIA frees the
             // table. Persistent (`share_pins=2`): no callback, and the table lives until `users`
             // reaches 0, which needs this value's `leave`.
-            return Some(PinRef { pin, table });
+            let taken = ctx.take_pin(&mut chain, PinRef { pin, table });
+            drop(chain);
+            stats::inc(Stat::PinShares);
+            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
+            return Some(taken);
         }
     }
 
     /// Pins with NVIDIA: `Pinning` -> `Live` (listed when `listable` and no other pin of its key
-    /// is), or an error (refused, or revoked before it could be published).
-    fn pin_with_nvidia(self: &Arc<Self>, kind: ClientKind, listable: bool) -> Result<TablePtr> {
+    /// is) and publishes the pin in `ctx`, its first registration, in the same critical section
+    /// (the result of [`RegContext::take_pin`]); or an error (refused, or revoked before it could
+    /// be published).
+    fn pin_with_nvidia(
+        self: Arc<Self>,
+        kind: ClientKind,
+        listable: bool,
+        ctx: &RegContext,
+    ) -> Result<core::result::Result<(), PinRef>> {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let (start, len) = (self.key.start, self.key.len);
@@ -618,26 +633,31 @@ impl SharedPin {
                     .map(|table| (TablePtr(table), None))
             }
             ClientKind::Invalidating => {
-                let nvidia_ref = NvidiaRef::new(self);
+                let nvidia_ref = NvidiaRef::new(&self);
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
                 // pin is put (it is a pin reference of its own).
-                let r = unsafe { api.get_pages(start, len, free_callback, callback_data(self)) };
+                let r = unsafe { api.get_pages(start, len, free_callback, callback_data(&self)) };
                 match r {
                     // INVARIANT: a table NVIDIA returned from a pin.
                     Ok(table) => Ok((TablePtr(table), Some(nvidia_ref))),
                     Err(e) => {
                         // SAFETY: this pin's token, and get_pages failed, so no callback was
                         // registered.
-                        drop(unsafe { nvidia_ref.reclaim(self) });
+                        drop(unsafe { nvidia_ref.reclaim(&self) });
                         Err(e)
                     }
                 }
             }
         };
-        // Checking for a revocation, publishing and listing the pin are one critical section:
-        // a callback that ran after get_pages returned left `Revoked`, which must never be
-        // overwritten (the table is freed and the callback took NVIDIA's reference).
-        self.with_inner(|inner| match result {
+        // Checking for a revocation, publishing and listing the pin, and publishing it in its
+        // first registration are one critical section: a callback that ran after get_pages
+        // returned left `Revoked`, which must never be overwritten (the table is freed and the
+        // callback took NVIDIA's reference); one that runs after it finds the registration
+        // `Acquired`. (The lock is taken through a copy of the shard: `self` moves into the
+        // registration's `PinRef` inside it.)
+        let shard = self.shard;
+        let mut chain = shard.lock();
+        let published = self.locked(&mut chain, |inner| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
                     r.leave_to_callback();
@@ -657,7 +677,19 @@ impl SharedPin {
                 inner.state = PinState::Unpinned;
                 (Err(e), ChainOp::Keep)
             }
-        })
+        });
+        let table = match published {
+            Ok(table) => table,
+            Err(e) => {
+                drop(chain);
+                return Err(e);
+            }
+        };
+        // INVARIANT: the live pin's table; `ctx` is its first registration (and, invalidating,
+        // its member).
+        let taken = ctx.take_pin(&mut chain, PinRef { pin: self, table });
+        drop(chain);
+        Ok(taken)
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
