@@ -75,7 +75,7 @@ use crate::compat::{Acquire, Atomic, Release};
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
-use crate::pin::{Chain, PinKey, PinRef, Registry, Shard, SharedPin};
+use crate::pin::{Chain, PinRef, Registry, Shard, SharedPin};
 use crate::sg::{Layout, SgAlloc, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -103,7 +103,8 @@ impl GpuRange {
 }
 
 enum State {
-    /// A pin is being taken or joined (NVIDIA's lock may be held by a racing callback).
+    /// A pin is being taken or joined (NVIDIA's lock may be held by a racing callback); where a
+    /// refused acquire ends (the context is then dropped unused).
     Pinning,
     /// Pinned by `acquire`; kept for `get_pages` (one pin per registration at most).
     Acquired(PinRef),
@@ -117,7 +118,7 @@ enum State {
     Invalidating,
     /// NVIDIA revoked the memory: nothing of NVIDIA's may be touched.
     Revoked,
-    /// No pin: never pinned, or left.
+    /// No pin: left it (final), or taken out of the state for a moment under the lock.
     Unpinned,
 }
 
@@ -153,6 +154,7 @@ struct Inner {
 ///   context until the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `_module` holds a module reference for the whole life of the context.
+/// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
 pub(crate) struct RegContext {
     kind: ClientKind,
     /// Set in the critical section in which the registration left its pin (`unpin`), whose
@@ -186,9 +188,12 @@ impl RegContext {
         };
         let kind = client.kind();
         let (key, shard) = Registry::get(&module)?.place(kind, range)?;
-        let inner = LockedBy::new(shard.mutex(), Inner { state: State::Pinning, core_context: 0, sg: None });
-        // INVARIANT: locked by the shard of its pin key; the module reference is its own.
-        let ctx = match Arc::new(Self { kind, left: Atomic::new(false), shard, inner, _module: module }, GFP_KERNEL) {
+        let inner = Inner { state: State::Pinning, core_context: 0, sg: None };
+        let inner = LockedBy::new(shard.mutex(), inner);
+        let left = Atomic::new(false);
+        // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
+        // left.
+        let ctx = match Arc::new(Self { kind, left, shard, inner, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
@@ -197,7 +202,8 @@ impl RegContext {
             }
         };
         stats::inc(Stat::LiveContexts);
-        match ctx.pin(key) {
+        // `Pinning` -> `Acquired`; on an error the context holds no pin and is dropped unused.
+        match SharedPin::acquire(kind, key, ctx.shard, &ctx) {
             Ok(()) => {
                 nv_dbg!(
                     "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
@@ -227,33 +233,22 @@ impl RegContext {
         ClientSlot::slot(self.kind)
     }
 
-    /// Pins the range or joins its live pin: state `Pinning` -> `Acquired` (in the critical
-    /// section that publishes the pin: [`Self::take_pin`]). On an error the state stays
-    /// `Pinning` (or `Revoked`, by a callback that fired before the pin was published), and the
-    /// context is dropped unused.
-    fn pin(self: &Arc<Self>, key: PinKey) -> Result {
-        match SharedPin::acquire(self.kind, key, self.shard, self)? {
-            None => Ok(()),
-            Some(pin) => {
-                // Not reached (see `take_pin`).
-                pin.pin().leave(self);
-                Err(EFAULT)
-            }
-        }
-    }
-
     /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
-    /// shard's lock (`chain`, held by the caller) in the critical section that made the pin live
-    /// or joined it: `Pinning` -> `Acquired`. A revocation is then either before (the pin never
-    /// went live) or after (it finds `Acquired`). Any other state gives the pin back for the
-    /// caller to leave; not reached: only this pin's callback revokes the registration, and
-    /// only once the pin has left `Live`.
-    pub(crate) fn take_pin(&self, chain: &mut Chain, pin: PinRef) -> core::result::Result<(), PinRef> {
+    /// shard's lock (`chain`) in the critical section that made the pin live or joined it:
+    /// `Pinning` -> `Acquired`. A revocation is then either before (the pin never went live: the
+    /// context is left `Revoked` and the pin is not published) or after (it finds `Acquired`).
+    /// Any other state gives the pin back, for the caller to leave in the same section.
+    ///
+    /// # Safety
+    ///
+    /// `pin` is this registration's, from [`SharedPin::acquire`] for it: counted in the pin's
+    /// users and, for an invalidating pin, this context is one of its members.
+    pub(crate) unsafe fn take_pin(&self, chain: &mut Chain, pin: PinRef) -> core::result::Result<(), PinRef> {
         let inner = self.inner.access_mut(chain);
         if !matches!(inner.state, State::Pinning) {
             return Err(pin);
         }
-        // INVARIANT: from `SharedPin::acquire` for this context, which succeeds with it.
+        // INVARIANT: this context's pin (caller).
         inner.state = State::Acquired(pin);
         Ok(())
     }
@@ -303,7 +298,8 @@ impl RegContext {
     ///
     /// # Safety
     ///
-    /// `sg_head` and `nmap` are the core's valid pointers; `dma_device` is a live device.
+    /// `sg_head` and `nmap` are the core's valid pointers; `dma_device` is the live DMA device
+    /// the core passed for the umem of this registration, which it holds.
     pub(crate) unsafe fn dma_map(
         &self,
         sg_head: *mut bindings::sg_table,
@@ -312,7 +308,7 @@ impl RegContext {
         layout: Option<Layout>,
     ) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
-        // SAFETY: the core's live DMA device (caller).
+        // SAFETY: the core's live DMA device for a umem it holds (caller).
         let peer = unsafe { PeerDevice::from_dma_device(dma_device) }.inspect_err(|_| {
             nv_err!("dma_map: the DMA device is not a PCI device\n");
         })?;
@@ -364,11 +360,11 @@ impl RegContext {
         // before or while NVIDIA reads it (`p2p` module documentation): no client can prevent
         // it. Our side stays sound: the callback leaves `Revoked`, and we touch neither the
         // table nor the mapping afterwards.
-        // A one-entry table, allocated before any lock is held again: what a one-page range
-        // takes, and every range NVIDIA maps contiguously within a DMA segment; it is filled in
-        // the critical section that publishes the mapping. Other ranges allocate their table
-        // once its size is known (below).
-        let single = SgAlloc::new(1).ok();
+        // A one-entry table, allocated before any lock is held again for a range that may take
+        // one (one page, or within one DMA segment, mapped contiguously), filled in the critical
+        // section that publishes the mapping. Other tables are allocated once their size is
+        // known (below).
+        let single = layout.may_fit_one(range.len).then(|| SgAlloc::new(1).ok()).flatten();
         // SAFETY: not in a callback; the table was live under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut guard = self.shard.lock();
@@ -484,7 +480,7 @@ impl RegContext {
         let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
             State::Acquired(pin) | State::Pinned(pin) => pin,
             other => {
-                // Revoked, being revoked (NVIDIA frees it), never pinned or already left.
+                // Revoked, being revoked (NVIDIA frees it), or already left.
                 inner.state = other;
                 drop(guard);
                 drop(sg);

@@ -220,12 +220,19 @@ impl Api {
 /// The NIC's PCI device (the core's `dma_device`), which NVIDIA maps for, borrowed: no reference
 /// is taken, as NVIDIA's own module takes none. The core's DMA device is its ib_device's parent
 /// and the ib_device holds a reference on it; the ib_device outlives every umem on it (the core
-/// deregisters them all before an unregistration completes), so the device outlives every
-/// mapping made for one of its umems.
+/// deregisters them all before an unregistration completes), so the device lives as long as the
+/// core holds the umem, and we pass it to NVIDIA only inside the core's calls for that umem.
+///
+/// Not closed by any client (nor by the reference we took before, dropped at the same point):
+/// NVIDIA frees a revoked mapping through its `pci_dev` only when the free callback returns,
+/// after the core's invalidate for the umem has returned (CONTRACT 1.7, step 4) and while the
+/// callback may still invalidate the pin's other registrations. The core may release the umem
+/// meanwhile; a NIC unbound in that window leaves NVIDIA a stale device.
 ///
 /// # Invariants
 ///
-/// `pdev` is the PCI device of a DMA device the core passed for a umem it still holds.
+/// `pdev` is the PCI device of a DMA device the core passed for a umem; valid while the core
+/// holds that umem, and used only then.
 #[derive(Clone, Copy)]
 pub(crate) struct PeerDevice {
     pdev: NonNull<bindings::pci_dev>,
@@ -257,8 +264,9 @@ impl PeerDevice {
 ///
 /// `mapping` was returned by a successful `dma_map_pages` for `peer`. It is live until it is
 /// unmapped, its pin is put, or the pin's free callback returns; whoever holds the value must
-/// stop using it before then (the context's state machine does: see `context`). `peer` lives as
-/// long as the mapping's umem ([`PeerDevice`]), which the core holds until it has unmapped it.
+/// stop using it before then (the context's state machine does: see `context`). `peer` is
+/// valid while the core holds the mapping's umem ([`PeerDevice`]); we unmap only in the core's
+/// calls for it.
 pub(crate) struct DmaMapping {
     mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
     peer: PeerDevice,

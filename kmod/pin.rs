@@ -457,6 +457,26 @@ impl PinRef {
     }
 }
 
+/// Publishes `pin` in `ctx`, a registration being acquired ([`RegContext::take_pin`]), and
+/// drops `guard`. A context that is no longer `Pinning` (not reached: only its pin's callback
+/// revokes it, once the pin has left `Live`) leaves the pin in the same critical section:
+/// -EFAULT.
+///
+/// # Safety
+///
+/// `pin` is `ctx`'s: counted in its pin's `users` and, for an invalidating pin, `ctx` is one of
+/// its members. `guard` locks `ctx`'s shard, which is the pin's.
+unsafe fn publish(mut guard: ShardGuard<'_>, ctx: &RegContext, pin: PinRef) -> Result {
+    // SAFETY: guaranteed by the caller.
+    let Err(pin) = (unsafe { ctx.take_pin(&mut guard, pin) }) else {
+        return Ok(());
+    };
+    let leaving = pin.pin().leave_locked(&mut guard, ctx);
+    drop(guard);
+    leaving.finish();
+    Err(EFAULT)
+}
+
 /// The listed pin of `key` and client in `chain`.
 fn find<'a>(chain: &'a Chain, key: &PinKey, persistent: bool) -> Option<&'a Arc<SharedPin>> {
     let mut cur = chain.head.as_ref();
@@ -534,21 +554,16 @@ impl SharedPin {
 
     /// Takes a pin on `key`'s range for `ctx` (which locks `shard`, `key`'s): joins the live pin
     /// of the same key and client, or pins anew, and publishes it in `ctx`'s state
-    /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live.
-    /// `Ok(None)`: `ctx` is `Acquired` on the pin; `Ok(Some(pin))`: `ctx` was no longer `Pinning`
-    /// (not reached), it must leave `pin`. NVIDIA's refusals come back as its errno (host memory,
-    /// a freed VA: "not ours"), `ctx` left `Pinning`.
-    pub(crate) fn acquire(
-        kind: ClientKind,
-        key: PinKey,
-        shard: Shard,
-        ctx: &Arc<RegContext>,
-    ) -> Result<Option<PinRef>> {
+    /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live. On an
+    /// error `ctx` holds no pin: NVIDIA's refusals come back as its errno (host memory, a freed
+    /// VA: "not ours"), `ctx` left `Pinning`; a free callback that ran before the pin was
+    /// published left it `Revoked`: -EFAULT.
+    pub(crate) fn acquire(kind: ClientKind, key: PinKey, shard: Shard, ctx: &Arc<RegContext>) -> Result {
         let persistent = kind == ClientKind::Persistent;
         if key.mm.is_some() {
-            if let Some(taken) = Self::join(shard, &key, persistent, ctx) {
+            if let Some(joined) = Self::join(shard, &key, persistent, ctx) {
                 // `key`'s mm reference goes here, unlocked: the pin holds its own.
-                return Ok(taken.err());
+                return joined;
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
@@ -566,19 +581,14 @@ impl SharedPin {
         let listable = key.mm.is_some();
         // INVARIANT: `shard` is the first registration's (from `Registry::place`).
         let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
-        pin.pin_with_nvidia(kind, listable, ctx).map(Result::err)
+        pin.pin_with_nvidia(kind, listable, ctx)
     }
 
     /// Joins the live pin of `key`, if there is one (`None`: pin anew), and publishes it in
-    /// `ctx` (the result of [`RegContext::take_pin`]). A member vector that must grow is
-    /// allocated with the lock dropped (the free callback, under NVIDIA's RM lock, may wait for
-    /// it), then the lookup is retried; without memory the caller pins anew.
-    fn join(
-        shard: Shard,
-        key: &PinKey,
-        persistent: bool,
-        ctx: &Arc<RegContext>,
-    ) -> Option<core::result::Result<(), PinRef>> {
+    /// `ctx` ([`publish`]). A member vector that must grow is allocated with the lock dropped
+    /// (the free callback, under NVIDIA's RM lock, may wait for it), then the lookup is retried;
+    /// without memory the caller pins anew.
+    fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<Result> {
         let mut spare = None;
         loop {
             let mut chain = shard.lock();
@@ -604,24 +614,19 @@ impl SharedPin {
             // revocation moves it out of the states holding this value before NVIDIA frees the
             // table. Persistent (`share_pins=2`): no callback, and the table lives until `users`
             // reaches 0, which needs this value's `leave`.
-            let taken = ctx.take_pin(&mut chain, PinRef { pin, table });
-            drop(chain);
+            // SAFETY: `ctx`'s pin: counted in `users` and, invalidating, a member (above), in
+            // the critical section of `chain`, `ctx`'s shard.
+            let published = unsafe { publish(chain, ctx, PinRef { pin, table }) };
             stats::inc(Stat::PinShares);
             nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
-            return Some(taken);
+            return Some(published);
         }
     }
 
     /// Pins with NVIDIA: `Pinning` -> `Live` (listed when `listable` and no other pin of its key
     /// is) and publishes the pin in `ctx`, its first registration, in the same critical section
-    /// (the result of [`RegContext::take_pin`]); or an error (refused, or revoked before it could
-    /// be published).
-    fn pin_with_nvidia(
-        self: Arc<Self>,
-        kind: ClientKind,
-        listable: bool,
-        ctx: &RegContext,
-    ) -> Result<core::result::Result<(), PinRef>> {
+    /// ([`publish`]); or an error (refused, or revoked before it could be published).
+    fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let (start, len) = (self.key.start, self.key.len);
@@ -685,24 +690,16 @@ impl SharedPin {
                 return Err(e);
             }
         };
-        // INVARIANT: the live pin's table; `ctx` is its first registration (and, invalidating,
-        // its member).
-        let taken = ctx.take_pin(&mut chain, PinRef { pin: self, table });
-        drop(chain);
-        Ok(taken)
+        // INVARIANT: the live pin's table.
+        let pin = PinRef { pin: self, table };
+        // SAFETY: `ctx` is the pin's first registration: counted in `users: 1` and, invalidating,
+        // its member (`first`); `chain` locks the pin's shard, which is `ctx`'s.
+        unsafe { publish(chain, ctx, pin) }
     }
 
-    /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins.
-    pub(crate) fn leave(self: &Arc<Self>, ctx: &RegContext) {
-        let mut chain = self.shard.lock();
-        let leaving = self.leave_locked(&mut chain, ctx);
-        drop(chain);
-        leaving.finish();
-    }
-
-    /// The part of [`Self::leave`] under the shard's lock (which the caller holds: `chain`, in
-    /// the same critical section as its own state change); [`Leaving::finish`] does the rest
-    /// once it is dropped.
+    /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins. This is
+    /// the part under the shard's lock (which the caller holds: `chain`, in the same critical
+    /// section as its own state change); [`Leaving::finish`] does the rest once it is dropped.
     pub(crate) fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
         let (member, unpin) = self.locked(chain, |inner| {
             let member = inner.take_member(ctx);

@@ -54,6 +54,17 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// Whether `len` bytes of GPU pages can take one entry: a single page, or a range within one
+    /// DMA segment (one entry when NVIDIA maps it contiguously).
+    pub(crate) fn may_fit_one(self, len: u64) -> bool {
+        match self {
+            Layout::PerPage => len <= GPU_PAGE_SIZE,
+            Layout::Coalesced { max_segment } => len <= max_segment,
+        }
+    }
+}
+
 /// Calls `f(start, len)` for each entry `addrs` produce under `layout`.
 fn for_each_run(addrs: &[u64], layout: Layout, mut f: impl FnMut(u64, u64)) {
     let max = match layout {
