@@ -367,7 +367,8 @@ unsafe extern "C" fn get_pages(
 /// # Safety
 ///
 /// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
-/// not been released, its own `sg_head` and `nmap`, and the live DMA device of its NIC.
+/// not been released, its own `sg_head` and `nmap`, and the live DMA device of its NIC for the
+/// umem of that context, which it holds.
 unsafe extern "C" fn dma_map(
     sg_head: *mut bindings::sg_table,
     client_context: *mut c_void,
@@ -381,7 +382,7 @@ unsafe extern "C" fn dma_map(
     let layout = PER_PAGE_SG.load(Relaxed).then_some(Layout::PerPage);
     // SAFETY: the core passes acquire's context before release.
     let ctx = unsafe { context(client_context) };
-    // SAFETY: the core's valid sg_head and nmap, its live DMA device.
+    // SAFETY: the core's valid sg_head and nmap, its live DMA device for this umem.
     finish(Op::DmaMap, unsafe { ctx.dma_map(sg_head, dma_device, nmap, layout) })
 }
 

@@ -150,7 +150,7 @@ struct Inner {
 ///
 /// # Invariants
 ///
-/// - A state holding a [`PinRef`] holds it from a successful [`SharedPin::acquire`] for this
+/// - A state holding a [`PinRef`] holds it from [`SharedPin::acquire`] for this
 ///   context until the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `_module` holds a module reference for the whole life of the context.
@@ -235,8 +235,8 @@ impl RegContext {
 
     /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
     /// shard's lock (`chain`) in the critical section that made the pin live or joined it:
-    /// `Pinning` -> `Acquired`. A revocation is then either before (the pin never went live: the
-    /// context is left `Revoked` and the pin is not published) or after (it finds `Acquired`).
+    /// `Pinning` -> `Acquired`. A revocation is then either before (the pin never went live and
+    /// is not published) or after (it finds `Acquired`).
     /// Any other state gives the pin back, for the caller to leave in the same section.
     ///
     /// # Safety
@@ -365,7 +365,8 @@ impl RegContext {
         // section that publishes the mapping. Other tables are allocated once their size is
         // known (below).
         let single = layout.may_fit_one(range.len).then(|| SgAlloc::new(1).ok()).flatten();
-        // SAFETY: not in a callback; the table was live under the lock just now (see above).
+        // SAFETY: not in a callback; in the core's dma_map for the umem; the table was live
+        // under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
         let mut guard = self.shard.lock();
         let mut inner = locked!(self, guard);
@@ -447,7 +448,8 @@ impl RegContext {
                 Ok(())
             }
             Err(e) => {
-                // SAFETY: table and mapping live (the lock held, not revoked); no RM lock taken.
+                // SAFETY: table and mapping live (the lock held, not revoked); no RM lock taken;
+                // in the core's dma_map for the umem.
                 let _ = unsafe { api.dma_unmap_pages(pin.table(), &mapping) };
                 inner.state = State::Pinned(pin);
                 nv_err!("dma_map {:#x}: building the sg_table failed: {:?}\n", range.start, e);
@@ -512,7 +514,8 @@ impl RegContext {
         };
         let was_mapped = match &old {
             State::Mapped(..) => true,
-            // Not visible to the NIC yet, or leaving: a pending `pin`/`dma_map` sees `Revoked`.
+            // Not visible to the NIC yet, or leaving: a pending `dma_map` sees `Revoked` (a pending
+            // acquire sees its pin revoked).
             State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) => false,
             State::Invalidating | State::Revoked | State::Unpinned => {
                 // Already revoked or unpinned: nothing to do.
@@ -554,7 +557,7 @@ impl Inner {
             State::Mapped(pin, mapping) => {
                 if let Some(api) = Api::get() {
                     // SAFETY: live table and mapping (the lock held, not revoked); takes no RM
-                    // lock.
+                    // lock; called in the core's dma_unmap, put_pages or release for the umem.
                     if let Err(e) = unsafe { api.dma_unmap_pages(pin.table(), &mapping) } {
                         stats::failure(Op::DmaUnmap, e);
                         nv_err!(

@@ -179,7 +179,8 @@ impl Api {
     ///
     /// # Safety
     ///
-    /// Not from inside a free callback; `table` came from a pin that was not put. For a pin
+    /// Not from inside a free callback; inside a core call for `peer`'s umem (which the core
+    /// then holds); `table` came from a pin that was not put. For a pin
     /// with a free callback the table may be freed at any point (a cudaFree; inside NVIDIA, a
     /// use-after-free no caller can prevent: module documentation): once the callback ran,
     /// neither the table nor the returned mapping may be touched again.
@@ -190,8 +191,8 @@ impl Api {
     ) -> Result<DmaMapping> {
         let f = self.raw.dma_map_pages.ok_or(ENODEV)?;
         let mut mapping = ptr::null_mut();
-        // SAFETY: guaranteed by the caller; `peer` is a live PCI device (its invariant); valid
-        // out-pointer.
+        // SAFETY: guaranteed by the caller; `peer` is a live PCI device (its invariant, the core
+        // holding its umem: caller); valid out-pointer.
         to_result(unsafe { f(peer.pdev.as_ptr(), table.as_ptr(), &mut mapping) })?;
         let mapping = NonNull::new(mapping).ok_or(EINVAL)?;
         // INVARIANT: returned by a successful `dma_map_pages` for `peer`.
@@ -204,15 +205,15 @@ impl Api {
     /// # Safety
     ///
     /// `table` is the pin `mapping` was made on; neither is freed yet (no successful
-    /// `put_pages`, no completed free callback).
+    /// `put_pages`, no completed free callback); inside a core call for the mapping's umem.
     pub(crate) unsafe fn dma_unmap_pages(
         &self,
         table: NonNull<ffi::nvidia_p2p_page_table>,
         mapping: &DmaMapping,
     ) -> Result {
         let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
-        // SAFETY: guaranteed by the caller; the peer is the (live) device the mapping was made
-        // for.
+        // SAFETY: guaranteed by the caller; the peer is the device the mapping was made for,
+        // live while the core holds the umem (caller).
         to_result(unsafe { f(mapping.peer.pdev.as_ptr(), table.as_ptr(), mapping.mapping.as_ptr()) })
     }
 }
@@ -221,18 +222,21 @@ impl Api {
 /// is taken, as NVIDIA's own module takes none. The core's DMA device is its ib_device's parent
 /// and the ib_device holds a reference on it; the ib_device outlives every umem on it (the core
 /// deregisters them all before an unregistration completes), so the device lives as long as the
-/// core holds the umem, and we pass it to NVIDIA only inside the core's calls for that umem.
+/// core holds the umem; [`Api::dma_map_pages`] and [`Api::dma_unmap_pages`] are called only
+/// inside the core's calls for that umem.
 ///
 /// Not closed by any client (nor by the reference we took before, dropped at the same point):
-/// NVIDIA frees a revoked mapping through its `pci_dev` only when the free callback returns,
-/// after the core's invalidate for the umem has returned (CONTRACT 1.7, step 4) and while the
-/// callback may still invalidate the pin's other registrations. The core may release the umem
-/// meanwhile; a NIC unbound in that window leaves NVIDIA a stale device.
+/// NVIDIA frees a mapping it still has through its `pci_dev` later, on its own: a revoked one
+/// when the free callback returns, after the core's invalidate for the umem has returned
+/// (CONTRACT 1.7, step 4) and while the callback may still invalidate the pin's other
+/// registrations; one whose `nvidia_p2p_dma_unmap_pages` failed when the pin is put, maybe by
+/// another registration. The core may release the umem meanwhile; a NIC removed in that window
+/// leaves NVIDIA a stale device.
 ///
 /// # Invariants
 ///
 /// `pdev` is the PCI device of a DMA device the core passed for a umem; valid while the core
-/// holds that umem, and used only then.
+/// holds that umem.
 #[derive(Clone, Copy)]
 pub(crate) struct PeerDevice {
     pdev: NonNull<bindings::pci_dev>,

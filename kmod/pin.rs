@@ -459,8 +459,8 @@ impl PinRef {
 
 /// Publishes `pin` in `ctx`, a registration being acquired ([`RegContext::take_pin`]), and
 /// drops `guard`. A context that is no longer `Pinning` (not reached: only its pin's callback
-/// revokes it, once the pin has left `Live`) leaves the pin in the same critical section:
-/// -EFAULT.
+/// revokes it, and the pin is `Live` in this critical section, so its callback has not run)
+/// leaves the pin in the same section: -EFAULT.
 ///
 /// # Safety
 ///
@@ -555,9 +555,9 @@ impl SharedPin {
     /// Takes a pin on `key`'s range for `ctx` (which locks `shard`, `key`'s): joins the live pin
     /// of the same key and client, or pins anew, and publishes it in `ctx`'s state
     /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live. On an
-    /// error `ctx` holds no pin: NVIDIA's refusals come back as its errno (host memory, a freed
-    /// VA: "not ours"), `ctx` left `Pinning`; a free callback that ran before the pin was
-    /// published left it `Revoked`: -EFAULT.
+    /// error `ctx` holds no pin and is dropped unused: NVIDIA's refusals come back as its errno
+    /// (host memory, a freed VA: "not ours"); a free callback that ran before the pin was
+    /// published gives -EFAULT; -ENODEV and -ENOMEM as they come.
     pub(crate) fn acquire(kind: ClientKind, key: PinKey, shard: Shard, ctx: &Arc<RegContext>) -> Result {
         let persistent = kind == ClientKind::Persistent;
         if key.mm.is_some() {
@@ -581,7 +581,8 @@ impl SharedPin {
         let listable = key.mm.is_some();
         // INVARIANT: `shard` is the first registration's (from `Registry::place`).
         let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
-        pin.pin_with_nvidia(kind, listable, ctx)
+        // SAFETY: just made for `ctx` alone (`users: 1`, `first`), `Pinning`.
+        unsafe { pin.pin_with_nvidia(kind, listable, ctx) }
     }
 
     /// Joins the live pin of `key`, if there is one (`None`: pin anew), and publishes it in
@@ -613,7 +614,7 @@ impl SharedPin {
             // INVARIANT: the live pin's table. Invalidating: the registration is a member, so a
             // revocation moves it out of the states holding this value before NVIDIA frees the
             // table. Persistent (`share_pins=2`): no callback, and the table lives until `users`
-            // reaches 0, which needs this value's `leave`.
+            // reaches 0, which needs this value's `leave_locked`.
             // SAFETY: `ctx`'s pin: counted in `users` and, invalidating, a member (above), in
             // the critical section of `chain`, `ctx`'s shard.
             let published = unsafe { publish(chain, ctx, PinRef { pin, table }) };
@@ -626,7 +627,12 @@ impl SharedPin {
     /// Pins with NVIDIA: `Pinning` -> `Live` (listed when `listable` and no other pin of its key
     /// is) and publishes the pin in `ctx`, its first registration, in the same critical section
     /// ([`publish`]); or an error (refused, or revoked before it could be published).
-    fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
+    ///
+    /// # Safety
+    ///
+    /// `self` is a new pin, reachable by no other registration, made for `ctx`: `users` 1 and,
+    /// invalidating, `first` is `ctx`; in state `Pinning`.
+    unsafe fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let (start, len) = (self.key.start, self.key.len);
@@ -693,11 +699,12 @@ impl SharedPin {
         // INVARIANT: the live pin's table.
         let pin = PinRef { pin: self, table };
         // SAFETY: `ctx` is the pin's first registration: counted in `users: 1` and, invalidating,
-        // its member (`first`); `chain` locks the pin's shard, which is `ctx`'s.
+        // its member (`first`) (caller); `chain` locks the pin's shard, which is `ctx`'s.
         unsafe { publish(chain, ctx, pin) }
     }
 
-    /// Takes `ctx` off the pin (`put_pages`, `release`); the last registration unpins. This is
+    /// Takes `ctx` off the pin (`put_pages`, `release`, [`publish`]'s fallback); the last
+    /// registration unpins. This is
     /// the part under the shard's lock (which the caller holds: `chain`, in the same critical
     /// section as its own state change); [`Leaving::finish`] does the rest once it is dropped.
     pub(crate) fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
