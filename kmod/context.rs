@@ -150,8 +150,8 @@ struct Inner {
 ///
 /// # Invariants
 ///
-/// - A state holding a [`PinRef`] holds it from [`SharedPin::acquire`] for this
-///   context until the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
+/// - A state holding a [`PinRef`] holds it from [`SharedPin::acquire`] for this context until
+///   the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `_module` holds a module reference for the whole life of the context.
 /// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
@@ -236,8 +236,8 @@ impl RegContext {
     /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
     /// shard's lock (`chain`) in the critical section that made the pin live or joined it:
     /// `Pinning` -> `Acquired`. A revocation is then either before (the pin never went live and
-    /// is not published) or after (it finds `Acquired`).
-    /// Any other state gives the pin back, for the caller to leave in the same section.
+    /// is not published) or after (it finds `Acquired`). Any other state gives the pin back, for
+    /// the caller to leave in the same section.
     ///
     /// # Safety
     ///

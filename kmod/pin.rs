@@ -704,9 +704,9 @@ impl SharedPin {
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`, [`publish`]'s fallback); the last
-    /// registration unpins. This is
-    /// the part under the shard's lock (which the caller holds: `chain`, in the same critical
-    /// section as its own state change); [`Leaving::finish`] does the rest once it is dropped.
+    /// registration unpins. This is the part under the shard's lock (which the caller holds:
+    /// `chain`, in the same critical section as its own state change); [`Leaving::finish`] does
+    /// the rest once it is dropped.
     pub(crate) fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
         let (member, unpin) = self.locked(chain, |inner| {
             let member = inner.take_member(ctx);
