@@ -180,10 +180,10 @@ impl Api {
     /// # Safety
     ///
     /// Not from inside a free callback; inside a core call for `peer`'s umem (which the core
-    /// then holds); `table` came from a pin that was not put. For a pin
-    /// with a free callback the table may be freed at any point (a cudaFree; inside NVIDIA, a
-    /// use-after-free no caller can prevent: module documentation): once the callback ran,
-    /// neither the table nor the returned mapping may be touched again.
+    /// then holds); `table` came from a pin that was not put. For a pin with a free callback
+    /// the table may be freed at any point (a cudaFree; inside NVIDIA, a use-after-free no
+    /// caller can prevent: module documentation): once the callback ran, neither the table nor
+    /// the returned mapping may be touched again.
     pub(crate) unsafe fn dma_map_pages(
         &self,
         peer: PeerDevice,

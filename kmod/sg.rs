@@ -52,9 +52,7 @@ impl Layout {
             max_segment: (max / GPU_PAGE_SIZE).max(1) * GPU_PAGE_SIZE,
         }
     }
-}
 
-impl Layout {
     /// Whether `len` bytes of GPU pages can take one entry: a single page, or a range within one
     /// DMA segment (one entry when NVIDIA maps it contiguously).
     pub(crate) fn may_fit_one(self, len: u64) -> bool {
