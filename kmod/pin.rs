@@ -8,10 +8,11 @@
 //! registration on it through the core, each as a lone registration was revoked before.
 //!
 //! ```text
-//!   Pinning --pinned--> Live --the last registration left--> Unpinning --> Unpinned
-//!      |                  |                                       |
-//!      |                  |                                       +--NVIDIA refused--> UnpinFailed
-//!      +----callback------+--------------callback-----------------+-------------------+--> Revoked
+//!   Pinning --pinned--> Live --the last registration left--> Unpinning (final once unpinned)
+//!      |  |               |                                       |
+//!      |  |               |                                       +--NVIDIA refused--> UnpinFailed
+//!      |  +--refused--> Unpinned                                  |                       |
+//!      +----callback------+--------------callback-----------------+-----------------------+--> Revoked
 //! ```
 //!
 //! Only `Live` pins are listed (in their shard's chain, by client, `mm` and range), so a new
@@ -63,7 +64,7 @@ use crate::context::{GpuRange, RegContext};
 use crate::ffi;
 use crate::log::{nv_dbg, nv_err};
 use crate::module_ref::ModuleRef;
-use crate::p2p::Api;
+use crate::p2p::{Api, GPU_PAGE_SIZE};
 use crate::stats::{self, Op, Stat};
 
 /// An NVIDIA page table, by address.
@@ -91,25 +92,31 @@ const SHARDS: usize = 1 << SHARD_BITS;
 /// # Invariants
 ///
 /// `mm` is `Some` exactly for a pin that may be listed (a shared client's, registered by a task
-/// with an mm), and then holds an `mmgrab` of that task's `mm_struct`.
+/// with an mm), and then holds an `mmgrab` of that task's `mm_struct`. `pages` is the range's
+/// length in 64 KiB pages (a `u32`, so that the pin, which keeps these fields, has room for its
+/// `callback_ran` flag within its memory budget).
 pub(crate) struct PinKey {
     mm: Option<MmRef>,
     start: u64,
-    len: u64,
+    pages: u32,
+}
+
+fn mm_addr(mm: &Option<MmRef>) -> usize {
+    mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize)
 }
 
 impl PinKey {
-    fn mm_addr(&self) -> usize {
-        self.mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize)
+    fn id(&self) -> KeyId {
+        KeyId { mm: mm_addr(&self.mm), start: self.start, pages: self.pages }
     }
+}
 
-    fn same(&self, other: &PinKey) -> bool {
-        self.start == other.start && self.len == other.len && self.mm_addr() == other.mm_addr()
-    }
-
-    fn range(&self) -> GpuRange {
-        GpuRange { start: self.start, len: self.len }
-    }
+/// A key by value, as a listed pin is matched: the `mm` by address.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct KeyId {
+    mm: usize,
+    start: u64,
+    pages: u32,
 }
 
 /// The shard of a registration of `range` by the process whose `mm_struct` is at `mm`: a
@@ -192,9 +199,16 @@ impl Registry {
             Sharing::Invalidating => kind == ClientKind::Invalidating,
             Sharing::All => true,
         };
-        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared).
-        let key = PinKey { mm: if shares { MmRef::current() } else { None }, start: range.start, len: range.len };
-        let mm = match key.mm_addr() {
+        // NVIDIA pins far less than 2^32 64 KiB pages (256 TiB): a larger range is not GPU
+        // memory.
+        let Ok(pages) = u32::try_from(range.pages()) else {
+            nv_dbg!("acquire {:#x}+{:#x}: larger than any GPU range: declined", range.start, range.len);
+            return None;
+        };
+        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared);
+        // `pages` is the range's.
+        let key = PinKey { mm: if shares { MmRef::current() } else { None }, start: range.start, pages };
+        let mm = match mm_addr(&key.mm) {
             // A private pin's process picks its shard too, with no reference: an address only.
             // SAFETY: reads the current task's mm pointer; no precondition.
             0 => (unsafe { ffi::nvpeer_glue_current_mm() }) as usize,
@@ -335,8 +349,10 @@ enum PinState {
     Pinning,
     /// Pinned, not revoked: registrations may use `table`.
     Live { table: TablePtr, nvidia_ref: Option<NvidiaRef> },
-    /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped).
+    /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped), or it
+    /// did unpin (final: no callback follows a successful unpin, see `SharedPin::unpin`).
     Unpinning,
+    /// NVIDIA refused the pin.
     Unpinned,
     /// NVIDIA refused to unpin: it may still hold the pin and, with a callback, our reference.
     /// Still counted as pinned until that callback reports the memory freed.
@@ -386,8 +402,14 @@ type Members = KVec<Option<Arc<RegContext>>>;
 /// - `shard` is the shard [`Registry::place`] gave the pin's first registration, whose lock
 ///   `state` is locked by (and every registration on the pin: they found it in that shard).
 pub(crate) struct SharedPin {
-    /// The process and the range: what a joining registration matches, and the range pinned.
-    key: PinKey,
+    /// The process and the range (the pin's [`PinKey`], kept field by field): what a joining
+    /// registration matches, and the range pinned.
+    mm: Option<MmRef>,
+    start: u64,
+    pages: u32,
+    /// Set in the free callback's critical section (`revoke`): lets an unpin that NVIDIA
+    /// answered with success tell, with no lock, whether the callback ran before it.
+    callback_ran: Atomic<bool>,
     shard: Shard,
     state: LockedBy<PinInner, Chain>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
@@ -478,11 +500,11 @@ unsafe fn publish(mut guard: ShardGuard<'_>, ctx: &RegContext, pin: PinRef) -> R
 }
 
 /// The listed pin of `key` and client in `chain`.
-fn find<'a>(chain: &'a Chain, key: &PinKey, persistent: bool) -> Option<&'a Arc<SharedPin>> {
+fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> {
     let mut cur = chain.head.as_ref();
     while let Some(pin) = cur {
         let inner = pin.state.access(chain);
-        if inner.persistent == persistent && pin.key.same(key) {
+        if inner.persistent == persistent && pin.id() == key {
             return Some(pin);
         }
         cur = inner.next.as_ref();
@@ -510,12 +532,16 @@ fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
     }
     // Not reached (`PinInner` invariant): `after` was not the chain's through `target`.
     drop(after);
-    nv_err!("pin {:#x}: listed but not in its shard's chain\n", target.key.start);
+    nv_err!("pin {:#x}: listed but not in its shard's chain\n", target.start);
 }
 
 impl SharedPin {
     pub(crate) fn range(&self) -> GpuRange {
-        self.key.range()
+        GpuRange { start: self.start, len: u64::from(self.pages) * GPU_PAGE_SIZE }
+    }
+
+    fn id(&self) -> KeyId {
+        KeyId { mm: mm_addr(&self.mm), start: self.start, pages: self.pages }
     }
 
     /// Runs `f` on the pin's state under its shard's lock, then applies the chain change it
@@ -532,7 +558,7 @@ impl SharedPin {
             ChainOp::Keep => {}
             ChainOp::List => {
                 let persistent = self.state.access(chain).persistent;
-                if find(chain, &self.key, persistent).is_none() {
+                if find(chain, self.id(), persistent).is_none() {
                     let head = chain.head.take();
                     let inner = self.state.access_mut(chain);
                     inner.next = head;
@@ -578,9 +604,13 @@ impl SharedPin {
             next: None,
         };
         let state = LockedBy::new(shard.mutex(), state);
-        let listable = key.mm.is_some();
-        // INVARIANT: `shard` is the first registration's (from `Registry::place`).
-        let pin = Arc::new(SharedPin { key, shard, state, _module: module }, GFP_KERNEL)?;
+        let PinKey { mm, start, pages } = key;
+        let listable = mm.is_some();
+        let callback_ran = Atomic::new(false);
+        // INVARIANT: `shard` is the first registration's (from `Registry::place`); the key's
+        // fields as `place` made them.
+        let pin = SharedPin { mm, start, pages, callback_ran, shard, state, _module: module };
+        let pin = Arc::new(pin, GFP_KERNEL)?;
         // SAFETY: just made for `ctx` alone (`users: 1`, `first`), `Pinning`.
         unsafe { pin.pin_with_nvidia(kind, listable, ctx) }
     }
@@ -593,7 +623,7 @@ impl SharedPin {
         let mut spare = None;
         loop {
             let mut chain = shard.lock();
-            let pin = find(&chain, key, persistent)?.clone();
+            let pin = find(&chain, key.id(), persistent)?.clone();
             let inner = pin.state.access_mut(&mut chain);
             let PinState::Live { table, .. } = &inner.state else {
                 // Not reached: only live pins are listed (`PinInner` invariant).
@@ -619,7 +649,7 @@ impl SharedPin {
             // the critical section of `chain`, `ctx`'s shard.
             let published = unsafe { publish(chain, ctx, PinRef { pin, table }) };
             stats::inc(Stat::PinShares);
-            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, key.len, users);
+            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, u64::from(key.pages) * GPU_PAGE_SIZE, users);
             return Some(published);
         }
     }
@@ -635,7 +665,7 @@ impl SharedPin {
     unsafe fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
-        let (start, len) = (self.key.start, self.key.len);
+        let GpuRange { start, len } = self.range();
         let result = match kind {
             ClientKind::Persistent => {
                 // SAFETY: not called from a free callback (acquire/get_pages context).
@@ -732,7 +762,9 @@ impl SharedPin {
         Leaving { pin: self, member, unpin }
     }
 
-    /// Unpins with NVIDIA: `Unpinning` -> `Unpinned` or `UnpinFailed`, or the callback won.
+    /// Unpins with NVIDIA: `Unpinning` -> `UnpinFailed` when NVIDIA refuses, or the callback
+    /// won (`Revoked`). A successful unpin takes no lock again and leaves `Unpinning`, final
+    /// then: no callback can follow, and no registration holds the unlisted pin.
     fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>) {
         let Some(api) = Api::get() else { return };
         stats::inc(Stat::UnpinCalls);
@@ -742,19 +774,27 @@ impl SharedPin {
         let result = match nvidia_ref {
             // SAFETY: see above; the persistent pin (no callback) is ours and not used
             // afterwards.
-            None => unsafe { api.put_pages_persistent(self.key.start, table.0) },
+            None => unsafe { api.put_pages_persistent(self.start, table.0) },
             // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            Some(_) => unsafe { api.put_pages(self.key.start, table.0) },
+            Some(_) => unsafe { api.put_pages(self.start, table.0) },
         };
-        let callback_ran = self.with_inner(|inner| {
-            let ran = matches!(inner.state, PinState::Revoked);
-            inner.state = match (&result, ran) {
-                (Err(_), false) => PinState::UnpinFailed,
-                _ => PinState::Unpinned,
-            };
-            (ran, ChainOp::Keep)
-        });
-        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.key.start, result, callback_ran);
+        // A callback that ran before our call reached RM set `callback_ran` in its critical
+        // section, under RM's lock, which our call took after it: no lock of ours is needed to
+        // see it. A successful unpin means no callback will run after it (RM unlinks the pin and
+        // calls the callback in one hold of its lock, CONTRACT 2.4); a persistent pin has none.
+        let callback_ran = match &result {
+            Ok(()) => self.callback_ran.load(Acquire),
+            // NVIDIA refused: whether the callback ran and what the pin is now are decided
+            // under the lock, in one section with the callback's own.
+            Err(_) => self.with_inner(|inner| {
+                let ran = matches!(inner.state, PinState::Revoked);
+                if !ran {
+                    inner.state = PinState::UnpinFailed;
+                }
+                (ran, ChainOp::Keep)
+            }),
+        };
+        nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.start, result, callback_ran);
         if callback_ran {
             // The callback won the race for the RM lock: NVIDIA freed the pin and the table
             // before our call reached RM (which answered 0, or met another pin's table: the
@@ -769,7 +809,8 @@ impl SharedPin {
                 self.uncount();
                 if let Some(nvidia_ref) = nvidia_ref {
                     // SAFETY: this pin's token; put_pages succeeded and the callback had not
-                    // run: NVIDIA dropped it. Not the last reference (the caller holds `self`).
+                    // run (see above): NVIDIA dropped it. Not the last reference (the caller
+                    // holds `self`).
                     drop(unsafe { nvidia_ref.reclaim(self) });
                 }
             }
@@ -780,7 +821,7 @@ impl SharedPin {
                     r.leave_to_callback();
                 }
                 stats::failure(Op::PutPages, e);
-                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.key.start, e);
+                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.start, e);
             }
         }
     }
@@ -795,6 +836,10 @@ impl SharedPin {
     fn revoke(self: &Arc<Self>) {
         let revoked = self.with_inner(|inner| {
             let old = core::mem::replace(&mut inner.state, PinState::Revoked);
+            if !matches!(old, PinState::Revoked | PinState::Unpinned) {
+                // Read by an unpin that RM answered after this callback (`unpin`).
+                self.callback_ran.store(true, Release);
+            }
             let counted = match old {
                 PinState::Live { nvidia_ref, .. } => {
                     // This very callback takes NVIDIA's reference back (`free_callback`).
@@ -820,7 +865,7 @@ impl SharedPin {
         if counted {
             self.uncount();
         }
-        nv_dbg!("free callback {:#x}: revoking its registrations", self.key.start);
+        nv_dbg!("free callback {:#x}: revoking its registrations", self.start);
         let more = more.iter().flat_map(|m| m.iter().flatten());
         for ctx in Iterator::chain(first.iter(), more) {
             ctx.revoke();
