@@ -401,6 +401,8 @@ type Members = KVec<Option<Arc<RegContext>>>;
 ///   holds it (unpinned, or its callback ran).
 /// - `shard` is the shard [`Registry::place`] gave the pin's first registration, whose lock
 ///   `state` is locked by (and every registration on the pin: they found it in that shard).
+/// - `callback_ran` is set in the critical section in which the free callback moves the pin to
+///   `Revoked` (from any state but `Revoked` and `Unpinned`), and only there.
 pub(crate) struct SharedPin {
     /// The process and the range (the pin's [`PinKey`], kept field by field): what a joining
     /// registration matches, and the range pinned.
