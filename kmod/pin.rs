@@ -651,7 +651,7 @@ impl SharedPin {
             // the critical section of `chain`, `ctx`'s shard.
             let published = unsafe { publish(chain, ctx, PinRef { pin, table }) };
             stats::inc(Stat::PinShares);
-            nv_dbg!("pin {:#x}+{:#x}: shared by {} registrations", key.start, u64::from(key.pages) * GPU_PAGE_SIZE, users);
+            nv_dbg!("pin {:#x} ({} pages): shared by {} registrations", key.start, key.pages, users);
             return Some(published);
         }
     }
