@@ -76,7 +76,7 @@ use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
 use crate::pin::{Chain, PinRef, Registry, Shard, SharedPin};
-use crate::sg::{Layout, SgAlloc, SgTable};
+use crate::sg::{Layout, SgAlloc, SgSlot, SgTable};
 use crate::stats::{self, Op, Stat};
 
 /// The 64 KiB-aligned GPU range covering a registration.
@@ -141,8 +141,9 @@ struct Inner {
     state: State,
     /// From `get_pages`: the core's handle for this umem, passed back to its invalidate.
     core_context: u64,
-    /// The entries we handed the core: freed by the core's `dma_unmap`/`put_pages` or with the
-    /// context, never by the free callback (the core may still be using them then).
+    /// The entries we handed the core (in `sg_slot` when there is one): freed by the core's
+    /// `dma_unmap`/`put_pages` or with the context, never by the free callback (the core may
+    /// still be using them then).
     sg: Option<SgTable>,
 }
 
@@ -155,6 +156,10 @@ struct Inner {
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `_module` holds a module reference for the whole life of the context.
 /// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
+/// - `sg` is `None` in `Pinning`, `Acquired`, `Pinned` and `Mapping`.
+/// - Nobody uses `sg_slot`'s entry but through the table in `sg`, when that table is in it: the
+///   core stops using a table in the `dma_unmap` or `put_pages` that takes it out of `sg`, and
+///   a failed `dma_map` gives it none.
 pub(crate) struct RegContext {
     kind: ClientKind,
     /// Set in the critical section in which the registration left its pin (`unpin`), whose
@@ -162,12 +167,18 @@ pub(crate) struct RegContext {
     left: Atomic<bool>,
     shard: Shard,
     inner: LockedBy<Inner, Chain>,
+    /// The one entry of a one-entry table, which the core reads and writes (its first/last-entry
+    /// fix-ups) while it holds the table.
+    sg_slot: SgSlot,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
 }
 
-// The memory budget (see `pin`): a 96-byte slab object on every kernel.
-const _: () = assert!(core::mem::size_of::<RegContext>() <= 88);
+// The memory budget (see `pin`): with its table's entry, a 128-byte slab object where an entry
+// is 32 bytes (every kernel but those with CONFIG_DEBUG_SG), as NVIDIA's context is; its pin is
+// a 96-byte object, and a one-entry table allocates nothing more.
+const _: () =
+    assert!(core::mem::size_of::<RegContext>() <= 88 + core::mem::size_of::<bindings::scatterlist>());
 
 /// The context's state under its shard's lock, for one critical section.
 macro_rules! locked {
@@ -191,9 +202,10 @@ impl RegContext {
         let inner = Inner { state: State::Pinning, core_context: 0, sg: None };
         let inner = LockedBy::new(shard.mutex(), inner);
         let left = Atomic::new(false);
+        let sg_slot = SgSlot::new();
         // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
-        // left.
-        let ctx = match Arc::new(Self { kind, left, shard, inner, _module: module }, GFP_KERNEL) {
+        // left; no table yet, so nobody uses the slot.
+        let ctx = match Arc::new(Self { kind, left, shard, inner, sg_slot, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
@@ -360,11 +372,6 @@ impl RegContext {
         // before or while NVIDIA reads it (`p2p` module documentation): no client can prevent
         // it. Our side stays sound: the callback leaves `Revoked`, and we touch neither the
         // table nor the mapping afterwards.
-        // A one-entry table, allocated before any lock is held again for a range that may take
-        // one (one page, or within one DMA segment, mapped contiguously), filled in the critical
-        // section that publishes the mapping. Other tables are allocated once their size is
-        // known (below).
-        let single = layout.may_fit_one(range.len).then(|| SgAlloc::new(1).ok()).flatten();
         // SAFETY: not in a callback; in the core's dma_map for the umem; the table was live
         // under the lock just now (see above).
         let mapped = unsafe { api.dma_map_pages(peer, table) };
@@ -387,9 +394,10 @@ impl RegContext {
                 return Err(e);
             }
         };
-        // The sg_table is allocated with the lock dropped (the free callback of any pin of this
-        // shard may wait for the lock, holding RM): its size is read from the mapping under the
-        // lock, and the mapping is checked again under the lock before the table is filled.
+        // A one-entry table is the context's own slot, filled in this critical section. A larger
+        // one is allocated with the lock dropped (the free callback of any pin of this shard may
+        // wait for the lock, holding RM): its size is read from the mapping under the lock, and
+        // the mapping is checked again under the lock before the table is filled.
         // SAFETY: live mapping (not revoked, the lock held).
         let count = unsafe { mapping.addresses() }.and_then(|addrs| {
             if addrs.len() as u64 != range.pages() {
@@ -399,19 +407,20 @@ impl RegContext {
             }
             Ok(SgAlloc::entries(addrs, layout))
         });
-        let (pin, built) = match (count, single) {
-            // An unused one-entry table is freed (kfree only) where it is dropped.
-            (Err(e), _) => (pin, Err(e)),
-            (Ok(1), Some(sg)) => {
+        let (pin, built) = match count {
+            Err(e) => (pin, Err(e)),
+            Ok(1) => {
+                // SAFETY: `sg` is `None` in `Mapping` (type invariant), so nobody uses the slot;
+                // the table goes into `sg` or is dropped here, both within `self`.
+                let sg = unsafe { SgAlloc::in_slot(&self.sg_slot) };
                 // SAFETY: live mapping (not revoked, the lock held).
                 let filled = unsafe { mapping.addresses() }.and_then(|addrs| sg.fill(addrs, layout));
                 (pin, filled)
             }
-            (Ok(count), single) => {
+            Ok(count) => {
                 // `Mapping` again while unlocked, so that a revocation meanwhile is seen.
                 inner.state = State::Mapping(pin);
                 drop(guard);
-                drop(single);
                 let sg = SgAlloc::new(count);
                 guard = self.shard.lock();
                 inner = locked!(self, guard);

@@ -8,27 +8,50 @@ use core::ptr::NonNull;
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
+use kernel::types::Opaque;
 
 use crate::ffi;
 use crate::p2p::GPU_PAGE_SIZE;
 
-/// An sg_table we allocated and filled with DMA addresses. We keep our own copy of the header:
-/// 5.x cores zero theirs right after `put_pages`.
+/// An sg_table we filled with DMA addresses: allocated, or the one entry of a registration's
+/// [`SgSlot`]. We keep our own copy of the header: 5.x cores zero theirs right after
+/// `put_pages`.
 ///
 /// # Invariants
 ///
-/// `sgl`, `nents`, `orig_nents` are the header a successful `sg_alloc_table` set up, with
-/// `nents` entries, every entry filled unless the table is still inside an [`SgAlloc`]; the
-/// table is freed exactly once, by `Drop`. (The header is kept field by field so that
-/// `Option<SgTable>` costs no more than the header: `sgl` is never null.)
+/// Either `in_slot` is false and `sgl`, `nents` are the header a successful `sg_alloc_table`
+/// set up (whose `orig_nents` is `nents` too), freed exactly once, by `Drop`; or `in_slot` is
+/// true and `sgl` is the entry of an [`SgSlot`] initialised as a one-entry table (`nents` 1),
+/// which the slot's owner keeps alive while the value exists and which `Drop` leaves alone.
+/// Every entry is filled unless the table is still inside an [`SgAlloc`]. (The header is kept
+/// field by field so that `Option<SgTable>` costs no more than the header: `sgl` is never null.)
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
     nents: u32,
-    orig_nents: u32,
+    in_slot: bool,
 }
 
-// SAFETY: the table is owned exclusively by this value; its memory is not tied to a thread.
+// SAFETY: the entries are used through this value only (an allocated table is its own, a slot's
+// entry is its owner's, which lets nothing else use it meanwhile); neither is tied to a thread.
 unsafe impl Send for SgTable {}
+
+/// Room for a one-entry table inside a registration: a buffer NVIDIA maps contiguously within
+/// one DMA segment (every size up to the segment when the GPU memory is contiguous) takes one
+/// entry, which then costs no allocation in `dma_map` and no free in `dma_unmap`.
+pub(crate) struct SgSlot(Opaque<bindings::scatterlist>);
+
+// SAFETY: `&SgSlot` gives no access to the entry: it is set up only by `SgAlloc::in_slot`, whose
+// caller guarantees that nobody else uses it, and then used only through the `SgTable` made
+// there (by its holder, or by the core it was given to); nothing ties it to a thread.
+unsafe impl Send for SgSlot {}
+// SAFETY: as above.
+unsafe impl Sync for SgSlot {}
+
+impl SgSlot {
+    pub(crate) const fn new() -> Self {
+        Self(Opaque::uninit())
+    }
+}
 
 /// How DMA addresses are grouped into entries.
 #[derive(Clone, Copy, Debug)]
@@ -50,15 +73,6 @@ impl Layout {
         let max = u64::from(unsafe { ffi::nvpeer_glue_dma_max_seg_size(dma_device.cast()) });
         Layout::Coalesced {
             max_segment: (max / GPU_PAGE_SIZE).max(1) * GPU_PAGE_SIZE,
-        }
-    }
-
-    /// Whether `len` bytes of GPU pages can take one entry: a single page, or a range within one
-    /// DMA segment (one entry when NVIDIA maps it contiguously).
-    pub(crate) fn may_fit_one(self, len: u64) -> bool {
-        match self {
-            Layout::PerPage => len <= GPU_PAGE_SIZE,
-            Layout::Coalesced { max_segment } => len <= max_segment,
         }
     }
 }
@@ -116,9 +130,24 @@ impl SgAlloc {
             unsafe { bindings::sg_free_table(&mut table) };
             return Err(EINVAL);
         };
-        // INVARIANT: the header sg_alloc_table set up, `count` entries, inside an `SgAlloc`
-        // until filled.
-        Ok(Self(SgTable { sgl, nents: table.nents, orig_nents: table.orig_nents }))
+        // INVARIANT: the header sg_alloc_table set up (`orig_nents` equals `nents` there),
+        // `count` entries, inside an `SgAlloc` until filled.
+        Ok(Self(SgTable { sgl, nents: table.nents, in_slot: false }))
+    }
+
+    /// A one-entry table in `slot`, set up afresh (no allocation).
+    ///
+    /// # Safety
+    ///
+    /// Nobody uses `slot`'s entry until the result is dropped: no other table in it is live and
+    /// the core no longer reads one it was given; the caller keeps `slot` alive meanwhile.
+    pub(crate) unsafe fn in_slot(slot: &SgSlot) -> Self {
+        // `Opaque` is `repr(transparent)`: its address is the entry's.
+        let sgl = NonNull::from(&slot.0).cast::<bindings::scatterlist>();
+        // SAFETY: a valid entry that nobody else uses (caller).
+        unsafe { bindings::sg_init_table(sgl.as_ptr(), 1) };
+        // INVARIANT: the slot's entry, a one-entry table now, kept alive by the caller.
+        Self(SgTable { sgl, nents: 1, in_slot: true })
     }
 
     /// Fills the table with `addrs` under `layout`, which must take exactly its entries
@@ -150,7 +179,7 @@ impl SgTable {
         let mut table = bindings::sg_table::default();
         table.sgl = self.sgl.as_ptr();
         table.nents = self.nents;
-        table.orig_nents = self.orig_nents;
+        table.orig_nents = self.nents;
         table
     }
 
@@ -167,6 +196,10 @@ impl SgTable {
 
 impl Drop for SgTable {
     fn drop(&mut self) {
+        if self.in_slot {
+            // Its owner's entry: nothing was allocated.
+            return;
+        }
         let mut table = self.header();
         // SAFETY: by the invariant, the header of a table sg_alloc_table set up, not freed before.
         unsafe { bindings::sg_free_table(&mut table) };
