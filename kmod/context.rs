@@ -141,9 +141,9 @@ struct Inner {
     state: State,
     /// From `get_pages`: the core's handle for this umem, passed back to its invalidate.
     core_context: u64,
-    /// The entries we handed the core (in `sg_slot` when there is one): freed by the core's
-    /// `dma_unmap`/`put_pages` or with the context, never by the free callback (the core may
-    /// still be using them then).
+    /// The entries we handed the core (in `sg_slot` for one entry): taken back (and freed when
+    /// allocated) by the core's `dma_unmap`, `put_pages` or `release`, or with the context, never
+    /// by the free callback (the core may still be using them then).
     sg: Option<SgTable>,
 }
 
@@ -158,8 +158,9 @@ struct Inner {
 /// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
 /// - `sg` is `None` in `Pinning`, `Acquired`, `Pinned` and `Mapping`.
 /// - Nobody uses `sg_slot`'s entry but through the table in `sg`, when that table is in it: the
-///   core stops using a table in the `dma_unmap` or `put_pages` that takes it out of `sg`, and
-///   a failed `dma_map` gives it none.
+///   core stops using a table at or before the `dma_unmap`, `put_pages` or `release` that takes
+///   it out of `sg` (an invalidating core may stop inside its invalidate), and a failed
+///   `dma_map` gives it none.
 pub(crate) struct RegContext {
     kind: ClientKind,
     /// Set in the critical section in which the registration left its pin (`unpin`), whose
@@ -174,9 +175,9 @@ pub(crate) struct RegContext {
     _module: ModuleRef,
 }
 
-// The memory budget (see `pin`): with its table's entry, a 128-byte slab object where an entry
-// is 32 bytes (every kernel but those with CONFIG_DEBUG_SG), as NVIDIA's context is; its pin is
-// a 96-byte object, and a one-entry table allocates nothing more.
+// The memory budget (see `pin`): with its table's entry (32 bytes on x86_64 and arm64, which
+// both select NEED_SG_DMA_LENGTH), a 128-byte slab object, as NVIDIA's context is; its pin is a
+// 96-byte object, and a one-entry table allocates nothing more.
 const _: () =
     assert!(core::mem::size_of::<RegContext>() <= 88 + core::mem::size_of::<bindings::scatterlist>());
 
@@ -410,8 +411,9 @@ impl RegContext {
         let (pin, built) = match count {
             Err(e) => (pin, Err(e)),
             Ok(1) => {
-                // SAFETY: `sg` is `None` in `Mapping` (type invariant), so nobody uses the slot;
-                // the table goes into `sg` or is dropped here, both within `self`.
+                // SAFETY: the state was `Mapping` when this critical section took it out, so
+                // `sg` is `None` (type invariant) and nobody uses the slot; the table goes into
+                // `sg` or is dropped here, and `self` (in its `Arc`) does not move.
                 let sg = unsafe { SgAlloc::in_slot(&self.sg_slot) };
                 // SAFETY: live mapping (not revoked, the lock held).
                 let filled = unsafe { mapping.addresses() }.and_then(|addrs| sg.fill(addrs, layout));

@@ -418,8 +418,9 @@ pub(crate) struct SharedPin {
     _module: ModuleRef,
 }
 
-// The memory budget: a pin and a registration are 96-byte slab objects (an `Arc`'s count and
-// 88 bytes) on every kernel, lockdep or not (neither holds a lock of its own).
+// The memory budget: a pin is a 96-byte slab object (an `Arc`'s count and 88 bytes) on every
+// kernel, lockdep or not (it holds no lock of its own); a registration is one of 128 bytes with
+// its one-entry sg_table (`context`).
 const _: () = assert!(core::mem::size_of::<SharedPin>() <= 88);
 
 /// What a critical section on a pin's state does to its shard's chain, under the same lock.

@@ -22,7 +22,8 @@ use crate::p2p::GPU_PAGE_SIZE;
 /// Either `in_slot` is false and `sgl`, `nents` are the header a successful `sg_alloc_table`
 /// set up (whose `orig_nents` is `nents` too), freed exactly once, by `Drop`; or `in_slot` is
 /// true and `sgl` is the entry of an [`SgSlot`] initialised as a one-entry table (`nents` 1),
-/// which the slot's owner keeps alive while the value exists and which `Drop` leaves alone.
+/// which the slot's owner keeps alive and in place while the value exists and which `Drop`
+/// leaves alone.
 /// Every entry is filled unless the table is still inside an [`SgAlloc`]. (The header is kept
 /// field by field so that `Option<SgTable>` costs no more than the header: `sgl` is never null.)
 pub(crate) struct SgTable {
@@ -31,20 +32,20 @@ pub(crate) struct SgTable {
     in_slot: bool,
 }
 
-// SAFETY: the entries are used through this value only (an allocated table is its own, a slot's
-// entry is its owner's, which lets nothing else use it meanwhile); neither is tied to a thread.
+// SAFETY: the entries are used only through this value and the core's copy of its header (an
+// allocated table is its own; a slot's entry nothing else uses meanwhile, `SgAlloc::in_slot`);
+// neither is tied to a thread.
 unsafe impl Send for SgTable {}
 
 /// Room for a one-entry table inside a registration: a buffer NVIDIA maps contiguously within
-/// one DMA segment (every size up to the segment when the GPU memory is contiguous) takes one
-/// entry, which then costs no allocation in `dma_map` and no free in `dma_unmap`.
+/// one DMA segment (every size up to the segment, with coalescing; one 64 KiB page with
+/// `PER_PAGE_SG`) takes one entry, which then costs no allocation in `dma_map` and no free in
+/// `dma_unmap`.
 pub(crate) struct SgSlot(Opaque<bindings::scatterlist>);
 
 // SAFETY: `&SgSlot` gives no access to the entry: it is set up only by `SgAlloc::in_slot`, whose
 // caller guarantees that nobody else uses it, and then used only through the `SgTable` made
-// there (by its holder, or by the core it was given to); nothing ties it to a thread.
-unsafe impl Send for SgSlot {}
-// SAFETY: as above.
+// there (by its holder, or by the core it was given to). (`Send` comes with `Opaque`.)
 unsafe impl Sync for SgSlot {}
 
 impl SgSlot {
@@ -103,9 +104,9 @@ fn for_each_run(addrs: &[u64], layout: Layout, mut f: impl FnMut(u64, u64)) {
     }
 }
 
-/// An sg_table allocated for a number of entries and not filled yet: the allocation and the
-/// filling are apart so that a caller can allocate without holding the lock its addresses need.
-/// Dropped unfilled, the table is freed by the `SgTable` inside.
+/// An sg_table set up for a number of entries (allocated, or in a slot) and not filled yet: the
+/// allocation and the filling are apart so that a caller can allocate without holding the lock
+/// its addresses need. Dropped unfilled, the table goes as the `SgTable` inside goes.
 pub(crate) struct SgAlloc(SgTable);
 
 impl SgAlloc {
@@ -139,26 +140,29 @@ impl SgAlloc {
     ///
     /// # Safety
     ///
-    /// Nobody uses `slot`'s entry until the result is dropped: no other table in it is live and
-    /// the core no longer reads one it was given; the caller keeps `slot` alive meanwhile.
+    /// While the result exists, `slot`'s entry is used only through it (by its holder, and by the
+    /// core it is given to): no earlier table in the slot is still read or written by anyone (the
+    /// core's first/last-entry restore writes). `slot` stays alive and at its address until the
+    /// result is dropped.
     pub(crate) unsafe fn in_slot(slot: &SgSlot) -> Self {
         // `Opaque` is `repr(transparent)`: its address is the entry's.
         let sgl = NonNull::from(&slot.0).cast::<bindings::scatterlist>();
         // SAFETY: a valid entry that nobody else uses (caller).
         unsafe { bindings::sg_init_table(sgl.as_ptr(), 1) };
-        // INVARIANT: the slot's entry, a one-entry table now, kept alive by the caller.
+        // INVARIANT: the slot's entry, a one-entry table now, kept alive and in place by the
+        // caller.
         Self(SgTable { sgl, nents: 1, in_slot: true })
     }
 
     /// Fills the table with `addrs` under `layout`, which must take exactly its entries
-    /// (-EINVAL otherwise: the table is freed).
+    /// (-EINVAL otherwise: the table goes, freed if allocated).
     pub(crate) fn fill(self, addrs: &[u64], layout: Layout) -> Result<SgTable> {
         if Self::entries(addrs, layout) != self.0.nents {
             return Err(EINVAL);
         }
         let mut sg = self.0.sgl.as_ptr();
         for_each_run(addrs, layout, |start, len| {
-            // SAFETY: `sg` walks the `nents` entries allocated (sg_next follows chains), as many
+            // SAFETY: `sg` walks the `nents` entries set up (sg_next follows chains), as many
             // as the runs (checked above); `len` <= the max segment size <= u32::MAX.
             unsafe {
                 ffi::nvpeer_glue_sg_set_dma(sg.cast(), start, len as u32);
