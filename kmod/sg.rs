@@ -23,9 +23,9 @@ use crate::p2p::GPU_PAGE_SIZE;
 /// set up (whose `orig_nents` is `nents` too), freed exactly once, by `Drop`; or `in_slot` is
 /// true and `sgl` is the entry of an [`SgSlot`] initialised as a one-entry table (`nents` 1),
 /// which the slot's owner keeps alive and in place while the value exists and which `Drop`
-/// leaves alone.
-/// Every entry is filled unless the table is still inside an [`SgAlloc`]. (The header is kept
-/// field by field so that `Option<SgTable>` costs no more than the header: `sgl` is never null.)
+/// leaves alone. Every entry is filled unless the table is still inside an [`SgAlloc`]. (The
+/// header is kept field by field so that `Option<SgTable>` costs no more than the header: `sgl`
+/// is never null.)
 pub(crate) struct SgTable {
     sgl: NonNull<bindings::scatterlist>,
     nents: u32,
