@@ -193,6 +193,9 @@ mod fallback_atomic {
             // SAFETY: every access is atomic (type invariant); as the kernel's `Atomic`, shared
             // use of an atomic pointer says nothing about what it points to.
             unsafe impl Sync for Atomic<$t> {}
+            // SAFETY: as the kernel's `Atomic`, moving the cell to another thread moves only its
+            // value (a pointer's address at most).
+            unsafe impl Send for Atomic<$t> {}
 
             // Not every type uses every operation.
             #[allow(dead_code)]

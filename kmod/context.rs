@@ -68,14 +68,14 @@
 
 use kernel::bindings;
 use kernel::prelude::*;
-use kernel::sync::{Arc, LockedBy};
+use kernel::sync::Arc;
 
 use crate::client::{ClientKind, ClientSlot};
 use crate::compat::{Acquire, Atomic, Release};
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
-use crate::pin::{Chain, PinRef, Registry, Shard, SharedPin};
+use crate::pin::{Chain, PinRef, Registry, Shard, ShardLocked, SharedPin};
 use crate::sg::{Layout, SgAlloc, SgSlot, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -167,7 +167,7 @@ pub(crate) struct RegContext {
     /// `Unpinned` is final: a later `unpin` (`release` after `put_pages`) returns at once.
     left: Atomic<bool>,
     shard: Shard,
-    inner: LockedBy<Inner, Chain>,
+    inner: ShardLocked<Inner>,
     /// The one entry of a one-entry table, which the core reads and writes (its first/last-entry
     /// fix-ups) while it holds the table.
     sg_slot: SgSlot,
@@ -176,15 +176,18 @@ pub(crate) struct RegContext {
 }
 
 // The memory budget (see `pin`): with its table's entry (32 bytes on x86_64 and arm64, which
-// both select NEED_SG_DMA_LENGTH), a 128-byte slab object, as NVIDIA's context is; its pin is a
-// 96-byte object, and a one-entry table allocates nothing more.
+// both select NEED_SG_DMA_LENGTH), a 96-byte slab object (an `Arc`'s count and 88 bytes); its
+// pin is a 64-byte object, and a one-entry table allocates nothing more: 160 bytes, as NVIDIA's
+// 128-byte context and its table's entry.
 const _: () =
-    assert!(core::mem::size_of::<RegContext>() <= 88 + core::mem::size_of::<bindings::scatterlist>());
+    assert!(core::mem::size_of::<RegContext>() <= 56 + core::mem::size_of::<bindings::scatterlist>());
 
-/// The context's state under its shard's lock, for one critical section.
+/// The context's state under its shard's lock, for one critical section: `$guard` is a guard
+/// every caller took from `$ctx.shard.lock()`.
 macro_rules! locked {
     ($ctx:expr, $guard:ident) => {
-        $ctx.inner.access_mut(&mut $guard)
+        // SAFETY: `$guard` locks `$ctx.shard` (see above), which guards `inner` (invariant).
+        unsafe { $ctx.inner.access_mut($ctx.shard, &mut $guard) }
     };
 }
 
@@ -200,8 +203,7 @@ impl RegContext {
         };
         let kind = client.kind();
         let (key, shard) = Registry::get(&module)?.place(kind, range)?;
-        let inner = Inner { state: State::Pinning, core_context: 0, sg: None };
-        let inner = LockedBy::new(shard.mutex(), inner);
+        let inner = ShardLocked::new(Inner { state: State::Pinning, core_context: 0, sg: None });
         let left = Atomic::new(false);
         let sg_slot = SgSlot::new();
         // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
@@ -255,9 +257,12 @@ impl RegContext {
     /// # Safety
     ///
     /// `pin` is this registration's, from [`SharedPin::acquire`] for it: counted in the pin's
-    /// users and, for an invalidating pin, this context is one of its members.
+    /// users and, for an invalidating pin, this context is one of its members. `chain` is the
+    /// data of the pin's shard's lock.
     pub(crate) unsafe fn take_pin(&self, chain: &mut Chain, pin: PinRef) -> core::result::Result<(), PinRef> {
-        let inner = self.inner.access_mut(chain);
+        // SAFETY: `chain` locks the pin's shard (caller), which is this context's: the pin is
+        // one this registration took or joined in its own shard.
+        let inner = unsafe { self.inner.access_mut(self.shard, chain) };
         if !matches!(inner.state, State::Pinning) {
             return Err(pin);
         }
@@ -501,7 +506,8 @@ impl RegContext {
             }
         };
         // Off the pin in the same critical section (the pin's state is under the same lock).
-        let leaving = pin.pin().leave_locked(&mut guard, self);
+        // SAFETY: `guard` locks this context's shard, its pin's (invariant).
+        let leaving = unsafe { pin.pin().leave_locked(&mut guard, self) };
         self.left.store(true, Release);
         drop(guard);
         drop(sg);

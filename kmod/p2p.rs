@@ -195,8 +195,9 @@ impl Api {
         // holding its umem: caller); valid out-pointer.
         to_result(unsafe { f(peer.pdev.as_ptr(), table.as_ptr(), &mut mapping) })?;
         let mapping = NonNull::new(mapping).ok_or(EINVAL)?;
-        // INVARIANT: returned by a successful `dma_map_pages` for `peer`.
-        Ok(DmaMapping { mapping, peer })
+        // INVARIANT: returned by a successful `dma_map_pages` for `peer`, which NVIDIA recorded
+        // in it.
+        Ok(DmaMapping { mapping })
     }
 
     /// Unmaps a mapping from `dma_map_pages`. Allowed inside the free callback (takes no RM
@@ -212,9 +213,13 @@ impl Api {
         mapping: &DmaMapping,
     ) -> Result {
         let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
-        // SAFETY: guaranteed by the caller; the peer is the device the mapping was made for,
-        // live while the core holds the umem (caller).
-        to_result(unsafe { f(mapping.peer.pdev.as_ptr(), table.as_ptr(), mapping.mapping.as_ptr()) })
+        let m = mapping.mapping.as_ptr();
+        // SAFETY: a live mapping (caller); its `pci_dev` is the peer it was made for, as
+        // NVIDIA's unmap requires (it fails on another), recorded by NVIDIA at map time.
+        let peer = unsafe { (*m).pci_dev };
+        // SAFETY: guaranteed by the caller; `peer` is live while the core holds the umem
+        // ([`PeerDevice`]).
+        to_result(unsafe { f(peer, table.as_ptr(), m) })
     }
 }
 
@@ -266,14 +271,14 @@ impl PeerDevice {
 ///
 /// # Invariants
 ///
-/// `mapping` was returned by a successful `dma_map_pages` for `peer`. It is live until it is
-/// unmapped, its pin is put, or the pin's free callback returns; whoever holds the value must
-/// stop using it before then (the context's state machine does: see `context`). `peer` is
-/// valid while the core holds the mapping's umem ([`PeerDevice`]); we unmap only in the core's
-/// calls for it.
+/// `mapping` was returned by a successful `dma_map_pages` for a [`PeerDevice`], which NVIDIA
+/// records in its `pci_dev` (so the registration keeps no copy: 8 bytes of its 88). It is live
+/// until it is unmapped, its pin is put, or the pin's free callback returns; whoever holds the
+/// value must stop using it before then (the context's state machine does: see `context`). The
+/// peer is valid while the core holds the mapping's umem; we unmap only in the core's calls for
+/// it.
 pub(crate) struct DmaMapping {
     mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
-    peer: PeerDevice,
 }
 
 // SAFETY: an NVIDIA handle and a device address, usable from any thread.

@@ -36,10 +36,11 @@
 //!
 //! The registry is [`SHARDS`] mutexes, each owning a [`Chain`] of listed pins. A registration's
 //! key (client, `mm`, range) hashes to one shard, whose lock guards the chain, the state of
-//! every pin of that key (`PinInner`, a `LockedBy`, shared or private) and the state of every
-//! registration on such a pin (the context's `Inner`): one lock for a pin and its members, so a
-//! registration needs no mutex of its own (which a lockdep kernel makes as large as the rest of
-//! the context), and registrations of different buffers rarely meet on one lock.
+//! every pin of that key (its `state` and `links`, shared or private) and the state of every
+//! registration on such a pin (the context's `inner`), each a [`ShardLocked`] value: one lock for
+//! a pin and its members, so a registration needs no mutex of its own (which a lockdep kernel
+//! makes as large as the rest of the context), and registrations of different buffers rarely
+//! meet on one lock.
 //!
 //! A shard lock nests under the core's `mapping_lock` (dma_map, dma_unmap, put_pages), its peer
 //! mutex (acquire) and NVIDIA's RM lock (the free callback). Under it: only NVIDIA's per-table
@@ -50,13 +51,14 @@
 //! callback, which waits for it while holding RM, waits only behind short sections (the longest:
 //! an IOMMU unmap in `dma_unmap_pages`), never behind a call out or reclaim.
 
+use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::pin::Pin;
 use core::ptr::{self, NonNull};
 
 use kernel::prelude::*;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
-use kernel::sync::{new_mutex, Arc, LockedBy, Mutex};
+use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::client::ClientKind;
 use crate::compat::{Acquire, Atomic, Release};
@@ -79,22 +81,22 @@ pub(crate) struct TablePtr(NonNull<ffi::nvidia_p2p_page_table>);
 // SAFETY: an NVIDIA handle: any thread may hold it; it is dereferenced only under the rules of
 // `p2p` (by a holder whose state says it is live).
 unsafe impl Send for TablePtr {}
-// SAFETY: sharing it shares only the address (the same rules apply to every holder).
-unsafe impl Sync for TablePtr {}
 
 /// Shards of the registry (a power of two): enough that registrations of different buffers on
 /// a many-core host seldom share a lock, few enough to cost nothing at load.
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
+// A shard's index is a byte.
+const _: () = assert!(SHARDS <= 256);
 
-/// What makes two registrations share a pin (with the client, which is in the pin's state).
+/// What makes two registrations share a pin (with the client, which the pin's live state says).
 ///
 /// # Invariants
 ///
 /// `mm` is `Some` exactly for a pin that may be listed (a shared client's, registered by a task
 /// with an mm), and then holds an `mmgrab` of that task's `mm_struct`. `pages` is the range's
-/// length in 64 KiB pages (a `u32`, so that the pin, which keeps these fields, has room for its
-/// `callback_ran` flag within its memory budget).
+/// length in 64 KiB pages (a `u32`, so that the pin, which keeps these fields, fits its memory
+/// budget).
 pub(crate) struct PinKey {
     mm: Option<MmRef>,
     start: u64,
@@ -121,44 +123,109 @@ struct KeyId {
 
 /// The shard of a registration of `range` by the process whose `mm_struct` is at `mm`: a
 /// multiplicative hash of both (CUDA hands many ranks of a node the same VAs).
-fn shard_index(range: GpuRange, mm: usize) -> usize {
+fn shard_index(range: GpuRange, mm: usize) -> u8 {
     let h = (range.start >> 16) ^ (range.len >> 16).rotate_left(24) ^ (mm as u64 >> 6).rotate_left(40);
-    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as usize
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as u8
 }
 
-/// A shard's listed pins: a singly linked chain through [`PinInner::next`], newest first.
+/// A shard's listed pins: a singly linked chain through [`PinLinks::next`], newest first.
+///
+/// # Invariants
+///
+/// Made only inside a registry shard's mutex (`RegistryOwner::install`), so a `&Chain` or
+/// `&mut Chain` exists only while that lock is held.
 pub(crate) struct Chain {
     head: Option<Arc<SharedPin>>,
+    /// The shard's own index: what [`ShardLocked`] checks a lock against.
+    shard: u8,
 }
 
 pub(crate) type ShardLock = Mutex<Chain>;
 pub(crate) type ShardGuard<'a> = Guard<'a, Chain, MutexBackend>;
 
-/// A shard of the registry, by address: what a pin and each registration on it lock.
+/// A shard of the registry, by index (a byte: a registration and a pin each record theirs within
+/// their memory budget): what a pin and each registration on it lock.
 ///
 /// # Invariants
 ///
-/// Points to a shard lock of the installed registry, which lives until module exit; module exit
-/// runs only once every module reference is gone. Every `Shard` is kept by a registration or a
-/// pin, each holding a `ModuleRef`, or by a function of theirs (a registration's reference,
-/// taken before [`Registry::place`], covers its pin until the pin takes its own).
-#[derive(Clone, Copy)]
-pub(crate) struct Shard(NonNull<ShardLock>);
-
-// SAFETY: a reference to a `Mutex`, which any thread may lock (`Mutex<Chain>` is `Sync`).
-unsafe impl Send for Shard {}
-// SAFETY: as above.
-unsafe impl Sync for Shard {}
+/// The index is below [`SHARDS`]. Every `Shard` is kept by a registration or a pin, each
+/// holding a `ModuleRef`, or by a function of theirs (a registration's reference, taken before
+/// [`Registry::place`], covers its pin until the pin takes its own), so the registry is
+/// installed while it is used: module exit drops it only once every module reference is gone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shard(u8);
 
 impl Shard {
-    pub(crate) fn mutex(&self) -> &ShardLock {
-        // SAFETY: valid while the holder holds its module reference (type invariant), which
-        // outlives `&self`.
-        unsafe { self.0.as_ref() }
+    pub(crate) fn lock(&self) -> ShardGuard<'_> {
+        let registry = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
+        // SAFETY: installed (non-null, from `Arc::into_raw` in `install`) and not dropped while
+        // a `Shard` is kept (type invariant), for at least as long as `self` is borrowed.
+        let shards = unsafe { &(*registry).shards };
+        // SAFETY: the index is below `SHARDS` (type invariant), the vector's length (`install`).
+        unsafe { shards.get_unchecked(usize::from(self.0)) }.lock()
+    }
+}
+
+/// State under a registry shard's lock: [`kernel::sync::LockedBy`] without the owner's address,
+/// which neither a registration nor a pin has the 8 bytes for. Each records its [`Shard`],
+/// which says the lock.
+///
+/// # Invariants
+///
+/// The value is reached only through [`Self::access`] and [`Self::access_mut`], whose callers
+/// hold the lock of the shard guarding it.
+pub(crate) struct ShardLocked<T>(UnsafeCell<T>);
+
+// SAFETY: as `LockedBy`'s: the value is moved with its holder (`T: Send`) ...
+unsafe impl<T: Send> Send for ShardLocked<T> {}
+// SAFETY: ... and reached through `&Self` only under a lock, by one thread at a time, so
+// sharing the holder sends the value at most (`T: Send`).
+unsafe impl<T: Send> Sync for ShardLocked<T> {}
+
+impl<T> ShardLocked<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(UnsafeCell::new(value))
     }
 
-    pub(crate) fn lock(&self) -> ShardGuard<'_> {
-        self.mutex().lock()
+    /// The value, for as long as the lock whose data is `chain` is held and borrowed.
+    ///
+    /// # Safety
+    ///
+    /// `shard` guards this value (its holder's) and `chain` is the data of `shard`'s lock.
+    pub(crate) unsafe fn access_mut<'a>(&'a self, shard: Shard, chain: &'a mut Chain) -> &'a mut T {
+        debug_assert!(chain.shard == shard.0);
+        // SAFETY: the lock guarding the value is held and exclusively borrowed for `'a`
+        // (caller), so no other reference to the value exists meanwhile (type invariant).
+        unsafe { &mut *self.0.get() }
+    }
+
+    /// [`Self::access_mut`] on this value and on `other`, together.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::access_mut`], for both values; `other` is not `self`.
+    unsafe fn access_both<'a, U>(
+        &'a self,
+        other: &'a ShardLocked<U>,
+        shard: Shard,
+        chain: &'a mut Chain,
+    ) -> (&'a mut T, &'a mut U) {
+        debug_assert!(chain.shard == shard.0);
+        // SAFETY: the lock guarding both values is held and exclusively borrowed for `'a`
+        // (caller), and they are two values: no other reference to either exists meanwhile.
+        unsafe { (&mut *self.0.get(), &mut *other.0.get()) }
+    }
+
+    /// [`Self::access_mut`], shared.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::access_mut`].
+    pub(crate) unsafe fn access<'a>(&'a self, shard: Shard, chain: &'a Chain) -> &'a T {
+        debug_assert!(chain.shard == shard.0);
+        // SAFETY: the lock guarding the value is held and borrowed for `'a` (caller), so the
+        // value is not written meanwhile (type invariant).
+        unsafe { &*self.0.get() }
     }
 }
 
@@ -214,10 +281,9 @@ impl Registry {
             0 => (unsafe { ffi::nvpeer_glue_current_mm() }) as usize,
             mm => mm,
         };
-        let lock: &ShardLock = self.shards.get(shard_index(range, mm))?;
-        // INVARIANT: a shard of the installed registry; the caller got `self` from `get` with a
-        // module reference that its registration keeps, as its pin will.
-        Some((key, Shard(NonNull::from(lock))))
+        // INVARIANT: below `SHARDS`; the caller got `self` from `get` with a module reference
+        // that its registration keeps, as its pin will.
+        Some((key, Shard(shard_index(range, mm))))
     }
 }
 
@@ -237,8 +303,9 @@ impl RegistryOwner {
     /// Creates and publishes the registry (with sharing off it only lists nothing).
     pub(crate) fn install(sharing: Sharing) -> Result<Self> {
         let mut shards = KVec::with_capacity(SHARDS, GFP_KERNEL)?;
-        for _ in 0..SHARDS {
-            shards.push(KBox::pin_init(new_mutex!(Chain { head: None }), GFP_KERNEL)?, GFP_KERNEL)?;
+        for shard in 0..SHARDS as u8 {
+            // INVARIANT: the chain is made inside its mutex, with its own index.
+            shards.push(KBox::pin_init(new_mutex!(Chain { head: None, shard }), GFP_KERNEL)?, GFP_KERNEL)?;
         }
         let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
         // INVARIANT: the reference from `into_raw` is this owner's.
@@ -347,8 +414,11 @@ fn callback_data(pin: &SharedPin) -> *mut c_void {
 enum PinState {
     /// NVIDIA is being asked for the pin (its callback may already run).
     Pinning,
-    /// Pinned, not revoked: registrations may use `table`.
-    Live { table: TablePtr, nvidia_ref: Option<NvidiaRef> },
+    /// Pinned, not revoked: registrations may use the table. `users` registrations hold a
+    /// [`PinRef`] (a byte: a range registered more than 255 times at once is pinned again, see
+    /// `join`); `nvidia_ref` is `Some` exactly for a pin with a free callback, so `None` says a
+    /// persistent pin.
+    Live { users: u8, nvidia_ref: Option<NvidiaRef> },
     /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped), or it
     /// did unpin (final: no callback follows a successful unpin, see `SharedPin::unpin`).
     Unpinning,
@@ -361,22 +431,8 @@ enum PinState {
     Revoked,
 }
 
-/// A pin's state, under its shard's lock.
-///
-/// # Invariants
-///
-/// - `listed` is true exactly while the pin is in its shard's chain, and then the state is
-///   `Live` (listed in the critical section that publishes `Live`, unlisted in the one that
-///   leaves it); `next` is the chain's next pin while listed, `None` otherwise.
-/// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
-///   invalidating pin the registrations in `first` and `more` are exactly their holders.
-struct PinInner {
-    state: PinState,
-    /// Registrations holding the pin.
-    users: u32,
-    /// The persistent client's pin (part of what a joining registration matches).
-    persistent: bool,
-    listed: bool,
+/// A pin's members and its place in its shard's chain, under the shard's lock.
+struct PinLinks {
     /// The invalidating pin's registrations, each with a reference: the free callback revokes
     /// them (none for persistent pins). The first inline, the others in `more` (allocated only
     /// for a second member); one that leaves empties its slot, which the next to join reuses
@@ -388,19 +444,31 @@ struct PinInner {
 
 type Members = KVec<Option<Arc<RegContext>>>;
 
+/// A pin's state and links in one critical section (see [`SharedPin::locked`]).
+struct PinInner<'a> {
+    state: &'a mut PinState,
+    links: &'a mut PinLinks,
+}
+
 /// One NVIDIA pin and the registrations on it.
 ///
 /// # Invariants
 ///
-/// - A `table` in [`PinState::Live`] was returned by a successful pin of `key`'s range and is
-///   live: NVIDIA frees it only after a successful unpin (which `Unpinning` precedes) or after
-///   the free callback returned, which first moves the pin to `Revoked` and every member
-///   registration out of the states that use the table.
-/// - `nvidia_ref` is `Some` in `Live` exactly for pins with a free callback.
-/// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA no longer
-///   holds it (unpinned, or its callback ran).
-/// - `shard` is the shard [`Registry::place`] gave the pin's first registration, whose lock
-///   `state` is locked by (and every registration on the pin: they found it in that shard).
+/// - `state` and `links` are guarded by `shard`'s lock, the shard [`Registry::place`] gave the
+///   pin's first registration (and every registration on the pin: they found it in that shard).
+/// - The pin is in its shard's chain only while `Live` and only with an `mm`: listed in the
+///   critical section that publishes `Live` unless another pin of its key is, unlisted in the
+///   one that leaves `Live`. `links.next` is the chain's next pin while listed, `None` otherwise.
+/// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
+///   invalidating pin the registrations in `links.first` and `links.more` are exactly their
+///   holders.
+/// - `table` is null until the critical section that makes the pin `Live`, which sets it to the
+///   table a successful pin of the range returned, and never changes after. That table is live
+///   while the pin is `Live`: NVIDIA frees it only after a successful unpin (which `Unpinning`
+///   precedes) or after the free callback returned, which first moves the pin to `Revoked` and
+///   every member registration out of the states that use the table.
+/// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA
+///   no longer holds it (unpinned, or its callback ran).
 /// - `callback_ran` is set in the critical section in which the free callback moves the pin to
 ///   `Revoked` (from any state but `Revoked` and `Unpinned`), and only there.
 pub(crate) struct SharedPin {
@@ -409,19 +477,23 @@ pub(crate) struct SharedPin {
     mm: Option<MmRef>,
     start: u64,
     pages: u32,
+    shard: Shard,
     /// Set in the free callback's critical section (`revoke`): lets an unpin that NVIDIA
     /// answered with success tell, with no lock, whether the callback ran before it.
     callback_ran: Atomic<bool>,
-    shard: Shard,
-    state: LockedBy<PinInner, Chain>,
+    /// The page table (a `*mut nvidia_p2p_page_table`), read by the registrations on the pin with
+    /// no lock: each got its [`PinRef`] in or after the critical section that set it.
+    table: Atomic<*mut c_void>,
+    state: ShardLocked<PinState>,
+    links: ShardLocked<PinLinks>,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
 }
 
-// The memory budget: a pin is a 96-byte slab object (an `Arc`'s count and 88 bytes) on every
-// kernel, lockdep or not (it holds no lock of its own); a registration is one of 128 bytes with
-// its one-entry sg_table (`context`).
-const _: () = assert!(core::mem::size_of::<SharedPin>() <= 88);
+// The memory budget: a pin is a 64-byte slab object (an `Arc`'s count and 56 bytes) on every
+// kernel, lockdep or not (it holds no lock of its own), and a registration one of 96 bytes with
+// its one-entry sg_table (`context`): 160 bytes, NVIDIA's context (128) and its table's entry.
+const _: () = assert!(core::mem::size_of::<SharedPin>() <= 56);
 
 /// What a critical section on a pin's state does to its shard's chain, under the same lock.
 enum ChainOp {
@@ -451,16 +523,16 @@ impl Leaving<'_> {
     }
 }
 
-/// The table a registration uses, with the pin it belongs to.
+/// A registration's hold on its pin, and so on the pin's page table.
 ///
 /// # Invariants
 ///
-/// `table` is `pin`'s page table, live while the registration holding this value has not been
-/// revoked (see [`SharedPin`]: a revocation moves every member out of the states that hold a
-/// `PinRef` before NVIDIA frees the table).
+/// Made in or after the critical section that made `pin` live, so `pin`'s table is set; that
+/// table is live while the registration holding this value has not been revoked (see
+/// [`SharedPin`]: a revocation moves every member out of the states that hold a `PinRef` before
+/// NVIDIA frees the table).
 pub(crate) struct PinRef {
     pin: Arc<SharedPin>,
-    table: TablePtr,
 }
 
 // Pins move between the threads of the core, NVIDIA's callback and module exit.
@@ -474,7 +546,9 @@ const _: () = {
 
 impl PinRef {
     pub(crate) fn table(&self) -> NonNull<ffi::nvidia_p2p_page_table> {
-        self.table.0
+        let table = self.pin.table.load(Acquire).cast::<ffi::nvidia_p2p_page_table>();
+        // SAFETY: set, so non-null, before this value was made, and never changed (invariants).
+        unsafe { NonNull::new_unchecked(table) }
     }
 
     pub(crate) fn pin(&self) -> &Arc<SharedPin> {
@@ -496,29 +570,41 @@ unsafe fn publish(mut guard: ShardGuard<'_>, ctx: &RegContext, pin: PinRef) -> R
     let Err(pin) = (unsafe { ctx.take_pin(&mut guard, pin) }) else {
         return Ok(());
     };
-    let leaving = pin.pin().leave_locked(&mut guard, ctx);
+    // SAFETY: `guard` locks the pin's shard (caller).
+    let leaving = unsafe { pin.pin().leave_locked(&mut guard, ctx) };
     drop(guard);
     leaving.finish();
     Err(EFAULT)
 }
 
-/// The listed pin of `key` and client in `chain`.
+/// The listed pin of `key` and client in `chain` (a shard lock's data, held).
 fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> {
     let mut cur = chain.head.as_ref();
     while let Some(pin) = cur {
-        let inner = pin.state.access(chain);
-        if inner.persistent == persistent && pin.id() == key {
+        // SAFETY: a listed pin is in its own shard's chain (`SharedPin` invariant), so `chain`
+        // is the data of the lock guarding its state and links, held (`Chain` invariant).
+        let (state, links) = unsafe { (pin.state.access(pin.shard, chain), pin.links.access(pin.shard, chain)) };
+        // Listed pins are `Live` (`SharedPin` invariant), which says the client.
+        let live_persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
+        if live_persistent == persistent && pin.id() == key {
             return Some(pin);
         }
-        cur = inner.next.as_ref();
+        cur = links.next.as_ref();
     }
     None
 }
 
-/// Takes `target` out of `chain` (it is listed).
-fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
-    // INVARIANT: `target`'s `next` is `None` from here on (the caller clears `listed`).
-    let after = target.state.access_mut(chain).next.take();
+/// Takes `target` out of `chain`, if it is listed there. A pin with an `mm` that another pin of
+/// its key kept out of the chain (`ChainOp::List`) is looked for in vain: that is rare, and
+/// spares the pin a `listed` flag.
+///
+/// # Safety
+///
+/// `chain` is the data of `target`'s shard's lock.
+unsafe fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
+    // SAFETY: `chain` is `target`'s shard's (caller), held (`Chain` invariant).
+    // INVARIANT: `target`'s `next` is `None` from here on: it leaves the chain or was not in it.
+    let after = unsafe { target.links.access_mut(target.shard, chain) }.next.take();
     if chain.head.as_ref().is_some_and(|h| Arc::ptr_eq(h, target)) {
         // Drops the chain's reference, never the last (the caller holds `target`).
         chain.head = after;
@@ -526,16 +612,17 @@ fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
     }
     let mut cur = chain.head.clone();
     while let Some(pin) = cur {
-        let inner = pin.state.access_mut(chain);
-        if inner.next.as_ref().is_some_and(|n| Arc::ptr_eq(n, target)) {
-            inner.next = after;
+        // SAFETY: a listed pin is in its own shard's chain (`SharedPin` invariant): `chain` is
+        // the data of the lock guarding its links, held.
+        let links = unsafe { pin.links.access_mut(pin.shard, chain) };
+        if links.next.as_ref().is_some_and(|n| Arc::ptr_eq(n, target)) {
+            links.next = after;
             return;
         }
-        cur = inner.next.clone();
+        cur = links.next.clone();
     }
-    // Not reached (`PinInner` invariant): `after` was not the chain's through `target`.
+    // Not listed: then `next` was `None` (invariant), and `after` is.
     drop(after);
-    nv_err!("pin {:#x}: listed but not in its shard's chain\n", target.start);
 }
 
 impl SharedPin {
@@ -549,33 +636,43 @@ impl SharedPin {
 
     /// Runs `f` on the pin's state under its shard's lock, then applies the chain change it
     /// asks for.
-    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(&mut PinInner) -> (R, ChainOp)) -> R {
-        let mut chain = self.shard.lock();
-        self.locked(&mut chain, f)
+    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(PinInner<'_>) -> (R, ChainOp)) -> R {
+        let shard = self.shard;
+        let mut chain = shard.lock();
+        // SAFETY: `chain` locks the pin's shard, just taken.
+        unsafe { self.locked(&mut chain, f) }
     }
 
     /// [`Self::with_inner`] with the shard's lock held by the caller (`chain` is its data).
-    fn locked<R>(self: &Arc<Self>, chain: &mut Chain, f: impl FnOnce(&mut PinInner) -> (R, ChainOp)) -> R {
-        let (r, op) = f(self.state.access_mut(chain));
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    unsafe fn locked<R>(self: &Arc<Self>, chain: &mut Chain, f: impl FnOnce(PinInner<'_>) -> (R, ChainOp)) -> R {
+        // SAFETY: `chain` is the pin's shard's (caller), which guards both (type invariant).
+        let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, chain) };
+        let (r, op) = f(PinInner { state, links });
         match op {
             ChainOp::Keep => {}
             ChainOp::List => {
-                let persistent = self.state.access(chain).persistent;
-                if find(chain, self.id(), persistent).is_none() {
+                // SAFETY: as above.
+                let state = unsafe { self.state.access(self.shard, chain) };
+                let persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
+                if self.mm.is_some() && find(chain, self.id(), persistent).is_none() {
                     let head = chain.head.take();
-                    let inner = self.state.access_mut(chain);
-                    inner.next = head;
-                    // INVARIANT: in the chain now, and `Live` (only `pin_with_nvidia` lists).
-                    inner.listed = true;
+                    // SAFETY: as above.
+                    // INVARIANT: in its shard's chain now, and `Live` (only `pin_with_nvidia`
+                    // lists, in the section that makes it `Live`), with an `mm`.
+                    unsafe { self.links.access_mut(self.shard, chain) }.next = head;
                     chain.head = Some(self.clone());
                 }
             }
             ChainOp::Unlist => {
-                if self.state.access(chain).listed {
-                    unlink(chain, self);
+                if self.mm.is_some() {
+                    // INVARIANT: no longer in the chain (the section leaves `Live`).
+                    // SAFETY: `chain` is the pin's shard's (caller).
+                    unsafe { unlink(chain, self) };
                 }
-                // INVARIANT: no longer in the chain.
-                self.state.access_mut(chain).listed = false;
             }
         }
         r
@@ -597,24 +694,24 @@ impl SharedPin {
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
         let first = (!persistent).then(|| ctx.clone());
-        let state = PinInner {
-            state: PinState::Pinning,
-            users: 1,
-            persistent,
-            listed: false,
-            first,
-            more: None,
-            next: None,
-        };
-        let state = LockedBy::new(shard.mutex(), state);
+        let links = ShardLocked::new(PinLinks { first, more: None, next: None });
         let PinKey { mm, start, pages } = key;
         let listable = mm.is_some();
-        let callback_ran = Atomic::new(false);
-        // INVARIANT: `shard` is the first registration's (from `Registry::place`); the key's
-        // fields as `place` made them.
-        let pin = SharedPin { mm, start, pages, callback_ran, shard, state, _module: module };
+        // INVARIANT: guarded by `shard`, the first registration's (from `Registry::place`); not
+        // listed, `Pinning`, no table yet; the key's fields as `place` made them.
+        let pin = SharedPin {
+            mm,
+            start,
+            pages,
+            shard,
+            callback_ran: Atomic::new(false),
+            table: Atomic::new(ptr::null_mut()),
+            state: ShardLocked::new(PinState::Pinning),
+            links,
+            _module: module,
+        };
         let pin = Arc::new(pin, GFP_KERNEL)?;
-        // SAFETY: just made for `ctx` alone (`users: 1`, `first`), `Pinning`.
+        // SAFETY: just made for `ctx` alone (`first`), `Pinning`.
         unsafe { pin.pin_with_nvidia(kind, listable, ctx) }
     }
 
@@ -627,32 +724,33 @@ impl SharedPin {
         loop {
             let mut chain = shard.lock();
             let pin = find(&chain, key.id(), persistent)?.clone();
-            let inner = pin.state.access_mut(&mut chain);
-            let PinState::Live { table, .. } = &inner.state else {
-                // Not reached: only live pins are listed (`PinInner` invariant).
+            // SAFETY: `pin` is listed in `chain`, so `chain` is its shard's (`SharedPin`
+            // invariant), locked.
+            let (state, links) = unsafe { pin.state.access_both(&pin.links, pin.shard, &mut chain) };
+            let PinState::Live { users, .. } = state else {
+                // Not reached: only live pins are listed (`SharedPin` invariant).
                 return None;
             };
-            let table = *table;
-            // A full count (four billion MRs of one range) pins anew rather than wrap.
-            let users = inner.users.checked_add(1)?;
+            // A full count (255 registrations of one range at once) pins anew rather than wrap.
+            let joined = users.checked_add(1)?;
             if !persistent {
-                if let Err(needed) = inner.add_member(ctx, &mut spare) {
+                if let Err(needed) = links.add_member(ctx, &mut spare) {
                     drop(chain);
                     spare = Some(KBox::new(KVec::with_capacity(needed, GFP_KERNEL).ok()?, GFP_KERNEL).ok()?);
                     continue;
                 }
             }
             // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
-            inner.users = users;
-            // INVARIANT: the live pin's table. Invalidating: the registration is a member, so a
-            // revocation moves it out of the states holding this value before NVIDIA frees the
-            // table. Persistent (`share_pins=2`): no callback, and the table lives until `users`
-            // reaches 0, which needs this value's `leave_locked`.
+            *users = joined;
+            // INVARIANT: made while the pin is live, so its table is set. Invalidating: the
+            // registration is a member, so a revocation moves it out of the states holding this
+            // value before NVIDIA frees the table. Persistent (`share_pins=2`): no callback, and
+            // the table lives until `users` reaches 0, which needs this value's `leave_locked`.
             // SAFETY: `ctx`'s pin: counted in `users` and, invalidating, a member (above), in
             // the critical section of `chain`, `ctx`'s shard.
-            let published = unsafe { publish(chain, ctx, PinRef { pin, table }) };
+            let published = unsafe { publish(chain, ctx, PinRef { pin }) };
             stats::inc(Stat::PinShares);
-            nv_dbg!("pin {:#x} ({} pages): shared by {} registrations", key.start, key.pages, users);
+            nv_dbg!("pin {:#x} ({} pages): shared by {} registrations", key.start, key.pages, joined);
             return Some(published);
         }
     }
@@ -663,8 +761,8 @@ impl SharedPin {
     ///
     /// # Safety
     ///
-    /// `self` is a new pin, reachable by no other registration, made for `ctx`: `users` 1 and,
-    /// invalidating, `first` is `ctx`; in state `Pinning`.
+    /// `self` is a new pin, reachable by no other registration, made for `ctx` (invalidating:
+    /// `first` is `ctx`); in state `Pinning`.
     unsafe fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
@@ -701,36 +799,38 @@ impl SharedPin {
         // registration's `PinRef` inside it.)
         let shard = self.shard;
         let mut chain = shard.lock();
-        let published = self.locked(&mut chain, |inner| match result {
-            Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
-                if let Some(r) = nvidia_ref {
-                    r.leave_to_callback();
+        // SAFETY: `chain` locks the pin's shard, just taken.
+        let published = unsafe {
+            self.locked(&mut chain, |inner| match result {
+                Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
+                    if let Some(r) = nvidia_ref {
+                        r.leave_to_callback();
+                    }
+                    (Err(EFAULT), ChainOp::Keep)
                 }
-                (Err(EFAULT), ChainOp::Keep)
-            }
-            Ok((table, nvidia_ref)) => {
-                // INVARIANT: a successful pin, not revoked (checked under the lock); the token
-                // exactly for callbacks; counted in the same critical section, so a callback
-                // that runs right after it uncounts what was counted.
-                inner.state = PinState::Live { table, nvidia_ref };
-                stats::add(Stat::PinnedPages, self.range().pages());
-                stats::inc(Stat::LivePins);
-                (Ok(table), if listable { ChainOp::List } else { ChainOp::Keep })
-            }
-            Err(e) => {
-                inner.state = PinState::Unpinned;
-                (Err(e), ChainOp::Keep)
-            }
-        });
-        let table = match published {
-            Ok(table) => table,
-            Err(e) => {
-                drop(chain);
-                return Err(e);
-            }
+                Ok((table, nvidia_ref)) => {
+                    // INVARIANT: a successful pin, not revoked (checked under the lock): its
+                    // table is set, once, in the section that makes it `Live`, with `ctx` its one
+                    // user; the token exactly for callbacks; counted in the same critical
+                    // section, so a callback that runs right after it uncounts what was counted.
+                    self.table.store(table.0.as_ptr().cast(), Release);
+                    *inner.state = PinState::Live { users: 1, nvidia_ref };
+                    stats::add(Stat::PinnedPages, self.range().pages());
+                    stats::inc(Stat::LivePins);
+                    (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
+                }
+                Err(e) => {
+                    *inner.state = PinState::Unpinned;
+                    (Err(e), ChainOp::Keep)
+                }
+            })
         };
-        // INVARIANT: the live pin's table.
-        let pin = PinRef { pin: self, table };
+        if let Err(e) = published {
+            drop(chain);
+            return Err(e);
+        }
+        // INVARIANT: made in the section that made the pin live.
+        let pin = PinRef { pin: self };
         // SAFETY: `ctx` is the pin's first registration: counted in `users: 1` and, invalidating,
         // its member (`first`) (caller); `chain` locks the pin's shard, which is `ctx`'s.
         unsafe { publish(chain, ctx, pin) }
@@ -740,28 +840,37 @@ impl SharedPin {
     /// registration unpins. This is the part under the shard's lock (which the caller holds:
     /// `chain`, in the same critical section as its own state change); [`Leaving::finish`] does
     /// the rest once it is dropped.
-    pub(crate) fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
-        let (member, unpin) = self.locked(chain, |inner| {
-            let member = inner.take_member(ctx);
-            if !matches!(inner.state, PinState::Live { .. }) {
-                // Revoked: the callback dealt with every member.
-                return ((member, None), ChainOp::Keep);
-            }
-            inner.users = inner.users.saturating_sub(1);
-            if inner.users > 0 {
-                return ((member, None), ChainOp::Keep);
-            }
-            match core::mem::replace(&mut inner.state, PinState::Unpinning) {
-                PinState::Live { table, nvidia_ref } => {
-                    let op = if inner.listed { ChainOp::Unlist } else { ChainOp::Keep };
-                    ((member, Some((table, nvidia_ref))), op)
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock (`ctx`'s: a registration on the pin found
+    /// it in its own shard).
+    pub(crate) unsafe fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
+        let table = self.table.load(Acquire);
+        // SAFETY: guaranteed by the caller.
+        let (member, unpin) = unsafe {
+            self.locked(chain, |inner| {
+                let member = inner.links.take_member(ctx);
+                let PinState::Live { users, .. } = &mut *inner.state else {
+                    // Revoked: the callback dealt with every member.
+                    return ((member, None), ChainOp::Keep);
+                };
+                *users = users.saturating_sub(1);
+                if *users > 0 {
+                    return ((member, None), ChainOp::Keep);
                 }
-                other => {
-                    inner.state = other;
-                    ((member, None), ChainOp::Keep)
+                match (core::mem::replace(inner.state, PinState::Unpinning), NonNull::new(table.cast())) {
+                    // `Live` (matched above), so its table is set (`SharedPin` invariant).
+                    (PinState::Live { nvidia_ref, .. }, Some(table)) => {
+                        ((member, Some((TablePtr(table), nvidia_ref))), ChainOp::Unlist)
+                    }
+                    (other, _) => {
+                        *inner.state = other;
+                        ((member, None), ChainOp::Keep)
+                    }
                 }
-            }
-        });
+            })
+        };
         Leaving { pin: self, member, unpin }
     }
 
@@ -792,7 +901,7 @@ impl SharedPin {
             Err(_) => self.with_inner(|inner| {
                 let ran = matches!(inner.state, PinState::Revoked);
                 if !ran {
-                    inner.state = PinState::UnpinFailed;
+                    *inner.state = PinState::UnpinFailed;
                 }
                 (ran, ChainOp::Keep)
             }),
@@ -838,30 +947,30 @@ impl SharedPin {
     /// registrations one by one, with no lock of ours held while each calls the core.
     fn revoke(self: &Arc<Self>) {
         let revoked = self.with_inner(|inner| {
-            let old = core::mem::replace(&mut inner.state, PinState::Revoked);
+            let old = core::mem::replace(inner.state, PinState::Revoked);
             if !matches!(old, PinState::Revoked | PinState::Unpinned) {
                 // Read by an unpin that RM answered after this callback (`unpin`).
                 self.callback_ran.store(true, Release);
             }
-            let counted = match old {
+            // Only a `Live` pin may be listed (`SharedPin` invariant).
+            let (counted, op) = match old {
                 PinState::Live { nvidia_ref, .. } => {
                     // This very callback takes NVIDIA's reference back (`free_callback`).
                     if let Some(r) = nvidia_ref {
                         r.leave_to_callback();
                     }
-                    true
+                    (true, ChainOp::Unlist)
                 }
-                PinState::Unpinning | PinState::UnpinFailed => true,
+                PinState::Unpinning | PinState::UnpinFailed => (true, ChainOp::Keep),
                 // Fired inside get_pages, or before `pin_with_nvidia` took the lock again: that
                 // sees `Revoked` and reports the pin as failed, never counted.
-                PinState::Pinning => false,
+                PinState::Pinning => (false, ChainOp::Keep),
                 PinState::Revoked | PinState::Unpinned => {
-                    inner.state = old;
+                    *inner.state = old;
                     return (None, ChainOp::Keep);
                 }
             };
-            let op = if inner.listed { ChainOp::Unlist } else { ChainOp::Keep };
-            let members = (inner.first.take(), inner.more.take());
+            let members = (inner.links.first.take(), inner.links.more.take());
             (Some((counted, members)), op)
         });
         let Some((counted, (first, more))) = revoked else { return };
@@ -877,7 +986,7 @@ impl SharedPin {
     }
 }
 
-impl PinInner {
+impl PinLinks {
     /// Makes `ctx` a member, inline, in a free slot, or by moving the members into `spare` when
     /// it has room; else `Err(capacity)`: the caller allocates `spare` that large, unlocked, and
     /// retries.
