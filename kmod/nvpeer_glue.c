@@ -185,6 +185,11 @@ void *nvpeer_glue_current_mm(void)
 	return current->mm;
 }
 
+void nvpeer_glue_warn_wrong_shard(unsigned int held, unsigned int guarding)
+{
+	WARN_ONCE(1, "nvpeer: state of shard %u reached under shard %u's lock\n", guarding, held);
+}
+
 bool nvpeer_glue_ratelimit(void)
 {
 	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);

@@ -80,6 +80,12 @@ void nvpeer_glue_mm_drop(void *mm);
 /* The calling task's mm_struct address, no reference taken: it only spreads pins over locks. */
 void *nvpeer_glue_current_mm(void);
 
+/*
+ * lockdep_assert_held() for a registry shard: WARNs once when state guarded by one shard's lock is
+ * reached with another's held (a bug of ours; the VM suites fail on the WARN).
+ */
+void nvpeer_glue_warn_wrong_shard(unsigned int held, unsigned int guarding);
+
 /* Rate limit shared by every error log line (5 s, burst 10). */
 bool nvpeer_glue_ratelimit(void);
 /* Dynamic debug: `echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control`. */

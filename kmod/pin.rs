@@ -176,6 +176,15 @@ impl Shard {
 /// hold the lock of the shard guarding it.
 pub(crate) struct ShardLocked<T>(UnsafeCell<T>);
 
+/// `lockdep_assert_held` for a shard: a WARN (which fails every VM suite) when `chain` is not
+/// `shard`'s. A byte compare: cheap enough for every access, on every kernel.
+fn assert_held(shard: Shard, chain: &Chain) {
+    if chain.shard != shard.0 {
+        // SAFETY: no precondition (it only prints).
+        unsafe { ffi::nvpeer_glue_warn_wrong_shard(chain.shard.into(), shard.0.into()) };
+    }
+}
+
 // SAFETY: as `LockedBy`'s: the value is moved with its holder (`T: Send`) ...
 unsafe impl<T: Send> Send for ShardLocked<T> {}
 // SAFETY: ... and reached through `&Self` only under a lock, by one thread at a time, so
@@ -193,7 +202,7 @@ impl<T> ShardLocked<T> {
     ///
     /// `shard` guards this value (its holder's) and `chain` is the data of `shard`'s lock.
     pub(crate) unsafe fn access_mut<'a>(&'a self, shard: Shard, chain: &'a mut Chain) -> &'a mut T {
-        debug_assert!(chain.shard == shard.0);
+        assert_held(shard, chain);
         // SAFETY: the lock guarding the value is held and exclusively borrowed for `'a`
         // (caller), so no other reference to the value exists meanwhile (type invariant).
         unsafe { &mut *self.0.get() }
@@ -210,7 +219,7 @@ impl<T> ShardLocked<T> {
         shard: Shard,
         chain: &'a mut Chain,
     ) -> (&'a mut T, &'a mut U) {
-        debug_assert!(chain.shard == shard.0);
+        assert_held(shard, chain);
         // SAFETY: the lock guarding both values is held and exclusively borrowed for `'a`
         // (caller), and they are two values: no other reference to either exists meanwhile.
         unsafe { (&mut *self.0.get(), &mut *other.0.get()) }
@@ -222,7 +231,7 @@ impl<T> ShardLocked<T> {
     ///
     /// As for [`Self::access_mut`].
     pub(crate) unsafe fn access<'a>(&'a self, shard: Shard, chain: &'a Chain) -> &'a T {
-        debug_assert!(chain.shard == shard.0);
+        assert_held(shard, chain);
         // SAFETY: the lock guarding the value is held and borrowed for `'a` (caller), so the
         // value is not written meanwhile (type invariant).
         unsafe { &*self.0.get() }
