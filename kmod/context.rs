@@ -218,7 +218,7 @@ impl RegContext {
         };
         stats::inc(Stat::LiveContexts);
         // `Pinning` -> `Acquired`; on an error the context holds no pin and is dropped unused.
-        match SharedPin::acquire(kind, key, ctx.shard, &ctx) {
+        match SharedPin::acquire(kind, key, &ctx) {
             Ok(()) => {
                 nv_dbg!(
                     "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
@@ -242,6 +242,11 @@ impl RegContext {
                 None
             }
         }
+    }
+
+    /// The shard whose lock guards this registration's state (and its pin's).
+    pub(crate) fn shard(&self) -> Shard {
+        self.shard
     }
 
     fn client(&self) -> &'static ClientSlot {

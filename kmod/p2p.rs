@@ -214,8 +214,9 @@ impl Api {
     ) -> Result {
         let f = self.raw.dma_unmap_pages.ok_or(ENODEV)?;
         let m = mapping.mapping.as_ptr();
-        // SAFETY: a live mapping (caller); its `pci_dev` is the peer it was made for, as
-        // NVIDIA's unmap requires (it fails on another), recorded by NVIDIA at map time.
+        // SAFETY: a live mapping (caller); its `pci_dev` is the peer it was made for, recorded
+        // by NVIDIA at map time, which NVIDIA's unmap expects (it WARNs on another; the
+        // stand-in fails).
         let peer = unsafe { (*m).pci_dev };
         // SAFETY: guaranteed by the caller; `peer` is live while the core holds the umem
         // ([`PeerDevice`]).
@@ -281,7 +282,7 @@ pub(crate) struct DmaMapping {
     mapping: NonNull<ffi::nvidia_p2p_dma_mapping>,
 }
 
-// SAFETY: an NVIDIA handle and a device address, usable from any thread.
+// SAFETY: an NVIDIA handle, usable from any thread.
 unsafe impl Send for DmaMapping {}
 
 impl DmaMapping {

@@ -86,8 +86,8 @@ unsafe impl Send for TablePtr {}
 /// a many-core host seldom share a lock, few enough to cost nothing at load.
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
-// A shard's index is a byte.
-const _: () = assert!(SHARDS <= 256);
+// A shard's index is a byte (and `install` counts them in one).
+const _: () = assert!(SHARDS < 256);
 
 /// What makes two registrations share a pin (with the client, which the pin's live state says).
 ///
@@ -172,8 +172,8 @@ impl Shard {
 ///
 /// # Invariants
 ///
-/// The value is reached only through [`Self::access`] and [`Self::access_mut`], whose callers
-/// hold the lock of the shard guarding it.
+/// The value is reached only through [`Self::access`], [`Self::access_mut`] and
+/// [`Self::access_both`], whose callers hold the lock of the shard guarding it.
 pub(crate) struct ShardLocked<T>(UnsafeCell<T>);
 
 /// `lockdep_assert_held` for a shard: a WARN (which fails every VM suite) when `chain` is not
@@ -225,12 +225,16 @@ impl<T> ShardLocked<T> {
         unsafe { (&mut *self.0.get(), &mut *other.0.get()) }
     }
 
-    /// [`Self::access_mut`], shared.
+    /// [`Self::access_mut`], shared: the lock's holder may share `&Chain` with other threads
+    /// (as `LockedBy::access`, so `T: Sync`).
     ///
     /// # Safety
     ///
     /// As for [`Self::access_mut`].
-    pub(crate) unsafe fn access<'a>(&'a self, shard: Shard, chain: &'a Chain) -> &'a T {
+    unsafe fn access<'a>(&'a self, shard: Shard, chain: &'a Chain) -> &'a T
+    where
+        T: Sync,
+    {
         assert_held(shard, chain);
         // SAFETY: the lock guarding the value is held and borrowed for `'a` (caller), so the
         // value is not written meanwhile (type invariant).
@@ -268,7 +272,7 @@ impl Registry {
     }
 
     /// The key a registration of `range` by `kind` from the current task pins or joins under,
-    /// and its shard (`None`: not reached, the index is below `SHARDS`).
+    /// and its shard (`None`: the range is larger than any GPU range).
     pub(crate) fn place(&self, kind: ClientKind, range: GpuRange) -> Option<(PinKey, Shard)> {
         let shares = match self.sharing {
             Sharing::Off => false,
@@ -424,8 +428,8 @@ enum PinState {
     /// NVIDIA is being asked for the pin (its callback may already run).
     Pinning,
     /// Pinned, not revoked: registrations may use the table. `users` registrations hold a
-    /// [`PinRef`] (a byte: a range registered more than 255 times at once is pinned again, see
-    /// `join`); `nvidia_ref` is `Some` exactly for a pin with a free callback, so `None` says a
+    /// [`PinRef`] (a byte: while 255 registrations of a range hold it, each further one pins
+    /// alone, see `join`); `nvidia_ref` is `Some` exactly for a pin with a free callback, so `None` says a
     /// persistent pin.
     Live { users: u8, nvidia_ref: Option<NvidiaRef> },
     /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped), or it
@@ -490,8 +494,10 @@ pub(crate) struct SharedPin {
     /// Set in the free callback's critical section (`revoke`): lets an unpin that NVIDIA
     /// answered with success tell, with no lock, whether the callback ran before it.
     callback_ran: Atomic<bool>,
-    /// The page table (a `*mut nvidia_p2p_page_table`), read by the registrations on the pin with
-    /// no lock: each got its [`PinRef`] in or after the critical section that set it.
+    /// The page table (a `*mut nvidia_p2p_page_table`), read through the registrations'
+    /// [`PinRef`]s, each made in or after the critical section that set it; they read it under
+    /// the same shard lock, which orders the read after the set (the atomic spares
+    /// [`PinRef::table`] a lock argument).
     table: Atomic<*mut c_void>,
     state: ShardLocked<PinState>,
     links: ShardLocked<PinLinks>,
@@ -687,13 +693,16 @@ impl SharedPin {
         r
     }
 
-    /// Takes a pin on `key`'s range for `ctx` (which locks `shard`, `key`'s): joins the live pin
-    /// of the same key and client, or pins anew, and publishes it in `ctx`'s state
+    /// Takes a pin on `key`'s range for `ctx` (in `ctx`'s shard, which [`Registry::place`] gave
+    /// for `key`): joins the live pin of the same key and client, or pins anew, and publishes it in `ctx`'s state
     /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live. On an
     /// error `ctx` holds no pin and is dropped unused: NVIDIA's refusals come back as its errno
     /// (host memory, a freed VA: "not ours"); a free callback that ran before the pin was
     /// published gives -EFAULT; -ENODEV and -ENOMEM as they come.
-    pub(crate) fn acquire(kind: ClientKind, key: PinKey, shard: Shard, ctx: &Arc<RegContext>) -> Result {
+    pub(crate) fn acquire(kind: ClientKind, key: PinKey, ctx: &Arc<RegContext>) -> Result {
+        // The registration's own shard: the pin's and that of every registration joining it,
+        // which `publish` relies on (one lock for the pin and its members).
+        let shard = ctx.shard();
         let persistent = kind == ClientKind::Persistent;
         if key.mm.is_some() {
             if let Some(joined) = Self::join(shard, &key, persistent, ctx) {
@@ -874,6 +883,8 @@ impl SharedPin {
                         ((member, Some((TablePtr(table), nvidia_ref))), ChainOp::Unlist)
                     }
                     (other, _) => {
+                        // Not reached: a live pin's table is set.
+                        nv_err!("pin {:#x}: live with no page table: left pinned\n", self.start);
                         *inner.state = other;
                         ((member, None), ChainOp::Keep)
                     }
