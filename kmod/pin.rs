@@ -187,8 +187,9 @@ fn assert_held(shard: Shard, chain: &Chain) {
 
 // SAFETY: as `LockedBy`'s: the value is moved with its holder (`T: Send`) ...
 unsafe impl<T: Send> Send for ShardLocked<T> {}
-// SAFETY: ... and reached through `&Self` only under a lock, by one thread at a time, so
-// sharing the holder sends the value at most (`T: Send`).
+// SAFETY: ... and reached through `&Self` only under a lock: mutably by the one thread holding
+// it, so sharing the holder sends the value at most (`T: Send`); shared only for `T: Sync`
+// (`access`).
 unsafe impl<T: Send> Sync for ShardLocked<T> {}
 
 impl<T> ShardLocked<T> {
@@ -300,8 +301,9 @@ impl Registry {
     }
 }
 
-/// The module's registry, published for [`Registry::get`] (see [`RegistryOwner`]): a
-/// `*const Registry` (untyped, as the atomics of every kernel we build for hold it).
+/// The module's registry, published for [`Registry::get`] and [`Shard::lock`] (see
+/// [`RegistryOwner`]): a `*const Registry` (untyped, as the atomics of every kernel we build for
+/// hold it).
 static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 
 /// Owns the registry from module init to exit (after every pin and registration, which hold
@@ -318,7 +320,8 @@ impl RegistryOwner {
         let mut shards = KVec::with_capacity(SHARDS, GFP_KERNEL)?;
         for shard in 0..SHARDS as u8 {
             // INVARIANT: the chain is made inside its mutex, with its own index.
-            shards.push(KBox::pin_init(new_mutex!(Chain { head: None, shard }), GFP_KERNEL)?, GFP_KERNEL)?;
+            let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard }), GFP_KERNEL)?;
+            shards.push(chain, GFP_KERNEL)?;
         }
         let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
         // INVARIANT: the reference from `into_raw` is this owner's.
@@ -429,8 +432,8 @@ enum PinState {
     Pinning,
     /// Pinned, not revoked: registrations may use the table. `users` registrations hold a
     /// [`PinRef`] (a byte: while 255 registrations of a range hold it, each further one pins
-    /// alone, see `join`); `nvidia_ref` is `Some` exactly for a pin with a free callback, so `None` says a
-    /// persistent pin.
+    /// alone, see `join`); `nvidia_ref` is `Some` exactly for a pin with a free callback, so
+    /// `None` says a persistent pin.
     Live { users: u8, nvidia_ref: Option<NvidiaRef> },
     /// The last registration left; NVIDIA is being asked to unpin (shard lock dropped), or it
     /// did unpin (final: no callback follows a successful unpin, see `SharedPin::unpin`).
@@ -598,7 +601,8 @@ fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> 
     while let Some(pin) = cur {
         // SAFETY: a listed pin is in its own shard's chain (`SharedPin` invariant), so `chain`
         // is the data of the lock guarding its state and links, held (`Chain` invariant).
-        let (state, links) = unsafe { (pin.state.access(pin.shard, chain), pin.links.access(pin.shard, chain)) };
+        let (state, links) =
+            unsafe { (pin.state.access(pin.shard, chain), pin.links.access(pin.shard, chain)) };
         // Listed pins are `Live` (`SharedPin` invariant), which says the client.
         let live_persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
         if live_persistent == persistent && pin.id() == key {
@@ -663,7 +667,11 @@ impl SharedPin {
     /// # Safety
     ///
     /// `chain` is the data of the pin's shard's lock.
-    unsafe fn locked<R>(self: &Arc<Self>, chain: &mut Chain, f: impl FnOnce(PinInner<'_>) -> (R, ChainOp)) -> R {
+    unsafe fn locked<R>(
+        self: &Arc<Self>,
+        chain: &mut Chain,
+        f: impl FnOnce(PinInner<'_>) -> (R, ChainOp),
+    ) -> R {
         // SAFETY: `chain` is the pin's shard's (caller), which guards both (type invariant).
         let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, chain) };
         let (r, op) = f(PinInner { state, links });
@@ -694,11 +702,11 @@ impl SharedPin {
     }
 
     /// Takes a pin on `key`'s range for `ctx` (in `ctx`'s shard, which [`Registry::place`] gave
-    /// for `key`): joins the live pin of the same key and client, or pins anew, and publishes it in `ctx`'s state
-    /// ([`RegContext::take_pin`]) in the critical section that joins it or makes it live. On an
-    /// error `ctx` holds no pin and is dropped unused: NVIDIA's refusals come back as its errno
-    /// (host memory, a freed VA: "not ours"); a free callback that ran before the pin was
-    /// published gives -EFAULT; -ENODEV and -ENOMEM as they come.
+    /// for `key`): joins the live pin of the same key and client, or pins anew, and publishes it
+    /// in `ctx`'s state ([`RegContext::take_pin`]) in the critical section that joins it or
+    /// makes it live. On an error `ctx` holds no pin and is dropped unused: NVIDIA's refusals
+    /// come back as its errno (host memory, a freed VA: "not ours"); a free callback that ran
+    /// before the pin was published gives -EFAULT; -ENODEV and -ENOMEM as they come.
     pub(crate) fn acquire(kind: ClientKind, key: PinKey, ctx: &Arc<RegContext>) -> Result {
         // The registration's own shard: the pin's and that of every registration joining it,
         // which `publish` relies on (one lock for the pin and its members).
@@ -817,32 +825,31 @@ impl SharedPin {
         // registration's `PinRef` inside it.)
         let shard = self.shard;
         let mut chain = shard.lock();
-        // SAFETY: `chain` locks the pin's shard, just taken.
-        let published = unsafe {
-            self.locked(&mut chain, |inner| match result {
-                Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
-                    if let Some(r) = nvidia_ref {
-                        r.leave_to_callback();
-                    }
-                    (Err(EFAULT), ChainOp::Keep)
+        let go_live = |inner: PinInner<'_>| match result {
+            Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
                 }
-                Ok((table, nvidia_ref)) => {
-                    // INVARIANT: a successful pin, not revoked (checked under the lock): its
-                    // table is set, once, in the section that makes it `Live`, with `ctx` its one
-                    // user; the token exactly for callbacks; counted in the same critical
-                    // section, so a callback that runs right after it uncounts what was counted.
-                    self.table.store(table.0.as_ptr().cast(), Release);
-                    *inner.state = PinState::Live { users: 1, nvidia_ref };
-                    stats::add(Stat::PinnedPages, self.range().pages());
-                    stats::inc(Stat::LivePins);
-                    (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
-                }
-                Err(e) => {
-                    *inner.state = PinState::Unpinned;
-                    (Err(e), ChainOp::Keep)
-                }
-            })
+                (Err(EFAULT), ChainOp::Keep)
+            }
+            Ok((table, nvidia_ref)) => {
+                // INVARIANT: a successful pin, not revoked (checked under the lock): its
+                // table is set, once, in the section that makes it `Live`, with `ctx` its one
+                // user; the token exactly for callbacks; counted in the same critical
+                // section, so a callback that runs right after it uncounts what was counted.
+                self.table.store(table.0.as_ptr().cast(), Release);
+                *inner.state = PinState::Live { users: 1, nvidia_ref };
+                stats::add(Stat::PinnedPages, self.range().pages());
+                stats::inc(Stat::LivePins);
+                (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
+            }
+            Err(e) => {
+                *inner.state = PinState::Unpinned;
+                (Err(e), ChainOp::Keep)
+            }
         };
+        // SAFETY: `chain` locks the pin's shard, just taken.
+        let published = unsafe { self.locked(&mut chain, go_live) };
         if let Err(e) = published {
             drop(chain);
             return Err(e);
@@ -863,34 +870,37 @@ impl SharedPin {
     ///
     /// `chain` is the data of the pin's shard's lock (`ctx`'s: a registration on the pin found
     /// it in its own shard).
-    pub(crate) unsafe fn leave_locked<'a>(self: &'a Arc<Self>, chain: &mut Chain, ctx: &RegContext) -> Leaving<'a> {
+    pub(crate) unsafe fn leave_locked<'a>(
+        self: &'a Arc<Self>,
+        chain: &mut Chain,
+        ctx: &RegContext,
+    ) -> Leaving<'a> {
         let table = self.table.load(Acquire);
-        // SAFETY: guaranteed by the caller.
-        let (member, unpin) = unsafe {
-            self.locked(chain, |inner| {
-                let member = inner.links.take_member(ctx);
-                let PinState::Live { users, .. } = &mut *inner.state else {
-                    // Revoked: the callback dealt with every member.
-                    return ((member, None), ChainOp::Keep);
-                };
-                *users = users.saturating_sub(1);
-                if *users > 0 {
-                    return ((member, None), ChainOp::Keep);
+        let leave = |inner: PinInner<'_>| {
+            let member = inner.links.take_member(ctx);
+            let PinState::Live { users, .. } = &mut *inner.state else {
+                // Revoked: the callback dealt with every member.
+                return ((member, None), ChainOp::Keep);
+            };
+            *users = users.saturating_sub(1);
+            if *users > 0 {
+                return ((member, None), ChainOp::Keep);
+            }
+            match (core::mem::replace(inner.state, PinState::Unpinning), NonNull::new(table.cast())) {
+                // `Live` (matched above), so its table is set (`SharedPin` invariant).
+                (PinState::Live { nvidia_ref, .. }, Some(table)) => {
+                    ((member, Some((TablePtr(table), nvidia_ref))), ChainOp::Unlist)
                 }
-                match (core::mem::replace(inner.state, PinState::Unpinning), NonNull::new(table.cast())) {
-                    // `Live` (matched above), so its table is set (`SharedPin` invariant).
-                    (PinState::Live { nvidia_ref, .. }, Some(table)) => {
-                        ((member, Some((TablePtr(table), nvidia_ref))), ChainOp::Unlist)
-                    }
-                    (other, _) => {
-                        // Not reached: a live pin's table is set.
-                        nv_err!("pin {:#x}: live with no page table: left pinned\n", self.start);
-                        *inner.state = other;
-                        ((member, None), ChainOp::Keep)
-                    }
+                (other, _) => {
+                    // Not reached: a live pin's table is set.
+                    nv_err!("pin {:#x}: live with no page table: left pinned\n", self.start);
+                    *inner.state = other;
+                    ((member, None), ChainOp::Keep)
                 }
-            })
+            }
         };
+        // SAFETY: guaranteed by the caller.
+        let (member, unpin) = unsafe { self.locked(chain, leave) };
         Leaving { pin: self, member, unpin }
     }
 
