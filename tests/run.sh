@@ -41,8 +41,8 @@ step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kme
 step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
 step "vm: core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" tests/vm/run.sh --kdir "$KDIR" core-detect
 step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
-step "vm: DKMS add/build/install, modprobe, remove" tests/vm/run.sh --kdir "$KDIR" dkms
-step "vm: nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r" tests/vm/run.sh --kdir "$KDIR" deb
+step "vm: nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r; make dkms-install, dkms add, make dkms-uninstall" \
+    tests/vm/run.sh --kdir "$KDIR" deb
 step "vm: main job (nvpeer check in the VM)" tests/vm/run.sh --kdir "$KDIR" main
 step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
 step "vm: nvpeer bench over Soft-RoCE (every op x 8 B/4 KiB/1 MiB verified, two namespaces, failures)" \

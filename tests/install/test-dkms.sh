@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # test-dkms.sh KDIR: host-side DKMS round trip with every DKMS directory in a temp dir (nothing
 # outside it is touched: --dkmstree, --sourcetree, --installtree, --no-depmod): make dkms-install
-# DESTDIR=…, dkms add/build/install/remove for KDIR's release against KDIR. The in-VM suite
-# (tests/scenarios/dkms.sh) does the same with the default paths, depmod and modprobe.
+# DESTDIR=…, dkms add/build/install/remove for KDIR's release against KDIR. In the VM,
+# tests/scenarios/deb.sh builds the same tree (the nvpeer-dkms package's, checked file for file)
+# with the default paths, depmod and modprobe.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 . "$repo/tests/setup/env.sh"

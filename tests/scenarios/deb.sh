@@ -4,7 +4,8 @@
 # `make deb` (tests/install/test-deb.sh builds them). `dpkg -i nvpeer-dkms`: its postinst (dh_dkms,
 # dkms's common.postinst) adds, builds and installs the module for the running test kernel
 # (/lib/modules/<kver>/build links to its tree); modprobe loads that build; `dpkg -r` removes the
-# module and every DKMS trace. Then `dpkg -i nvpeer`: CLI, man pages, completions, unit; -r, -P.
+# module and every DKMS trace. `make dkms-install` puts the same tree; dkms add; `make
+# dkms-uninstall`. Then `dpkg -i nvpeer`: CLI, man pages, completions, unit; -r, -P.
 . "$(dirname "$0")/lib.sh"
 . "$REPO/tests/setup/env.sh"   # rustc (rustup) on PATH: the postinst's dkms build needs it
 kver=$(uname -r)
@@ -46,6 +47,8 @@ expect "insmod peer_core_sim" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko"
 expect "modprobe nvidia_peermem (the packaged DKMS build)" modprobe nvidia_peermem
 expect_eq "ours is loaded" "nvpeer $ver" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
 expect "modprobe -r nvidia_peermem" modprobe -r nvidia_peermem
+sums() { (cd "$1" && find . -type f -exec sha256sum {} + | sort -k2); }
+sums /usr/src/nvpeer-$ver > /tmp/nvpeer-dkms.sums
 
 expect "dpkg -r nvpeer-dkms (prerm: dkms remove --all)" dpkg -r nvpeer-dkms
 expect_fail "dpkg: nvpeer-dkms no longer installed ($(status nvpeer-dkms))" grep -q 'ok installed' <(status nvpeer-dkms)
@@ -54,6 +57,19 @@ expect_fail "modprobe no longer finds nvidia_peermem" modinfo -n nvidia_peermem
 expect_eq "dkms status: nothing for nvpeer" "" "$(dkms status nvpeer 2>&1)"
 expect_fail "/var/lib/dkms/nvpeer removed" test -e /var/lib/dkms/nvpeer
 expect_fail "/usr/src/nvpeer-$ver removed" test -e /usr/src/nvpeer-$ver
+
+# `make dkms-install`, the source install without a package, puts the very tree the package
+# ships (the package's build above is its build; tests/install/test-dkms.sh builds it with dkms on
+# the host too), so one in-VM build covers both: here the default paths, dkms add, and the
+# uninstall that removes both.
+expect "make dkms-install" make -s -C "$REPO" dkms-install
+expect "make dkms-install's /usr/src/nvpeer-$ver is the packaged tree, file for file" \
+    diff /tmp/nvpeer-dkms.sums <(sums /usr/src/nvpeer-$ver)
+expect "dkms add" dkms add nvpeer/$ver
+expect "dkms status: nvpeer/$ver added" grep -qx "nvpeer/$ver: added" <(dkms status nvpeer)
+expect "make dkms-uninstall (dkms remove --all, the tree)" make -s -C "$REPO" dkms-uninstall
+expect_fail "/usr/src/nvpeer-$ver removed (make dkms-uninstall)" test -e /usr/src/nvpeer-$ver
+expect_eq "dkms status: nothing for nvpeer (make dkms-uninstall)" "" "$(dkms status nvpeer 2>&1)"
 
 # nvpeer: the CLI package.
 expect "dpkg -i nvpeer" dpkg -i "$cli"
