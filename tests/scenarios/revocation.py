@@ -41,6 +41,8 @@ MIB = 1 << 20
 # How long a case may block before it counts as a deadlock (the hung-task detector, armed at
 # 30 s by the runner, reports it too).
 HANG_S = 20
+# The hung-task timeout while a case that hangs the reference on purpose runs (`breaking_case`).
+HUNG_TASK_S = 10
 
 # Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how: "hangs" (run in
 # a child that is left hanging) or "corrupts" (runs to its end; the kernel's memory checkers
@@ -696,9 +698,9 @@ def breaking_case(name, gen, iterations, threads):
     totals.add("checks")
     totals.write(f"revocation-reference-{name}")
     # A hang is reported once a task has been blocked for the timeout, at khungtaskd's next check
-    # (one every timeout): 10 s instead of the VM's 30 has it in the log within 20 s.
+    # (one every timeout): HUNG_TASK_S instead of the VM's 30 has it in the log within twice that.
     with open("/proc/sys/kernel/hung_task_timeout_secs", "w") as f:
-        f.write("10")
+        f.write(str(HUNG_TASK_S))
     pid = os.fork()
     if pid == 0:
         totals.forget()
@@ -708,7 +710,8 @@ def breaking_case(name, gen, iterations, threads):
         sys.argv = [sys.argv[0], "reference", str(iterations), str(threads), "--only", name,
                     "--in-child", "--gen", gen]
         os._exit(main())
-    deadline = time.monotonic() + 35  # past a hung-task check (every 10 s) after 10 s blocked
+    # Past a hung-task check (every HUNG_TASK_S) after HUNG_TASK_S blocked, with room to spare.
+    deadline = time.monotonic() + 3.5 * HUNG_TASK_S
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
