@@ -2,16 +2,20 @@
 """Where a registration's time goes inside the kernel (issue 18, item 1): perf (Debian's
 linux-perf) samples this process's kernel time (cpu-clock, TCG has no PMU) while it registers
 and deregisters one 64 KiB buffer through the MOFED core stand-in, with our module and then with
-NVIDIA's, and prints the top symbols of each. Rust symbols come from kallsyms, mangled (v0);
-c++filt demangles them (crate hashes dropped). The modelled pin cost is 0 here, so the
-profile shows the fixed cost, not the busy-wait. A hot loop timed by the core stand-in's own
-timestamps (no perf) gives the client ops' cost in microseconds beside it.
+NVIDIA's, and prints the top symbols of each. The profiled loop reads the core stand-in's
+debugfs statistics after every operation, as bench-reg.py's rounds do. Rust symbols come from
+kallsyms, mangled (v0); c++filt demangles them (crate hashes dropped). The modelled pin cost is 0
+here, so the profile shows the fixed cost, not the busy-wait. Two loops timed by the core
+stand-in's own timestamps (no perf) give the client ops' cost in microseconds beside it: back to
+back (hot), and with those reads in between (cold: bench-reg.py's conditions), three rounds per
+module in alternating order.
 
 Usage (in the VM): bench_profile.py [--ko-dir DIR], or bench-reg.py --profile"""
 
 import bisect
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -30,7 +34,8 @@ FOCUS_TOP = 10
 # The client ops of a REG_MR and of a DEREG_MR, timed by the core stand-in (client_ns).
 REG_OPS = ("acquire", "get_pages", "dma_map")
 DEREG_OPS = ("dma_unmap", "put_pages", "release")
-HOT = 1000  # iterations of the hot loop, timed without perf
+HOT = 1000  # iterations of the hot and the cold loop, timed without perf
+SPLIT_ROUNDS = 3  # rounds of both timed loops per module
 
 
 def demangle(names):
@@ -39,37 +44,62 @@ def demangle(names):
     return [re.sub(r"\[[0-9a-f]{16}\]", "", line) for line in r.stdout.splitlines()]
 
 
-def loop(iterations):
+def loop(iterations, cold=False):
     """The profiled workload, in a process of its own that perf starts (attaching to a running
-    process is racy under TCG: perf takes seconds to start)."""
+    process is racy under TCG: perf takes seconds to start). COLD: the core stand-in's debugfs
+    statistics are read after every operation, as bench-reg.py's rounds read them, so each
+    operation starts with what that read evicted (TCG's translation lookups and the host's
+    caches), where the hot loop runs with the path's code and data still warm."""
     nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
     alloc = nv.alloc(64 * KIB)
     for _ in range(iterations):
-        core.dereg_mr(core.reg_mr(alloc.va, 64 * KIB))
+        mr = core.reg_mr(alloc.va, 64 * KIB)
+        if cold:
+            coresim.stats()
+        core.dereg_mr(mr)
+        if cold:
+            coresim.stats()
     alloc.free()
     core.close()
     nv.close()
 
 
-def hot_split():
-    """us per call of each client op over HOT back-to-back registrations and
-    deregistrations of one buffer (nothing else runs between two, unlike bench-reg.py's rounds,
-    which read debugfs after every op): the client's cost with warm caches."""
+def split(cold):
+    """us per call of each client op over HOT registrations and deregistrations of one buffer:
+    back to back (the client's cost with warm caches), or COLD (debugfs read after every op, as
+    in bench-reg.py's rounds)."""
     s0 = coresim.stats()["client_ns"]
-    loop(HOT)
+    loop(HOT, cold)
     s1 = coresim.stats()["client_ns"]
     return {op: (s1[op] - s0[op]) / 1e3 / HOT for op in REG_OPS + DEREG_OPS}
 
 
+def params(client):
+    return ["persistent_api_support=0"] if client == "ours" else []
+
+
 def record(client, ko_dir, path):
-    params = ["persistent_api_support=0"] if client == "ours" else []
-    with Stack("5x-unmaps", client=client, client_params=params, ko_dir=ko_dir):
+    with Stack("5x-unmaps", client=client, client_params=params(client), ko_dir=ko_dir):
         loop(10)  # warm the caches
-        hot = hot_split()
         subprocess.run(["perf", "record", "-q", "-e", "cpu-clock:k", "-F", "4000", "-g", "-o", path,
                         "--", sys.executable, os.path.abspath(__file__), "--loop", str(ITERATIONS)],
                        check=True, stdout=subprocess.DEVNULL)
-        return module_symbols(), hot
+        return module_symbols()
+
+
+def timed(ko_dir):
+    """{client: {mode: {op: us}}}: the medians of SPLIT_ROUNDS rounds of split() per client and
+    mode, the order alternating (a module loaded first after boot, or after the other, runs
+    differently under TCG: one order alone biased the ratio both ways in earlier runs)."""
+    runs = {"ours": [], "reference": []}
+    for k in range(SPLIT_ROUNDS):
+        for client in ("ours", "reference") if k % 2 == 0 else ("reference", "ours"):
+            with Stack("5x-unmaps", client=client, client_params=params(client), ko_dir=ko_dir):
+                loop(10)  # warm the caches
+                runs[client].append({"hot": split(cold=False), "cold": split(cold=True)})
+    ops = REG_OPS + DEREG_OPS
+    return {client: {mode: {op: statistics.median(r[mode][op] for r in rs) for op in ops}
+                     for mode in ("hot", "cold")} for client, rs in runs.items()}
 
 
 def module_symbols():
@@ -131,12 +161,13 @@ def shares(chains, inclusive):
 
 def main(ko_dir=None):
     print(f"\nprofile: {ITERATIONS} registrations + deregistrations of one 64 KiB buffer per "
-          "module, perf cpu-clock samples (4 kHz) of the kernel time inside the core's REG_MR and "
-          "DEREG_MR; the modelled pin cost is off")
-    hot = {}
+          "module, the core's debugfs statistics read after each (as bench-reg.py reads them), perf "
+          "cpu-clock samples (4 kHz) of the kernel time inside the core's REG_MR and DEREG_MR; the "
+          "modelled pin cost is off")
+    times = timed(ko_dir)
     for client in ("ours", "reference"):
         path = f"/tmp/perf-{client}.data"
-        modsyms, hot[client] = record(client, ko_dir, path)
+        modsyms = record(client, ko_dir, path)
         chains = samples(path, modsyms)
         own = shares(chains, inclusive=True)
         names = dict(zip([f for _, f in own], demangle([f for _, f in own])))
@@ -156,19 +187,24 @@ def main(ko_dir=None):
                   "self time as a share of those:")
             for pct, f in shares(inside, inclusive=False)[:FOCUS_TOP]:
                 print(f"  {pct:5.1f}%  {names.get(f, f)[:120]}", flush=True)
-    print(f"hot loop ({HOT} registrations + deregistrations of one 64 KiB buffer, no perf, pin cost "
-          "off): us per operation inside each client op")
-    for ops, what in ((REG_OPS, "REG_MR"), (DEREG_OPS, "DEREG_MR")):
-        for client in ("ours", "reference"):
-            parts = " ".join(f"{op} {hot[client][op]:.1f}" for op in ops)
-            print(f"  {what} {client:9s} {sum(hot[client][op] for op in ops):6.1f}  ({parts})")
-        ratio = sum(hot["ours"][op] for op in ops) / max(sum(hot["reference"][op] for op in ops), 1e-9)
-        print(f"  {what} client time ours/reference: {ratio:.2f}", flush=True)
+    for mode, what in (("hot", "back to back"), ("cold", "the core's debugfs read after every op, as in "
+                                                "bench-reg.py")):
+        print(f"{mode} loop ({HOT} registrations + deregistrations of one 64 KiB buffer, {what}; no "
+              f"perf, pin cost off): us per operation inside each client op, medians of {SPLIT_ROUNDS} "
+              "rounds per module in alternating order")
+        for ops, name in ((REG_OPS, "REG_MR"), (DEREG_OPS, "DEREG_MR")):
+            for client in ("ours", "reference"):
+                t = times[client][mode]
+                parts = " ".join(f"{op} {t[op]:.1f}" for op in ops)
+                print(f"  {name} {client:9s} {sum(t[op] for op in ops):6.1f}  ({parts})")
+            ratio = sum(times["ours"][mode][op] for op in ops) / \
+                max(sum(times["reference"][mode][op] for op in ops), 1e-9)
+            print(f"  {name} client time ours/reference: {ratio:.2f}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--loop"]:
-        loop(int(sys.argv[2]))
+        loop(int(sys.argv[2]), cold=True)
         sys.exit(0)
     sys.exit(main(sys.argv[2] if sys.argv[1:2] == ["--ko-dir"] else None))
