@@ -15,7 +15,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::types::Opaque;
 
-use crate::compat::{self, Acquire, Atomic, Relaxed, Release};
+use crate::atomic::{Acquire, Atomic, Relaxed, Release};
+use crate::compat;
 use crate::context::RegContext;
 use crate::ffi;
 use crate::p2p::GPU_PAGE_SIZE;

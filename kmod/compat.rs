@@ -8,13 +8,15 @@
 //!
 //! | cfg                       | the tree has                                   | 6.12 | 7.2 | 7.3 |
 //! |---------------------------|------------------------------------------------|------|-----|-----|
-//! | `nvpeer_kernel_atomic`    | `kernel::sync::atomic`, `Atomic<bool/*mut T>`  | no   | yes | yes |
 //! | `nvpeer_kernel_set_once`  | `kernel::sync::SetOnce`                        | no   | yes | yes |
 //! | `nvpeer_module_authors`   | `module!`'s `authors: [..]` (not `author:`)    | no   | yes | yes |
 //! | `nvpeer_this_module_meta` | `THIS_MODULE` as `ModuleMetadata::THIS_MODULE` | no   | no  | yes |
 //! |                           | (not a `static` `module!` puts at crate root)  |      |     |     |
 //!
 //! (Seen in the test kernels of those series; kernels between them get what their tree has.)
+//!
+//! The module's atomics are `core`'s on every kernel (`atomic`), not the kernel's `Atomic` where
+//! the tree has it: see there why.
 //!
 //! Differences that need no cfg are bridged here too, so the rest of the module reads the same on
 //! every kernel: `ForeignOwnable` hands out `*const c_void` on 6.12 and `*mut c_void` on 7.x.
@@ -27,12 +29,6 @@ use kernel::bindings;
 use kernel::ffi::c_void;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
-
-#[cfg(nvpeer_kernel_atomic)]
-pub(crate) use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
-
-#[cfg(not(nvpeer_kernel_atomic))]
-pub(crate) use fallback_atomic::{Acquire, Atomic, Relaxed, Release};
 
 #[cfg(nvpeer_kernel_set_once)]
 pub(crate) use kernel::sync::SetOnce;
@@ -107,126 +103,6 @@ pub(crate) unsafe fn arc_borrow<'a, T: Send + Sync + 'static>(ptr: *mut c_void) 
 pub(crate) unsafe fn arc_from_foreign<T: Send + Sync + 'static>(ptr: *mut c_void) -> Arc<T> {
     // SAFETY: guaranteed by the caller.
     unsafe { <Arc<T> as ForeignOwnable>::from_foreign(ptr) }
-}
-
-/// `Atomic<T>` for trees without `kernel::sync::atomic`, on `core`'s atomics, with the kernel
-/// type's method names, and its orderings as types, so that an ordering an operation cannot take
-/// (a `Release` load) is refused at build time as by the kernel's, not at run time by `core`.
-/// Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
-/// user relies on LKMM dependency ordering under `Relaxed` (`PER_PAGE_SG`, the statistics).
-#[cfg(not(nvpeer_kernel_atomic))]
-mod fallback_atomic {
-    use core::cell::UnsafeCell;
-    use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-    use kernel::ffi::c_void;
-
-    /// No ordering.
-    pub(crate) struct Relaxed;
-    /// Acquire ordering.
-    pub(crate) struct Acquire;
-    /// Release ordering.
-    pub(crate) struct Release;
-
-    /// An ordering a load may take.
-    pub(crate) trait LoadOrdering {
-        const ORD: Ordering;
-    }
-    /// An ordering a store may take.
-    pub(crate) trait StoreOrdering {
-        const ORD: Ordering;
-    }
-    /// An ordering a read-modify-write may take, and the one its failed compare takes.
-    pub(crate) trait RmwOrdering {
-        const ORD: Ordering;
-        const FAILURE: Ordering;
-    }
-    impl LoadOrdering for Relaxed {
-        const ORD: Ordering = Ordering::Relaxed;
-    }
-    impl LoadOrdering for Acquire {
-        const ORD: Ordering = Ordering::Acquire;
-    }
-    impl StoreOrdering for Relaxed {
-        const ORD: Ordering = Ordering::Relaxed;
-    }
-    impl StoreOrdering for Release {
-        const ORD: Ordering = Ordering::Release;
-    }
-    impl RmwOrdering for Relaxed {
-        const ORD: Ordering = Ordering::Relaxed;
-        const FAILURE: Ordering = Ordering::Relaxed;
-    }
-    impl RmwOrdering for Acquire {
-        const ORD: Ordering = Ordering::Acquire;
-        const FAILURE: Ordering = Ordering::Acquire;
-    }
-    impl RmwOrdering for Release {
-        const ORD: Ordering = Ordering::Release;
-        const FAILURE: Ordering = Ordering::Relaxed;
-    }
-
-    /// A value accessed only atomically.
-    ///
-    /// # Invariants
-    ///
-    /// After `new`, the cell is only accessed through `core`'s atomic type of the same size (as
-    /// `core` guarantees) and alignment (asserted below), created over it by `from_ptr`.
-    #[repr(transparent)]
-    pub(crate) struct Atomic<T>(UnsafeCell<T>);
-
-
-    const _: () = assert!(core::mem::align_of::<u64>() == core::mem::align_of::<AtomicU64>());
-    const _: () = assert!(core::mem::align_of::<bool>() == core::mem::align_of::<AtomicBool>());
-    const _: () = assert!(
-        core::mem::align_of::<*mut c_void>() == core::mem::align_of::<AtomicPtr<c_void>>()
-    );
-
-    impl<T> Atomic<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            // INVARIANT: not yet shared; accessed only through the methods below.
-            Self(UnsafeCell::new(value))
-        }
-    }
-
-    macro_rules! atomic_ops {
-        ($t:ty, $core:ty) => {
-            // SAFETY: every access is atomic (type invariant); as the kernel's `Atomic`, shared
-            // use of an atomic pointer says nothing about what it points to.
-            unsafe impl Sync for Atomic<$t> {}
-            // SAFETY: as the kernel's `Atomic`, moving the cell to another thread moves only its
-            // value (a pointer's address at most).
-            unsafe impl Send for Atomic<$t> {}
-
-            // Not every type uses every operation.
-            #[allow(dead_code)]
-            impl Atomic<$t> {
-                fn get(&self) -> &$core {
-                    // SAFETY: the cell is valid for the life of `self`, aligned for `$core`
-                    // (asserted above) and only accessed atomically (type invariant).
-                    unsafe { <$core>::from_ptr(self.0.get()) }
-                }
-                pub(crate) fn load<O: LoadOrdering>(&self, _: O) -> $t {
-                    self.get().load(O::ORD)
-                }
-                pub(crate) fn store<O: StoreOrdering>(&self, value: $t, _: O) {
-                    self.get().store(value, O::ORD)
-                }
-                pub(crate) fn cmpxchg<O: RmwOrdering>(&self, old: $t, new: $t, _: O) -> Result<$t, $t> {
-                    self.get().compare_exchange(old, new, O::ORD, O::FAILURE)
-                }
-            }
-        };
-    }
-    atomic_ops!(bool, AtomicBool);
-    atomic_ops!(u64, AtomicU64);
-    atomic_ops!(*mut c_void, AtomicPtr<c_void>);
-
-    impl Atomic<u64> {
-        /// Wrapping add, as the kernel's `Atomic::add`.
-        pub(crate) fn add<O: RmwOrdering>(&self, value: u64, _: O) {
-            self.get().fetch_add(value, O::ORD);
-        }
-    }
 }
 
 /// `SetOnce<T>` for trees without `kernel::sync::SetOnce`: written at most once, then read

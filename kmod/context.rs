@@ -71,7 +71,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::client::{ClientKind, ClientSlot};
-use crate::compat::{Acquire, Atomic, Release};
+use crate::atomic::{Acquire, Atomic, Release};
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};

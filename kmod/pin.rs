@@ -61,7 +61,7 @@ use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::client::ClientKind;
-use crate::compat::{Acquire, Atomic, Release};
+use crate::atomic::{Acquire, Atomic, Release};
 use crate::context::{GpuRange, RegContext};
 use crate::ffi;
 use crate::log::{nv_dbg, nv_err};

@@ -22,9 +22,6 @@ has() {
     echo "--cfg $1"
 }
 
-# kernel::sync::atomic's Atomic<T> (LKMM atomics for Rust) for the types compat.rs's users need:
-# bool and raw pointers (besides the integers).
-has nvpeer_kernel_atomic kernel/sync/atomic/predefine.rs 'AtomicType for \*mut T' libkernel.rmeta 'AtomicBasicOps'
 # kernel::sync::SetOnce.
 has nvpeer_kernel_set_once kernel/sync/set_once.rs 'pub struct SetOnce<' libkernel.rmeta 'SetOnce'
 # module!'s `authors: [..]` key (the single `author:` before it).

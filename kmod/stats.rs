@@ -4,8 +4,8 @@
 //! kernels): `/sys/module/<name>/nvpeer/stats/*` and `.../nvpeer/failures`, shown by the C glue.
 
 use kernel::error::Error;
-use crate::compat::{Atomic, Relaxed};
 
+use crate::atomic::{Atomic, Relaxed};
 use crate::ffi;
 use crate::p2p::GPU_PAGE_SIZE;
 

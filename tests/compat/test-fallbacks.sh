@@ -3,9 +3,9 @@
 # test-fallbacks.sh KDIR: kmod/compat.rs's fallbacks, proven on the 7.2 test kernel. The probe
 # (kmod/probe-kernel.sh) must find every feature of 7.2 both in its sources and, as in a header
 # tree without sources (Ubuntu's linux-lib-rust), in its built artefacts; then the module is
-# built with the features 6.12 lacks (kernel::sync::atomic, SetOnce) dropped, so that compat.rs's
-# own Atomic and SetOnce are used, and passes conformance (--quick) in the VM; the module is left
-# rebuilt as usual. 6.12 itself runs in `make test-matrix`.
+# built with the feature 6.12 lacks (kernel::sync::SetOnce) dropped, so that compat.rs's own
+# SetOnce is used, and passes conformance (--quick) in the VM; the module is left rebuilt as usual.
+# (The atomics are core's on every kernel: kmod/atomic.rs.) 6.12 itself runs in `make test-matrix`.
 # (conformance --quick: every core generation, one driver flavour and parameter set.)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,7 +14,7 @@ fails=0
 expect() {  # expect DESCRIPTION WANT GOT
     if [ "$2" = "$3" ]; then echo "ok    $1"; else echo "FAIL  $1: want '$2', got '$3'"; fails=$((fails + 1)); fi
 }
-all="--cfg nvpeer_kernel_atomic --cfg nvpeer_kernel_set_once --cfg nvpeer_module_authors"
+all="--cfg nvpeer_kernel_set_once --cfg nvpeer_module_authors"
 expect "7.2's sources offer every feature" "$all" "$("$repo/kmod/probe-kernel.sh" "$kdir" | xargs)"
 # A tree without rust/ sources: only the artefacts of 7.2's rust/ (its .rmeta and libmacros.so).
 fake=$(mktemp -d); trap 'rm -rf "$fake"' EXIT
@@ -27,7 +27,7 @@ expect "a bare THIS_MODULE in the metadata is not 7.3's" "$all" "$("$repo/kmod/p
 rm "$fake/rust/libkernel.rmeta"
 expect "no libkernel.rmeta: no kernel-crate feature claimed" "--cfg nvpeer_module_authors" \
     "$("$repo/kmod/probe-kernel.sh" "$fake" | xargs)"
-without="nvpeer_kernel_atomic nvpeer_kernel_set_once"
+without="nvpeer_kernel_set_once"
 expect "NVPEER_COMPAT_WITHOUT drops them" "--cfg nvpeer_module_authors" \
     "$(NVPEER_COMPAT_WITHOUT=$without "$repo/kmod/probe-kernel.sh" "$kdir" | xargs)"
 
@@ -44,7 +44,7 @@ if grep -q warning "$log"; then echo "FAIL  ... without warnings"; fails=$((fail
 rm -f "$log"
 cmdfile=$repo/kmod/build/nvidia_peermem/.nvpeer_main.o.cmd
 if [ -f "$repo/kmod/nvidia_peermem.ko" ] && grep -q -- '--cfg nvpeer_module_authors' "$cmdfile" \
-   && ! grep -q -- 'nvpeer_kernel_atomic\|nvpeer_kernel_set_once' "$cmdfile"; then
+   && ! grep -q -- 'nvpeer_kernel_set_once' "$cmdfile"; then
     echo "ok    kmod/nvidia_peermem.ko is the fallback build ($cmdfile)"
 else
     echo "FAIL  kmod/nvidia_peermem.ko is the fallback build ($cmdfile)"; fails=$((fails + 1))

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's atomics: `core`'s, behind the kernel `Atomic`'s interface (its method names, and
+//! its orderings as types, so that an ordering an operation cannot take, a `Release` load, is
+//! refused at build time as by the kernel's, not at run time by `core`).
+//!
+//! Why not `kernel::sync::atomic` (7.x): on a kernel built with GCC, which is every distribution
+//! kernel, each of its operations is a call to an out-of-line C helper
+//! (`rust_helper_atomic_ptr_read_acquire`, ...): the helpers are inlined into Rust only when
+//! clang builds the kernel. A registration and its deregistration make about thirty of them
+//! (the registry pointer behind every shard lock, the pin's table, the flags, the statistics),
+//! each a call and a return where `core`'s is one instruction. On Debian's 7.2 kernel that made
+//! our deregistration 14 % slower against NVIDIA's module (tests/BENCHMARKS.md, "core's
+//! atomics"). 6.12, whose tree has no kernel `Atomic`, used these already: every kernel now runs
+//! the same atomics.
+//!
+//! Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
+//! user relies on LKMM dependency ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor
+//! on the LKMM's full ordering of value-returning read-modify-writes (the one, `cmpxchg`, takes an
+//! explicit ordering). Rust-for-Linux drivers use `core`'s atomics the same way (binder).
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use kernel::ffi::c_void;
+
+/// No ordering.
+pub(crate) struct Relaxed;
+/// Acquire ordering.
+pub(crate) struct Acquire;
+/// Release ordering.
+pub(crate) struct Release;
+
+/// An ordering a load may take.
+pub(crate) trait LoadOrdering {
+    const ORD: Ordering;
+}
+/// An ordering a store may take.
+pub(crate) trait StoreOrdering {
+    const ORD: Ordering;
+}
+/// An ordering a read-modify-write may take, and the one its failed compare takes.
+pub(crate) trait RmwOrdering {
+    const ORD: Ordering;
+    const FAILURE: Ordering;
+}
+impl LoadOrdering for Relaxed {
+    const ORD: Ordering = Ordering::Relaxed;
+}
+impl LoadOrdering for Acquire {
+    const ORD: Ordering = Ordering::Acquire;
+}
+impl StoreOrdering for Relaxed {
+    const ORD: Ordering = Ordering::Relaxed;
+}
+impl StoreOrdering for Release {
+    const ORD: Ordering = Ordering::Release;
+}
+impl RmwOrdering for Relaxed {
+    const ORD: Ordering = Ordering::Relaxed;
+    const FAILURE: Ordering = Ordering::Relaxed;
+}
+impl RmwOrdering for Acquire {
+    const ORD: Ordering = Ordering::Acquire;
+    const FAILURE: Ordering = Ordering::Acquire;
+}
+impl RmwOrdering for Release {
+    const ORD: Ordering = Ordering::Release;
+    const FAILURE: Ordering = Ordering::Relaxed;
+}
+
+/// A value accessed only atomically.
+///
+/// # Invariants
+///
+/// After `new`, the cell is only accessed through `core`'s atomic type of the same size (as
+/// `core` guarantees) and alignment (asserted below), created over it by `from_ptr`.
+#[repr(transparent)]
+pub(crate) struct Atomic<T>(UnsafeCell<T>);
+
+const _: () = assert!(core::mem::align_of::<u64>() == core::mem::align_of::<AtomicU64>());
+const _: () = assert!(core::mem::align_of::<bool>() == core::mem::align_of::<AtomicBool>());
+const _: () = assert!(
+    core::mem::align_of::<*mut c_void>() == core::mem::align_of::<AtomicPtr<c_void>>()
+);
+
+impl<T> Atomic<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        // INVARIANT: not yet shared; accessed only through the methods below.
+        Self(UnsafeCell::new(value))
+    }
+}
+
+macro_rules! atomic_ops {
+    ($t:ty, $core:ty) => {
+        // SAFETY: every access is atomic (type invariant); as the kernel's `Atomic`, shared
+        // use of an atomic pointer says nothing about what it points to.
+        unsafe impl Sync for Atomic<$t> {}
+        // SAFETY: as the kernel's `Atomic`, moving the cell to another thread moves only its
+        // value (a pointer's address at most).
+        unsafe impl Send for Atomic<$t> {}
+
+        // Not every type uses every operation.
+        #[allow(dead_code)]
+        impl Atomic<$t> {
+            fn get(&self) -> &$core {
+                // SAFETY: the cell is valid for the life of `self`, aligned for `$core`
+                // (asserted above) and only accessed atomically (type invariant).
+                unsafe { <$core>::from_ptr(self.0.get()) }
+            }
+            pub(crate) fn load<O: LoadOrdering>(&self, _: O) -> $t {
+                self.get().load(O::ORD)
+            }
+            pub(crate) fn store<O: StoreOrdering>(&self, value: $t, _: O) {
+                self.get().store(value, O::ORD)
+            }
+            pub(crate) fn cmpxchg<O: RmwOrdering>(&self, old: $t, new: $t, _: O) -> Result<$t, $t> {
+                self.get().compare_exchange(old, new, O::ORD, O::FAILURE)
+            }
+        }
+    };
+}
+atomic_ops!(bool, AtomicBool);
+atomic_ops!(u64, AtomicU64);
+atomic_ops!(*mut c_void, AtomicPtr<c_void>);
+
+impl Atomic<u64> {
+    /// Wrapping add, as the kernel's `Atomic::add`.
+    pub(crate) fn add<O: RmwOrdering>(&self, value: u64, _: O) {
+        self.get().fetch_add(value, O::ORD);
+    }
+}
