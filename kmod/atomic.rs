@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The module's atomics: `core`'s, behind the kernel `Atomic`'s interface (its method names, and
-//! its orderings as types, so that an ordering an operation cannot take, a `Release` load, is
-//! refused at build time as by the kernel's, not at run time by `core`).
+//! The module's atomics and its set-once cell: `core`'s, behind the interfaces of the kernel's
+//! `Atomic` (its method names, and its orderings as types, so that an ordering an operation
+//! cannot take, a `Release` load, is refused at build time as by the kernel's, not at run time by
+//! `core`) and `SetOnce`.
 //!
-//! Why not `kernel::sync::atomic` (7.x): on a kernel built with GCC, which is every distribution
-//! kernel, each of its operations is a call to an out-of-line C helper
+//! Why not `kernel::sync::atomic` and `SetOnce` (7.x): on a kernel built with GCC, which is every
+//! distribution kernel, each of their operations is a call to an out-of-line C helper
 //! (`rust_helper_atomic_ptr_read_acquire`, ...): the helpers are inlined into Rust only when
 //! clang builds the kernel. A registration and its deregistration make about thirty of them
-//! (the registry pointer behind every shard lock, the pin's table, the flags, the statistics),
-//! each a call and a return where `core`'s is one instruction. On Debian's 7.2 kernel that made
-//! our deregistration 14 % slower against NVIDIA's module (tests/BENCHMARKS.md, "core's
-//! atomics"). 6.12, whose tree has no kernel `Atomic`, used these already: every kernel now runs
-//! the same atomics.
+//! (the registry pointer behind every shard lock, the pin's table, the flags, the statistics,
+//! NVIDIA's API behind its `SetOnce`), each a call and a return where `core`'s is one
+//! instruction. On Debian's 7.2 kernel the atomics alone made our deregistration 14 % slower
+//! against NVIDIA's module (tests/BENCHMARKS.md, "core's atomics"). 6.12, whose tree has
+//! neither, used these already: every kernel now runs the same code.
 //!
 //! Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
 //! user relies on LKMM dependency ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor
@@ -20,7 +21,8 @@
 //! explicit ordering). Rust-for-Linux drivers use `core`'s atomics the same way (binder).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use kernel::ffi::c_void;
 
 /// No ordering.
@@ -127,5 +129,62 @@ impl Atomic<u64> {
     /// Wrapping add, as the kernel's `Atomic::add`.
     pub(crate) fn add<O: RmwOrdering>(&self, value: u64, _: O) {
         self.get().fetch_add(value, O::ORD);
+    }
+}
+
+/// [`SetOnce`]'s states.
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+/// A value written at most once, then read without locks, with the kernel `SetOnce`'s interface
+/// (whose `as_ref` is a C helper call: NVIDIA's API, behind this one, is read in every operation).
+///
+/// # Invariants
+///
+/// When `state` is `READY`, `value` is initialised and is not written again.
+pub(crate) struct SetOnce<T> {
+    state: AtomicU8,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+// SAFETY: `value` is written once, by the one caller that moved `state` from EMPTY, before
+// `state` is published READY with Release; readers see it only after an Acquire load of READY.
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+
+impl<T> SetOnce<T> {
+    pub(crate) const fn new() -> Self {
+        // INVARIANT: EMPTY, nothing initialised.
+        Self { state: AtomicU8::new(EMPTY), value: UnsafeCell::new(MaybeUninit::uninit()) }
+    }
+
+    /// Stores `value` unless a value is (being) stored; says whether it was stored.
+    pub(crate) fn populate(&self, value: T) -> bool {
+        if self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // SAFETY: the compare-exchange above made us the only writer, and no reader reads
+        // before READY.
+        unsafe { (*self.value.get()).write(value) };
+        // INVARIANT: initialised just above.
+        self.state.store(READY, Ordering::Release);
+        true
+    }
+
+    pub(crate) fn as_ref(&self) -> Option<&T> {
+        if self.state.load(Ordering::Acquire) != READY {
+            return None;
+        }
+        // SAFETY: READY means initialised and never written again (type invariant).
+        Some(unsafe { (*self.value.get()).assume_init_ref() })
+    }
+}
+
+impl<T> Drop for SetOnce<T> {
+    fn drop(&mut self) {
+        if *self.state.get_mut() == READY {
+            // SAFETY: READY means initialised (type invariant); dropped once, here.
+            unsafe { self.value.get_mut().assume_init_drop() };
+        }
     }
 }

@@ -8,33 +8,23 @@
 //!
 //! | cfg                       | the tree has                                   | 6.12 | 7.2 | 7.3 |
 //! |---------------------------|------------------------------------------------|------|-----|-----|
-//! | `nvpeer_kernel_set_once`  | `kernel::sync::SetOnce`                        | no   | yes | yes |
 //! | `nvpeer_module_authors`   | `module!`'s `authors: [..]` (not `author:`)    | no   | yes | yes |
 //! | `nvpeer_this_module_meta` | `THIS_MODULE` as `ModuleMetadata::THIS_MODULE` | no   | no  | yes |
 //! |                           | (not a `static` `module!` puts at crate root)  |      |     |     |
 //!
 //! (Seen in the test kernels of those series; kernels between them get what their tree has.)
 //!
-//! The module's atomics are `core`'s on every kernel (`atomic`), not the kernel's `Atomic` where
-//! the tree has it: see there why.
+//! The module's atomics and its set-once cell are `core`'s on every kernel (`atomic`), not the
+//! kernel's `Atomic` and `SetOnce` where the tree has them: see there why.
 //!
 //! Differences that need no cfg are bridged here too, so the rest of the module reads the same on
 //! every kernel: `ForeignOwnable` hands out `*const c_void` on 6.12 and `*mut c_void` on 7.x.
 //! What 6.12's bindings lack entirely (PCI) is done in C (`nvpeer_glue.c`) on every kernel.
-//!
-//! Where the tree lacks a feature, the fallback below is the smallest equivalent built on `core`,
-//! with the same interface as the kernel's for the uses we have.
 
 use kernel::bindings;
 use kernel::ffi::c_void;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
-
-#[cfg(nvpeer_kernel_set_once)]
-pub(crate) use kernel::sync::SetOnce;
-
-#[cfg(not(nvpeer_kernel_set_once))]
-pub(crate) use fallback_set_once::SetOnce;
 
 /// `module!` with the author key the tree's macro takes (`authors: [..]` on 7.x, `author:` on
 /// 6.12); `$name` is a string literal.
@@ -103,66 +93,4 @@ pub(crate) unsafe fn arc_borrow<'a, T: Send + Sync + 'static>(ptr: *mut c_void) 
 pub(crate) unsafe fn arc_from_foreign<T: Send + Sync + 'static>(ptr: *mut c_void) -> Arc<T> {
     // SAFETY: guaranteed by the caller.
     unsafe { <Arc<T> as ForeignOwnable>::from_foreign(ptr) }
-}
-
-/// `SetOnce<T>` for trees without `kernel::sync::SetOnce`: written at most once, then read
-/// without locks.
-#[cfg(not(nvpeer_kernel_set_once))]
-mod fallback_set_once {
-    use core::cell::UnsafeCell;
-    use core::mem::MaybeUninit;
-    use core::sync::atomic::{AtomicU8, Ordering};
-
-    const EMPTY: u8 = 0;
-    const WRITING: u8 = 1;
-    const READY: u8 = 2;
-
-    /// # Invariants
-    ///
-    /// When `state` is `READY`, `value` is initialised and is not written again.
-    pub(crate) struct SetOnce<T> {
-        state: AtomicU8,
-        value: UnsafeCell<MaybeUninit<T>>,
-    }
-
-    // SAFETY: `value` is written once, by the one caller that moved `state` from EMPTY, before
-    // `state` is published READY with Release; readers see it only after an Acquire load of READY.
-    unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
-
-    impl<T> SetOnce<T> {
-        pub(crate) const fn new() -> Self {
-            // INVARIANT: EMPTY, nothing initialised.
-            Self { state: AtomicU8::new(EMPTY), value: UnsafeCell::new(MaybeUninit::uninit()) }
-        }
-
-        /// Stores `value` unless a value is (being) stored; says whether it was stored.
-        pub(crate) fn populate(&self, value: T) -> bool {
-            if self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
-                return false;
-            }
-            // SAFETY: the compare-exchange above made us the only writer, and no reader reads
-            // before READY.
-            unsafe { (*self.value.get()).write(value) };
-            // INVARIANT: initialised just above.
-            self.state.store(READY, Ordering::Release);
-            true
-        }
-
-        pub(crate) fn as_ref(&self) -> Option<&T> {
-            if self.state.load(Ordering::Acquire) != READY {
-                return None;
-            }
-            // SAFETY: READY means initialised and never written again (type invariant).
-            Some(unsafe { (*self.value.get()).assume_init_ref() })
-        }
-    }
-
-    impl<T> Drop for SetOnce<T> {
-        fn drop(&mut self) {
-            if *self.state.get_mut() == READY {
-                // SAFETY: READY means initialised (type invariant); dropped once, here.
-                unsafe { self.value.get_mut().assume_init_drop() };
-            }
-        }
-    }
 }

@@ -4,11 +4,11 @@
 //! peer-memory interface and pins GPU memory through the NVIDIA P2P API, replacing NVIDIA's
 //! `nvidia-peermem` and Mellanox's `nv_peer_mem`.
 //!
-//! Files: `compat` (what differs between kernel versions), `atomic` (the atomics), `params`
-//! (module parameters), `core_gen` (the IB core's generation, detected at load), `client` (the
-//! clients and their C callbacks), `context` (the per-registration state machine), `pin` (the
-//! shared NVIDIA pins and their registry), `module_ref`, `p2p` (NVIDIA's API), `sg` (the SG
-//! table), `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
+//! Files: `compat` (what differs between kernel versions), `atomic` (the atomics and a set-once
+//! cell), `params` (module parameters), `core_gen` (the IB core's generation, detected at load),
+//! `client` (the clients and their C callbacks), `context` (the per-registration state machine),
+//! `pin` (the shared NVIDIA pins and their registry), `module_ref`, `p2p` (NVIDIA's API), `sg`
+//! (the SG table), `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
 
 use kernel::prelude::*;
 

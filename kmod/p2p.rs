@@ -25,8 +25,8 @@ use core::ptr::{self, NonNull};
 use kernel::bindings;
 use kernel::error::to_result;
 use kernel::prelude::*;
-use crate::compat::SetOnce;
 
+use crate::atomic::SetOnce;
 use crate::ffi;
 use crate::log::nv_err;
 

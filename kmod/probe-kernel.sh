@@ -5,10 +5,8 @@
 # the tree's rust/ sources where it has them (source trees, kmod/stock-kbuild.sh's trees), else
 # the names its built artefacts carry (rust/libkernel.rmeta, rust/libmacros.so: header trees
 # such as Ubuntu's linux-lib-rust, which ship no sources).
-# NVPEER_COMPAT_WITHOUT="cfg ..." drops features the tree has, so that the fallbacks of compat.rs
-# build and run on a new kernel too (tests/compat/test-fallbacks.sh uses it).
 # The artefacts carry only what the tree's config compiled, so their strings are chosen to be
-# ones no other code of the kernel crate carries (tests/compat/test-fallbacks.sh plants lookalikes).
+# ones no other code of the kernel crate carries (tests/compat/test-probes.sh plants lookalikes).
 src=$1 obj=${2:-$1}
 
 # has FEATURE SOURCE-FILE SOURCE-PATTERN ARTEFACT ARTEFACT-STRING
@@ -18,12 +16,9 @@ has() {
     else
         [ -f "$obj/rust/$4" ] && grep -aqP -- "$5" "$obj/rust/$4"
     fi || return 0
-    case " ${NVPEER_COMPAT_WITHOUT:-} " in *" $1 "*) return 0 ;; esac
     echo "--cfg $1"
 }
 
-# kernel::sync::SetOnce.
-has nvpeer_kernel_set_once kernel/sync/set_once.rs 'pub struct SetOnce<' libkernel.rmeta 'SetOnce'
 # module!'s `authors: [..]` key (the single `author:` before it).
 has nvpeer_module_authors macros/module.rs '\bauthors\b' libmacros.so 'authors'
 # THIS_MODULE as ModuleMetadata's associated const (a static at the crate root before); in the

@@ -59,8 +59,7 @@ step "vm: stress: threads x random sizes x random revocations (ours)" \
     tests/vm/run.sh --kdir "$KDIR" stress "${NVPEER_STRESS_SECONDS:-10}" "${NVPEER_STRESS_THREADS:-4}"
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
-step "compat: kernel probes; compat.rs's fallbacks (what 6.12 lacks) pass conformance on 7.2" \
-    tests/compat/test-fallbacks.sh "$KDIR"
+step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" tests/compat/test-probes.sh "$KDIR"
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
 step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5.4-3, 24.04, 5x-unmaps)" \
