@@ -11,14 +11,15 @@
 //! clang builds the kernel. A registration and its deregistration make about thirty of them
 //! (the registry pointer behind every shard lock, the pin's table, the flags, the statistics,
 //! NVIDIA's API behind its `SetOnce`), each a call and a return where `core`'s is one
-//! instruction. On Debian's 7.2 kernel the atomics alone made our deregistration 14 % slower
-//! against NVIDIA's module (tests/BENCHMARKS.md, "core's atomics"). 6.12, whose tree has
+//! instruction. On Debian's 7.2 kernel our client time per deregistration was 1.94 times NVIDIA's
+//! module's with the kernel's atomics and 1.62 times with these (medians of three boots each, in
+//! the benchmark's conditions: tests/BENCHMARKS.md, "core's atomics"). 6.12, whose tree has
 //! neither, used these already: every kernel now runs the same code.
 //!
 //! Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
-//! user relies on LKMM dependency ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor
-//! on the LKMM's full ordering of value-returning read-modify-writes (the one, `cmpxchg`, takes an
-//! explicit ordering). Rust-for-Linux drivers use `core`'s atomics the same way (binder).
+//! user relies on the LKMM's dependency or control ordering under `Relaxed` (`PER_PAGE_SG`, the
+//! statistics), nor on its full ordering of value-returning read-modify-writes (the one,
+//! `cmpxchg`, takes an explicit ordering). Rust-for-Linux drivers use `core`'s atomics the same way (binder).
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -142,7 +143,9 @@ const READY: u8 = 2;
 ///
 /// # Invariants
 ///
-/// When `state` is `READY`, `value` is initialised and is not written again.
+/// `state` only moves `EMPTY` -> `WRITING` -> `READY`. While it is `WRITING`, only the thread
+/// whose compare-exchange moved it there touches `value`; when it is `READY`, `value` is
+/// initialised and is not written again.
 pub(crate) struct SetOnce<T> {
     state: AtomicU8,
     value: UnsafeCell<MaybeUninit<T>>,
@@ -150,11 +153,13 @@ pub(crate) struct SetOnce<T> {
 
 // SAFETY: `value` is written once, by the one caller that moved `state` from EMPTY, before
 // `state` is published READY with Release; readers see it only after an Acquire load of READY.
+// `as_ref` hands `&T` to any thread (`T: Sync`), and the value moved in by one thread may be
+// dropped by another (`T: Send`).
 unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
 
 impl<T> SetOnce<T> {
     pub(crate) const fn new() -> Self {
-        // INVARIANT: EMPTY, nothing initialised.
+        // INVARIANT: `EMPTY`, nothing initialised.
         Self { state: AtomicU8::new(EMPTY), value: UnsafeCell::new(MaybeUninit::uninit()) }
     }
 
@@ -166,7 +171,7 @@ impl<T> SetOnce<T> {
         // SAFETY: the compare-exchange above made us the only writer, and no reader reads
         // before READY.
         unsafe { (*self.value.get()).write(value) };
-        // INVARIANT: initialised just above.
+        // INVARIANT: `WRITING` -> `READY`, initialised just above by the one writer.
         self.state.store(READY, Ordering::Release);
         true
     }

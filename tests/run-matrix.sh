@@ -30,6 +30,8 @@ for part in $parts; do
         step_ok "kernel: test kernel $part" tests/kernel/build.sh "$part" || continue
         kdir=$(tests/kernel/build.sh "$part" 2>/dev/null)
         step_ok "$part: module (kmod + test modules)" tests/build-all.sh "$kdir" || continue
+        step "$part: kernel probes: its artefacts alone give what its sources give" \
+            tests/compat/test-probes.sh --agree "$kdir"
         step "$part: vm: planted WARN fails the run" tests/vm/test-detector.sh "$kdir" warn WARN
         step "$part: vm: module-load" tests/vm/run.sh --kdir "$kdir" module-load
         step "$part: vm: conformance, ours (every generation, driver flavour, parameter set)" \
