@@ -16,10 +16,11 @@
 //! the benchmark's conditions: tests/BENCHMARKS.md, "core's atomics"). 6.12, whose tree has
 //! neither, used these already: every kernel now runs the same code.
 //!
-//! Acquire, release and relaxed mean the same in `core` as in the LKMM on x86_64 and arm64, and no
-//! user relies on the LKMM's dependency or control ordering under `Relaxed` (`PER_PAGE_SG`, the
-//! statistics), nor on its full ordering of value-returning read-modify-writes (the one,
-//! `cmpxchg`, takes an explicit ordering). Rust-for-Linux drivers use `core`'s atomics the same way (binder).
+//! This departs from the drivers upstream, which moved to the kernel's `Atomic` (binder in 7.2;
+//! nova-core keeps `core`'s `fence`), for that cost alone. Acquire, release and relaxed mean the
+//! same in `core` as in the LKMM on x86_64 and arm64, and no user relies on the LKMM's dependency
+//! or control ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor on its full ordering
+//! of value-returning read-modify-writes (the one, `cmpxchg`, takes an explicit ordering).
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -165,7 +166,9 @@ impl<T> SetOnce<T> {
 
     /// Stores `value` unless a value is (being) stored; says whether it was stored.
     pub(crate) fn populate(&self, value: T) -> bool {
-        if self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        let claimed =
+            self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed);
+        if claimed.is_err() {
             return false;
         }
         // SAFETY: the compare-exchange above made us the only writer, and no reader reads
