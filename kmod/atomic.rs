@@ -16,9 +16,12 @@
 //! the benchmark's conditions: tests/BENCHMARKS.md, "core's atomics"). 6.12, whose tree has
 //! neither, used these already: every kernel now runs the same code.
 //!
-//! This departs from the drivers upstream, which moved to the kernel's `Atomic` (binder in 7.2;
-//! nova-core keeps `core`'s `fence`), for that cost alone. Acquire, release and relaxed mean the
-//! same in `core` as in the LKMM on x86_64 and arm64, and no user relies on the LKMM's dependency
+//! This departs, for that cost alone, from the kernel's rule (`kernel::sync::atomic`: the LKMM is
+//! the only model for Rust in the kernel, Rust's own atomics should be avoided) and from the
+//! drivers upstream, which follow it (binder since 7.2). What keeps it sound here: every location
+//! below is accessed only by this crate's Rust (the C glue reads the statistics through Rust
+//! functions), so none is shared between the two models; acquire, release and relaxed mean the
+//! same in `core` as in the LKMM on x86_64 and arm64; and no user relies on the LKMM's dependency
 //! or control ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor on its full ordering
 //! of value-returning read-modify-writes (the one, `cmpxchg`, takes an explicit ordering).
 
