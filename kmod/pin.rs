@@ -161,8 +161,15 @@ impl Shard {
         // SAFETY: installed (non-null, from `Arc::into_raw` in `install`) and not dropped while
         // a `Shard` is kept (type invariant), for at least as long as `self` is borrowed.
         let shards = unsafe { &(*registry).shards };
-        // SAFETY: the index is below `SHARDS` (type invariant), the vector's length (`install`).
-        unsafe { shards.get_unchecked(usize::from(self.0)) }.lock()
+        // A test build (`NVPEER_PLANT=wrong-shard`, tests/compat/test-wrong-shard.sh) takes the
+        // next shard's lock instead, so that `assert_held` must fire at the first access.
+        #[cfg(nvpeer_plant_wrong_shard)]
+        let index = (usize::from(self.0) + 1) % SHARDS;
+        #[cfg(not(nvpeer_plant_wrong_shard))]
+        let index = usize::from(self.0);
+        // SAFETY: the index is below `SHARDS` (type invariant, and the remainder in a test
+        // build), the vector's length (`install`).
+        unsafe { shards.get_unchecked(index) }.lock()
     }
 }
 
