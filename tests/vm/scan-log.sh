@@ -12,6 +12,12 @@ declare -A kinds=(
     [SLUB]='BUG [^ ]+ \((Not tainted|Tainted)|Poison overwritten|Redzone overwritten|Object already free|Freepointer corrupt'
     [hung-task]='INFO: task .* blocked for more than|rcu: INFO: rcu_.* self-detected stall|detected stalls on CPUs|soft lockup|hard LOCKUP'
 )
+# A line another kind names is not also a BUG: KFENCE heads its reports "BUG: KFENCE: ..." and
+# the soft-lockup watchdog "watchdog: BUG: soft lockup", so without this every KFENCE catch would
+# read KFENCE,BUG and a script that expects only KFENCE would fail on its own catch.
+declare -A unless=(
+    [BUG]="${kinds[KFENCE]}|${kinds[hung-task]}"
+)
 order=(KFENCE SLUB lockdep hung-task kmemleak WARN BUG)
 if [ "${1:-}" = --pattern ]; then
     p=""; for k in "${order[@]}"; do p="$p|${kinds[$k]}"; done; echo "${p#|}"; exit 0
@@ -19,7 +25,10 @@ fi
 found=()
 for k in "${order[@]}"; do
     for f in "$@"; do
-        [ -f "$f" ] && grep -qE "${kinds[$k]}" "$f" && { found+=("$k"); break; }
+        [ -f "$f" ] || continue
+        if grep -E "${kinds[$k]}" "$f" | grep -qvE "${unless[$k]:-^\$^}"; then
+            found+=("$k"); break
+        fi
     done
 done
 [ ${#found[@]} -gt 0 ] || exit 1
