@@ -162,7 +162,9 @@ impl Shard {
         // a `Shard` is kept (type invariant), for at least as long as `self` is borrowed.
         let shards = unsafe { &(*registry).shards };
         // A test build (`NVPEER_PLANT=wrong-shard`, tests/compat/test-wrong-shard.sh) takes the
-        // next shard's lock instead, so that `assert_held` must fire at the first access.
+        // next shard's lock instead, so that `assert_held` must fire at the first access. Every
+        // access after it breaks `ShardLocked`'s rule; that test makes one registration on one
+        // thread, so nothing races there.
         #[cfg(nvpeer_plant_wrong_shard)]
         let index = (usize::from(self.0) + 1) % SHARDS;
         #[cfg(not(nvpeer_plant_wrong_shard))]
