@@ -112,7 +112,7 @@ fn every_fixture_with_a_matrix_is_tested() {
 
 #[test]
 fn the_ready_fixture_is_ready() {
-    let report = check::run(&host("pix"), &Inputs::fixture());
+    let report = check::run(&host("pix"), &Inputs::fixture(), &check::Options::default());
     assert!(report.ready, "{}", render::check(&report, false));
     let status = |id: &str| report.get(id).unwrap().status;
     for id in [
@@ -165,7 +165,11 @@ fn the_ready_fixture_is_ready() {
 #[test]
 fn doca_fixture_core_in_ib_uverbs() {
     assert_matrix("doca");
-    let report = check::run(&host("doca"), &Inputs::fixture());
+    let report = check::run(
+        &host("doca"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     assert!(report.ready, "{}", render::check(&report, false));
     let get = |id: &str| {
         report
@@ -280,11 +284,25 @@ fn the_module_disagreeing_with_kallsyms_is_named() {
         ),
     ] {
         fs::write(&detected, written).unwrap();
-        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        // Where peer memory is demanded, the rule's own status.
+        let peermem = check::Options {
+            require: check::Require::Peermem,
+        };
+        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture(), &peermem);
         let c = report.get("ib_core").unwrap();
         assert_eq!(c.status, status, "{written}: {c:?}");
         assert!(c.detail.contains(says), "{written}: {}", c.detail);
         assert!(c.fix.is_some());
+        // This DOCA host also has dma-buf: the broken peer memory is no blocker, but stays said.
+        let report = check::run(
+            &Host::new(&sys, &proc),
+            &Inputs::fixture(),
+            &check::Options::default(),
+        );
+        let c = report.get("ib_core").unwrap();
+        assert_eq!(c.status, Status::Warn, "{written}: {c:?}");
+        assert!(c.detail.contains(says), "{written}: {}", c.detail);
+        assert!(report.ready, "{written}");
     }
 }
 
@@ -311,7 +329,11 @@ fn old_mofed_has_neither_warning() {
             .chain(kallsyms_marker.map(str::to_owned))
             .collect();
         fs::write(proc.join("kallsyms"), kallsyms).unwrap();
-        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        let report = check::run(
+            &Host::new(&sys, &proc),
+            &Inputs::fixture(),
+            &check::Options::default(),
+        );
         let bugs = report.get("core_bugs").unwrap();
         assert_eq!(bugs.status, Status::Ok, "{version}: {bugs:?}");
         assert!(bugs.detail.contains("predates"), "{}", bugs.detail);
@@ -332,7 +354,11 @@ fn old_mofed_has_neither_warning() {
 
 #[test]
 fn two_implementations_fail_the_module_check() {
-    let report = check::run(&host("two-loaded"), &Inputs::fixture());
+    let report = check::run(
+        &host("two-loaded"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     let module = report.get("module").unwrap();
     assert_eq!(module.status, Status::Fail);
     assert!(
@@ -344,21 +370,21 @@ fn two_implementations_fail_the_module_check() {
 
 #[test]
 fn small_bar1_and_phb_warn() {
-    let report = check::run(&host("phb"), &Inputs::fixture());
+    let report = check::run(&host("phb"), &Inputs::fixture(), &check::Options::default());
     assert_eq!(report.get("bar1").unwrap().status, Status::Warn);
     assert!(report.get("bar1").unwrap().detail.contains("256 MiB"));
     assert_eq!(report.get("topology").unwrap().status, Status::Warn);
     assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Warn);
     let mut inputs = Inputs::fixture();
     inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PHB".into());
-    let report = check::run(&host("phb"), &inputs);
+    let report = check::run(&host("phb"), &inputs, &check::Options::default());
     assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Ok);
 }
 
 #[test]
 fn malformed_files_give_messages_naming_the_file() {
     let h = host("malformed");
-    let report = check::run(&h, &Inputs::fixture());
+    let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
     let gpus = report.get("gpus").unwrap();
     assert_eq!(gpus.status, Status::Warn);
     assert!(
@@ -406,7 +432,10 @@ fn fixture_names() -> Vec<String> {
 /// `report`'s checks are what its saved JSON judges to (whole report and bare facts).
 fn assert_rejudged(report: &check::Report, what: &str) {
     let saved = serde_json::to_string_pretty(report).unwrap();
-    let again = check::report(check::parse_facts(saved.as_bytes(), what).unwrap());
+    let again = check::report(
+        check::parse_facts(saved.as_bytes(), what).unwrap(),
+        &check::Options::default(),
+    );
     assert_eq!(again.checks, report.checks, "{what}");
     assert_eq!((again.status, again.ready), (report.status, report.ready));
     // Nothing is lost on the way: the facts print the same again.
@@ -417,7 +446,11 @@ fn assert_rejudged(report: &check::Report, what: &str) {
     );
     let bare = serde_json::to_string(&report.facts).unwrap();
     let facts = check::parse_facts(bare.as_bytes(), what).unwrap();
-    assert_eq!(check::judge(&facts), report.checks, "{what}");
+    assert_eq!(
+        check::judge(&facts, &check::Options::default()).checks,
+        report.checks,
+        "{what}"
+    );
 }
 
 /// The acceptance of `check --facts`: every fixture's verdicts come back from its saved JSON,
@@ -427,7 +460,7 @@ fn every_fixture_is_judged_again_from_its_json() {
     let names = fixture_names();
     assert!(names.len() >= 9, "{names:?}");
     for name in &names {
-        let report = check::run(&host(name), &Inputs::fixture());
+        let report = check::run(&host(name), &Inputs::fixture(), &check::Options::default());
         assert_rejudged(&report, name);
         let mut inputs = Inputs::fixture();
         inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PIX".into());
@@ -439,10 +472,17 @@ fn every_fixture_is_judged_again_from_its_json() {
             soft: Some(8 << 20),
             hard: None,
         });
-        assert_rejudged(&check::run(&host(name), &inputs), name);
+        assert_rejudged(
+            &check::run(&host(name), &inputs, &check::Options::default()),
+            name,
+        );
     }
     // The malformed tree's unreadable files are facts too.
-    let report = check::run(&host("malformed"), &Inputs::fixture());
+    let report = check::run(
+        &host("malformed"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     assert!(!report.facts.unreadable.is_empty());
 }
 
@@ -487,7 +527,7 @@ proptest! {
         copy_tree(&fixtures().join("pix/sys"), &sys);
         fs::write(sys.join(FUZZED[which]), &bytes).unwrap();
         let h = Host::new(&sys, fixtures().join("pix/proc"));
-        let report = check::run(&h, &Inputs::fixture());
+        let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
         let _ = render::check(&report, false);
         assert_rejudged(&report, FUZZED[which]);
         if let Ok(t) = topo::discover(&h) {

@@ -6,7 +6,7 @@
 use crate::modprobe::{ModprobeTarget, TargetKind};
 use crate::peermem::{Implementation, LoadedModule};
 
-use super::Check;
+use super::super::super::Check;
 
 /// `None` without a `modules.dep` to read (nothing to say).
 pub(super) fn check_modprobe_target(

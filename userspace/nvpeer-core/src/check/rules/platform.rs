@@ -1,15 +1,53 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Checks of the PCIe platform: the GPUs and their BAR1, where the NICs sit relative to them,
-//! the IOMMU mode and ACS on the bridges between them.
+//! the IOMMU mode and ACS on the bridges between them. On a Grace platform the IOMMU and ACS
+//! rules are [`super::grace`]'s.
 
 use crate::kernel::{Iommu, IommuMode};
 use crate::limits::human_bytes;
 use crate::pci::Acs;
 use crate::topo::{self, PathClass, Topology};
 
-use super::{AcsFinding, Check, GpuFacts};
+use super::super::{AcsFinding, Check, GpuFacts};
+use super::{grace, Ctx};
 
-pub(super) fn check_gpus(gpus: &[GpuFacts]) -> Check {
+/// The `gpus` row.
+pub(super) fn gpus(ctx: &Ctx) -> Check {
+    match ctx.unreadable("gpus") {
+        Some(e) => Check::error("gpus", e),
+        None => check_gpus(ctx, &ctx.f.gpus),
+    }
+}
+
+/// `bar1`, `topology`, `iommu`, `acs`.
+pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
+    let f = ctx.f;
+    let bar1 = match (ctx.unreadable("gpus"), ctx.unreadable("bars")) {
+        (Some(_), _) => Check::not_examined("bar1", "the GPUs could not be read (see `gpus`)"),
+        (None, Some(e)) => Check::error("bar1", e),
+        (None, None) => check_bar1(&f.gpus),
+    };
+    const NO_TOPOLOGY: &str = "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)";
+    let topology = match &f.topology {
+        Some(t) => check_topology(t),
+        None => Check::not_examined("topology", NO_TOPOLOGY),
+    };
+    let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
+        (Some(e), _) => Check::error("iommu", e),
+        (None, Some(i)) if f.grace.is_some() => grace::check_iommu(i),
+        (None, Some(i)) => check_iommu(i),
+        (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
+    };
+    let acs = match (&f.topology, ctx.unreadable("acs"), &f.grace) {
+        (None, _, _) => Check::not_examined("acs", NO_TOPOLOGY),
+        (Some(_), _, Some(g)) => grace::check_acs(g),
+        (Some(_), Some(e), None) => Check::error("acs", e),
+        (Some(_), None, None) => check_acs(&f.acs),
+    };
+    vec![bar1, topology, iommu, acs]
+}
+
+fn check_gpus(ctx: &Ctx, gpus: &[GpuFacts]) -> Check {
     if gpus.is_empty() {
         return Check::fail(
             "gpus",
@@ -24,8 +62,16 @@ pub(super) fn check_gpus(gpus: &[GpuFacts]) -> Check {
                 let numa = g
                     .numa_node
                     .map_or_else(|| "?".to_owned(), |n| n.to_string());
+                let model = ctx
+                    .f
+                    .nvidia_proc
+                    .iter()
+                    .flat_map(|p| &p.gpus)
+                    .find(|i| i.bus_location == Some(g.address))
+                    .and_then(|i| i.model.as_deref())
+                    .map_or_else(String::new, |m| format!(" {m}"));
                 format!(
-                    "{} {} [{:04x}:{:04x}] NUMA {numa}",
+                    "{} {} [{:04x}:{:04x}]{model} NUMA {numa}",
                     g.label, g.address, g.vendor, g.device
                 )
             })
@@ -37,7 +83,7 @@ pub(super) fn check_gpus(gpus: &[GpuFacts]) -> Check {
 /// BAR1 at or below this limits what can be pinned for RDMA at once (CONTRACT 3.3, #27).
 const SMALL_BAR1: u64 = 256 << 20;
 
-pub(super) fn check_bar1(gpus: &[GpuFacts]) -> Check {
+fn check_bar1(gpus: &[GpuFacts]) -> Check {
     if gpus.is_empty() {
         return Check::ok("bar1", "no GPU to examine");
     }
@@ -82,7 +128,7 @@ pub(super) fn check_bar1(gpus: &[GpuFacts]) -> Check {
     Check::ok("bar1", parts.join(", "))
 }
 
-pub(super) fn check_topology(t: &Topology) -> Check {
+fn check_topology(t: &Topology) -> Check {
     if t.gpus.is_empty() {
         return Check::ok("topology", "no GPU: nothing to place");
     }
@@ -126,7 +172,7 @@ pub(super) fn check_topology(t: &Topology) -> Check {
     }
 }
 
-pub(super) fn check_iommu(i: &Iommu) -> Check {
+fn check_iommu(i: &Iommu) -> Check {
     let cmdline = if i.cmdline.is_empty() {
         "no iommu options on the kernel command line".to_owned()
     } else {
@@ -171,7 +217,7 @@ pub(super) fn check_iommu(i: &Iommu) -> Check {
     }
 }
 
-pub(super) fn check_acs(findings: &[AcsFinding]) -> Check {
+fn check_acs(findings: &[AcsFinding]) -> Check {
     if findings.is_empty() {
         return Check::ok("acs", "no GPU-NIC path below a root complex to examine");
     }
