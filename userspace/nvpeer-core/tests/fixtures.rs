@@ -106,8 +106,101 @@ fn every_fixture_with_a_matrix_is_tested() {
     with_matrix.sort();
     assert_eq!(
         with_matrix,
-        ["doca", "node", "phb", "pix", "pxb", "sys", "vm"]
+        [
+            "doca",
+            "efa",
+            "gb300",
+            "gb300-acs-cleared",
+            "gh200",
+            "inbox-dmabuf",
+            "node",
+            "old-kernel",
+            "phb",
+            "pix",
+            "proprietary",
+            "pxb",
+            "sys",
+            "topo-override",
+            "topo-refused",
+            "vm"
+        ]
     );
+}
+
+/// The fixtures of the readiness paths: their matrices, and the facts the path rules read.
+#[test]
+fn path_fixtures() {
+    for name in [
+        "inbox-dmabuf",
+        "topo-refused",
+        "topo-override",
+        "proprietary",
+        "old-kernel",
+        "efa",
+    ] {
+        assert_matrix(name);
+    }
+    let facts = |name: &str| check::gather(&host(name), &Inputs::fixture());
+    let f = facts("topo-refused");
+    assert!(!f.pairs[0].common_bridge && !f.pairs[0].coherent);
+    assert_eq!(f.kernel_release.as_deref(), Some("6.8.0-45-generic"));
+    let proc = f.nvidia_proc.unwrap();
+    assert_eq!(proc.version.unwrap().release.as_deref(), Some("580.159.04"));
+    assert_eq!(
+        proc.params.unwrap().grdma_pci_topo_check_override(),
+        Some(0)
+    );
+    assert_eq!(proc.gpus[0].model.as_deref(), Some("NVIDIA H200"));
+    assert!(facts("inbox-dmabuf").pairs[0].common_bridge);
+    let f = facts("efa");
+    assert!(f.efa_nv_peermem);
+    assert_eq!(f.hypervisor, Some(true));
+    assert_eq!(f.pairs[0].nic_driver.as_deref(), Some("efa"));
+    assert!(facts("proprietary").nvidia.unwrap().open_kernel_module == Some(false));
+}
+
+/// The Grace fixtures in rdma_topo's shapes: the complex, its NIC matched by VPD V3, the ACS
+/// roles.
+#[test]
+fn grace_fixtures() {
+    use nvpeer_core::check::AcsRole;
+    for name in ["gb300", "gb300-acs-cleared", "gh200"] {
+        assert_matrix(name);
+    }
+    let f = check::gather(&host("gb300"), &Inputs::fixture());
+    let g = f.grace.as_ref().unwrap();
+    assert!(g.unrecognised.is_empty(), "{:?}", g.unrecognised);
+    let [c] = g.complexes.as_slice() else {
+        panic!("{:?}", g.complexes)
+    };
+    assert_eq!(c.gpu, "GPU0");
+    assert_eq!(c.dma_function.to_string(), "0009:03:00.0");
+    assert_eq!(c.nic.as_deref(), Some("mlx5_0"));
+    assert_eq!(c.dma_iommu_group, c.gpu_iommu_group);
+    let role = |bridge: &str| {
+        g.acs_ports
+            .iter()
+            .find(|p| p.bridge.to_string() == bridge)
+            .unwrap()
+            .role
+    };
+    assert_eq!(role("0009:00:00.0"), AcsRole::ComplexRootPort);
+    assert_eq!(role("0009:02:00.0"), AcsRole::TowardDma);
+    assert_eq!(role("0009:02:01.0"), AcsRole::TowardGpu);
+    assert_eq!(role("0009:05:00.0"), AcsRole::Other);
+    assert_eq!(role("0000:00:00.0"), AcsRole::Other);
+    let [p] = f.pairs.as_slice() else {
+        panic!("{:?}", f.pairs)
+    };
+    assert!(p.coherent);
+    assert_eq!(p.source, check::PairSource::DmaDirect);
+    let f = check::gather(&host("gh200"), &Inputs::fixture());
+    assert!(f.grace.as_ref().unwrap().complexes.is_empty());
+    assert!(f.pairs[0].coherent && f.pairs[0].source == check::PairSource::Nearest);
+    // A host without Grace root ports has no Grace facts.
+    assert!(check::gather(&host("pix"), &Inputs::fixture())
+        .grace
+        .is_none());
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use crate::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
 use crate::topo::{self, PathClass};
 
-use super::super::{Check, PairFacts};
+use super::super::{Check, PairFacts, PairSource};
 use super::Ctx;
 
 /// `nccl_env`, the NCCL version ranges, `nccl_gdr`, `ucx`.
@@ -140,6 +140,15 @@ fn check_nccl_range(rule: &nccl::Rule, v: &PeerMemoryVerdict) -> Check {
 /// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
 /// mapping).
 fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
+    if p.source == PairSource::DmaDirect {
+        // NCCL places a Data Direct NIC at its DMA function's PCI path
+        // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
+        return if nccl::within_gdr_level(topo::NcclPathType::Pxb, e.gdr_level) {
+            Ok("Data Direct, PCI mode")
+        } else {
+            Err(format!("Data Direct PXB > {}", e.gdr_level))
+        };
+    }
     let c2c_attached = p.coherent && matches!(p.class, PathClass::Phb | PathClass::Node);
     if c2c_attached && e.gdr_c2c {
         return if nccl::within_gdr_level(topo::NcclPathType::C2c, e.gdr_level) {

@@ -198,12 +198,21 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
         "Grace platform (coherent: the NIC reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for): root ports {}",
         ports.join(", ")
     );
-    let recognised: Vec<String> = g
+    // The DMA functions, NICs and BlueField-3s by address; switch ports counted.
+    let mut recognised: Vec<String> = g
         .devices
         .iter()
-        .filter(|(_, k)| !matches!(k, crate::pci::KnownDevice::GraceRootPort))
+        .filter(|(_, k)| !k.is_acs_managed_bridge())
         .map(|(a, k)| format!("{} {a}", k.describe()))
         .collect();
+    let ports = g
+        .devices
+        .values()
+        .filter(|k| k.is_acs_managed_bridge() && **k != crate::pci::KnownDevice::GraceRootPort)
+        .count();
+    if ports > 0 {
+        recognised.push(format!("{ports} ConnectX/BlueField switch ports"));
+    }
     if !recognised.is_empty() {
         detail.push_str(&format!("; {}", recognised.join(", ")));
     }
@@ -295,9 +304,9 @@ fn check_cdmm(ctx: &Ctx) -> Check {
         .as_ref()
         .is_some_and(|r| r.at_least([595, 0, 0]))
     {
-        "; dma-buf exports CDMM memory (595+)"
+        "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
     } else {
-        "; dma-buf export of CDMM memory came with 595's nv-dmabuf.c (MEMORY_DEVICE_COHERENT pages)"
+        "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here"
     };
     if !peer_memory::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
         return Check::ok(

@@ -8,7 +8,7 @@ use crate::limits::human_bytes;
 use crate::pci::Acs;
 use crate::topo::{self, PathClass, Topology};
 
-use super::super::{AcsFinding, Check, GpuFacts};
+use super::super::{AcsFinding, Check, GpuFacts, PairFacts, PairSource};
 use super::{grace, Ctx};
 
 /// The `gpus` row.
@@ -29,7 +29,7 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     };
     const NO_TOPOLOGY: &str = "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)";
     let topology = match &f.topology {
-        Some(t) => check_topology(t),
+        Some(t) => check_topology(t, &f.pairs),
         None => Check::not_examined("topology", NO_TOPOLOGY),
     };
     let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
@@ -128,7 +128,24 @@ fn check_bar1(gpus: &[GpuFacts]) -> Check {
     Check::ok("bar1", parts.join(", "))
 }
 
-fn check_topology(t: &Topology) -> Check {
+/// On a Grace platform a GPU reaches its NIC through C2C (a NIC on the CPU's PCIe: NCCL's P2C)
+/// or Data Direct (the DMA function below the GPU's switch): not "far".
+fn reached_otherwise(pairs: &[PairFacts], gpu: &str) -> Option<&'static str> {
+    pairs
+        .iter()
+        .filter(|p| p.gpu == gpu && p.coherent)
+        .find_map(|p| {
+            if p.source == PairSource::DmaDirect {
+                Some("Data Direct through the ConnectX-8 DMA function below the GPU's switch")
+            } else if matches!(p.class, PathClass::Phb | PathClass::Node) {
+                Some("C2C: a NIC on the GPU's CPU, NCCL's P2C path")
+            } else {
+                None
+            }
+        })
+}
+
+fn check_topology(t: &Topology, pairs: &[PairFacts]) -> Check {
     if t.gpus.is_empty() {
         return Check::ok("topology", "no GPU: nothing to place");
     }
@@ -139,8 +156,10 @@ fn check_topology(t: &Topology) -> Check {
         );
     }
     let describe = |n: &topo::Nearest| {
+        let otherwise =
+            reached_otherwise(pairs, &n.gpu).map_or_else(String::new, |how| format!("; {how}"));
         format!(
-            "{} -> {} {} (NCCL {})",
+            "{} -> {} {} (NCCL {}{otherwise})",
             n.gpu,
             n.nics.join("/"),
             n.class,
@@ -150,7 +169,7 @@ fn check_topology(t: &Topology) -> Check {
     let far: Vec<&topo::Nearest> = t
         .nearest
         .iter()
-        .filter(|n| n.class > PathClass::Pxb)
+        .filter(|n| n.class > PathClass::Pxb && reached_otherwise(pairs, &n.gpu).is_none())
         .collect();
     let detail = t
         .nearest
