@@ -452,16 +452,22 @@ pub enum KnownDevice {
     /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
     GraceRootPort,
     /// 15b3:1021.
+    #[serde(rename = "connectx7")]
     ConnectX7,
     /// 15b3:1023.
+    #[serde(rename = "connectx8")]
     ConnectX8,
     /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
+    #[serde(rename = "connectx8_dma")]
     ConnectX8Dma,
     /// 15b3:197c: an upstream or downstream port of a ConnectX's PCIe switch.
+    #[serde(rename = "connectx_switch")]
     ConnectXSwitch,
     /// 15b3:a2dc.
+    #[serde(rename = "bluefield3")]
     BlueField3,
     /// 15b3:197b: a port of a BlueField-3's PCIe switch.
+    #[serde(rename = "bluefield3_switch")]
     BlueField3Switch,
 }
 
