@@ -314,13 +314,7 @@ fn check_cdmm(ctx: &Ctx) -> Check {
             format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),
         );
     }
-    let invalidating: Vec<&str> = ctx
-        .f
-        .modules
-        .iter()
-        .filter(|m| !m.persistent_nv_mem())
-        .map(|m| m.name.as_str())
-        .collect();
+    let invalidating = peer_memory::invalidating_modules(ctx);
     let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06), persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) do{dmabuf_note}");
     if invalidating.is_empty() {
         Check::ok("cdmm", base)

@@ -136,6 +136,17 @@ pub(super) fn cdmm_refuses_invalidating_pins(release: Option<&DriverRelease>) ->
     release.is_some_and(|r| r.major() == 580 && !r.at_least([590, 44, 1]))
 }
 
+/// The loaded peer-memory modules whose `nv_mem` pins through `nvidia_p2p_get_pages`
+/// (invalidating, not persistent).
+pub(super) fn invalidating_modules<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
+    ctx.f
+        .modules
+        .iter()
+        .filter(|m| !m.persistent_nv_mem())
+        .map(|m| m.name.as_str())
+        .collect()
+}
+
 /// Peer memory for one pair.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts, host: &Result<(), WhyNot>) -> PathResult {
     if Ctx::is_efa(p) {
@@ -149,13 +160,7 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts, host: &Result<(), WhyNot>) -> PathR
     }
     let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");
     if p.coherent && cdmm && cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
-        let invalidating: Vec<&str> = ctx
-            .f
-            .modules
-            .iter()
-            .filter(|m| !m.persistent_nv_mem())
-            .map(|m| m.name.as_str())
-            .collect();
+        let invalidating = invalidating_modules(ctx);
         if !invalidating.is_empty() {
             return PathResult::fails(
                 format!(
