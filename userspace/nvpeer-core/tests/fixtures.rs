@@ -631,3 +631,50 @@ proptest! {
         }
     }
 }
+
+/// The DMA function outside its GPU's IOMMU group: the PCIe mapping (Data Direct) cannot
+/// attach, so `grace` warns with rdma_topo's fix and the pair's dma-buf falls back to C2C;
+/// `GrdmaPciTopoCheckOverride=1` lifts NVIDIA's check.
+#[test]
+fn a_dma_function_outside_its_gpus_iommu_group() {
+    let (_dir, sys, proc) = fixture_copy("gb300");
+    let link = sys
+        .join("devices/pci0009:00/0009:00:00.0/0009:01:00.0/0009:02:00.0/0009:03:00.0/iommu_group");
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("../../../../../../kernel/iommu_groups/3", &link).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    let grace = report.get("grace").unwrap();
+    assert_eq!(grace.status, Status::Warn, "{grace:?}");
+    assert!(
+        grace
+            .detail
+            .contains("DMA function 0009:03:00.0 is not in GPU0's IOMMU group")
+            && grace.detail.contains("error 524"),
+        "{}",
+        grace.detail
+    );
+    assert!(grace
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("pci=config_acs=\"xx111x0@0009:00:00.0;"));
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::C2c));
+    assert!(report.ready, "C2C still carries it");
+    let params = proc.join("driver/nvidia/params");
+    let text = fs::read_to_string(&params).unwrap().replace(
+        "GrdmaPciTopoCheckOverride: 0",
+        "GrdmaPciTopoCheckOverride: 1",
+    );
+    fs::write(&params, text).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.get("grace").unwrap().status, Status::Ok);
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::Pcie));
+}

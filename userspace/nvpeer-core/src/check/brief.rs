@@ -91,7 +91,13 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
             .map(|p| format!("no dma-buf for {}", p.name()))
             .or_else(|| Some("no dma-buf".to_owned())),
         "efa" => Some("no EFA path".to_owned()),
-        "grace" if check.detail.contains("IOMMU group") => Some("IOMMU groups differ".to_owned()),
+        "grace"
+            if check
+                .detail
+                .contains("IOMMU group: the dma-buf PCIe mapping") =>
+        {
+            Some("IOMMU groups differ".to_owned())
+        }
         "cdmm" => Some("CDMM with invalidating pins".to_owned()),
         "module" => match facts.modules.as_slice() {
             [] => Some("none loaded".to_owned()),

@@ -253,13 +253,10 @@ fn summary(ctx: &Ctx) -> String {
         None if f.nvidia.is_some() => "no /proc/driver/nvidia/version".to_owned(),
         None => "not loaded".to_owned(),
     };
-    let kernel = match (
-        f.kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET),
-        &f.kernel_release,
-    ) {
-        (Ok(Some(_)), _) => "ib_umem_dmabuf_get exported".to_owned(),
-        (Ok(None), _) => "no ib_umem_dmabuf_get".to_owned(),
-        (Err(_), _) => "ib_umem_dmabuf_get unknown".to_owned(),
+    let kernel = match f.kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
+        Ok(Some(_)) => "ib_umem_dmabuf_get exported",
+        Ok(None) => "no ib_umem_dmabuf_get",
+        Err(_) => "ib_umem_dmabuf_get unknown",
     };
     let kernel = match &f.kernel_release {
         Some(rel) => format!("kernel {rel}: {kernel}"),
