@@ -46,17 +46,17 @@ for i, line in enumerate(lines):
         assert i + 1 < len(lines) and "fix: " in lines[i + 1], line
 EOF
 ! grep -q $'\x1b' "$tmp/check.txt" || fail "check wrote ANSI codes into a pipe"
-grep -qE '^not ready: [0-9]+ ok, [0-9]+ warn, [0-9]+ fail$' "$tmp/check.txt" || fail "check has no summary line"
+grep -qE '^not ready: gpus \(none\): [0-9]+ ok, [0-9]+ warn, [0-9]+ fail$' "$tmp/check.txt" || fail "check has no verdict line"
 "$bin" check --json >"$tmp/check.json"; [ $? -eq 1 ] || fail "check --json on a bare host must exit 1"
 python3 - "$tmp/check.json" <<'EOF' || fail "check --json is not the documented JSON"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["schema"] == "nvpeer.check/1" and r["ready"] is False and r["status"] == "fail"
-assert r["checks"][0]["id"] == "module"
+assert r["verdict"]["text"] == "not ready: gpus (none)" and r["pairs"] == [], r["verdict"]
 for c in r["checks"]:
     assert set(c) >= {"id", "status", "detail"} and c["status"] in ("ok", "warn", "fail")
     assert c["status"] == "ok" or c["fix"]
-for key in ("modules", "memory_peers", "nvidia", "ib_core", "rdma_devices", "gpus", "nccl", "ucx", "dmabuf"):
+for key in ("modules", "memory_peers", "nvidia", "nvidia_proc", "ib_core", "rdma_devices", "gpus", "pairs", "nccl", "ucx", "dmabuf"):
     assert key in r["facts"], key
 EOF
 
@@ -65,7 +65,7 @@ on pix check >"$tmp/pix.txt" 2>&1 || fail "check on the ready fixture failed: $(
 on two-loaded check --json >"$tmp/two.json" 2>"$tmp/two.err"; rc=$?
 no_panic "$tmp/two.err" "check two-loaded"
 [ $rc -eq 1 ] || fail "check with two implementations exited $rc, expected 1"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m=r["checks"][0]; assert m["id"]=="module" and m["status"]=="fail", m' "$tmp/two.json" \
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m=[c for c in r["checks"] if c["id"]=="module"][0]; assert m["status"]=="fail", m' "$tmp/two.json" \
     || fail "two implementations are not a module failure"
 on malformed topo >/dev/null 2>"$tmp/bad.err"; rc=$?
 no_panic "$tmp/bad.err" "topo malformed"
@@ -110,9 +110,10 @@ no_panic "$tmp/pipe.err" "stats --watch | head"
 "$bin" stats >/dev/null 2>"$tmp/stats.err" || fail "stats on this machine exited $?"
 
 # check --brief: one line (this bare machine: not ready, exit 1); nccl-log on a fixture log.
-[ "$(on pix check --brief)" = "nvpeer: ready" ] || fail "check --brief on pix"
+[ "$(on pix check --brief)" = "nvpeer: ready (dma-buf and peer memory)" ] || fail "check --brief on pix"
+[ "$(on inbox-dmabuf check --brief)" = "nvpeer: ready (dma-buf)" ] || fail "check --brief on the dma-buf-only fixture"
 "$bin" check --brief >"$tmp/brief.txt" 2>&1; rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/brief.txt")" -eq 1 ] && grep -q '^nvpeer: not ready: module (none loaded), ' "$tmp/brief.txt" \
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/brief.txt")" -eq 1 ] && grep -q '^nvpeer: not ready: gpus (none), .*module (none loaded), ' "$tmp/brief.txt" \
     || fail "check --brief on this machine: exit $rc, '$(cat "$tmp/brief.txt")'"
 "$bin" nccl-log "$fixtures/nccl-logs/v2.18-all.log" | tail -n1 | grep -q 'GPU Direct RDMA used on all network connections' \
     || fail "nccl-log on v2.18-all.log"

@@ -35,10 +35,10 @@ FIXTURES = os.path.join(REPO, "tests/fixtures")
 
 # Paths no run without hardware can produce, resolved through the serialized Rust type named.
 # check: libibverbs here sees no device (so no verbs device list and no dma-buf NIC probe), and
-# no fixture has a config space too short to read ACS. bench needs an RDMA device.
+# no fixture has a config space too short to read ACS (on a GPU-NIC path or a Grace bridge). bench needs an RDMA device.
 STATIC = {
     "nvpeer.check/1": [("facts.verbs", "Verbs"), ("facts.dmabuf.nics.*", "DmabufProbe"),
-                       ("facts.acs[].acs", "Acs")],
+                       ("facts.acs[].acs", "Acs"), ("facts.grace.acs_ports[].acs", "Acs")],
     "nvpeer.bench/1": [("", "BenchReport")],
 }
 

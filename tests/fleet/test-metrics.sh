@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # `nvpeer stats --format prometheus` / `--textfile DIR` (issue 16, item 2): every fixture tree's
 # output passes Debian's `promtool check metrics`, has one nvpeer_check_status series per check
-# of `nvpeer check --json`, and bad usage is one line and exit 2; then the textfile of the ready
+# of `nvpeer check --json` and the paths per GPU-NIC pair with the verdict (issue 35), and bad
+# usage is one line and exit 2; then the textfile of the ready
 # fixture is scraped from a real prometheus-node-exporter (textfile collector only) on loopback
 # and every nvpeer_ series must arrive with its value. The comparison is run once more with a
 # planted series that is not in the file, which it must report as missing.
@@ -88,6 +89,15 @@ grep -q '^nvpeer_info{implementation="nvpeer",module="nvidia_peermem",version="0
 grep -q '^nvpeer_memory_peers_reg_bytes_total{client="nv_mem"} ' "$tmp/pix.prom" || fail "pix: no memory_peers counter per client"
 grep -q '^nvpeer_gpu_bar1_bytes{gpu="0",pci_bus_id="00000000:03:00.0"} ' "$tmp/pix.prom" || fail "pix: no per-GPU series with DCGM's labels"
 grep -q '^nvpeer_rdma_port_active{device="mlx5_0",port="1"} 1$' "$tmp/pix.prom" || fail "pix: no per-device series with node_exporter's labels"
+# The paths per pair and the verdict (issue 35).
+grep -qx 'nvpeer_gdr_path{gpu="0",device="mlx5_0",path="dmabuf"} 1' "$tmp/inbox-dmabuf.prom" \
+    && grep -qx 'nvpeer_gdr_path{gpu="0",device="mlx5_0",path="peer_memory"} 0' "$tmp/inbox-dmabuf.prom" \
+    || fail "inbox-dmabuf: nvpeer_gdr_path is not dmabuf 1, peer_memory 0: $(grep '^nvpeer_gdr_path' "$tmp/inbox-dmabuf.prom")"
+grep -qx 'nvpeer_verdict_info{verdict="ready (dma-buf)"} 1' "$tmp/inbox-dmabuf.prom" || fail "inbox-dmabuf: no verdict series"
+grep -qx 'nvpeer_gdr_path{gpu="0",device="rdmap83s0",path="efa"} 1' "$tmp/efa.prom" || fail "efa: no efa path series"
+grep -qx 'nvpeer_verdict_info{verdict="not ready: paths (GPU0-mlx5_0 has no path)"} 1' "$tmp/topo-refused.prom" \
+    || fail "topo-refused: verdict series: $(grep '^nvpeer_verdict_info' "$tmp/topo-refused.prom")"
+! grep -q 'path="efa"' "$tmp/pix.prom" || fail "pix has no EFA device, yet an efa path series"
 # The checker is not blind: a timestamp and a duplicate TYPE are rejected by promtool.
 sed 's/^nvpeer_ready 1$/nvpeer_ready 1 1700000000000/' "$tmp/pix.prom" >"$tmp/bad.prom"
 printf '# TYPE nvpeer_ready gauge\n' >>"$tmp/bad.prom"

@@ -6,7 +6,9 @@
 # A fake `nvpeer` prints a given line and exits with a given code: ready, not ready, a usage
 # error, too slow (must be cut off well inside NHC's 5 s), missing; check_nvpeer_bw against a
 # CLI without `bench --loopback-all` (the real one, when built) and with pairs below the limit.
-# The harness is checked too: a check that does not call die on failure is caught.
+# The real CLI on fixture trees: a dma-buf-only host passes, a host NVIDIA's topology rule
+# refuses fails with its brief line. The harness is checked too: a check that does not call die
+# on failure is caught.
 # shellcheck disable=SC2015  # `a && b || fail`: fail is what should run when either fails
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -97,6 +99,24 @@ if [ -x "$real_bin" ]; then
     line=$("$real_bin" check --brief)
     took=$(run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer)
     [ "$took" -lt 5 ] || fail "check_nvpeer with the real CLI took ${took}s"
+fi
+
+# The real CLI on fixture trees (issue 35): a host ready through dma-buf alone passes (no
+# peer-memory module, which the CLI once failed), one NVIDIA's topology rule refuses does not,
+# and --require passes through.
+if [ -x "$real_bin" ]; then
+    fixtures=$repo/tests/fixtures
+    dmabuf_only=(--sysfs-root "$fixtures/inbox-dmabuf/sys" --procfs-root "$fixtures/inbox-dmabuf/proc")
+    refused=(--sysfs-root "$fixtures/topo-refused/sys" --procfs-root "$fixtures/topo-refused/proc")
+    run_check 0 "" "$real_bin" check_nvpeer "${dmabuf_only[@]}" >/dev/null
+    line=$("$real_bin" check --brief "${refused[@]}")
+    case $line in
+        "nvpeer: not ready: paths (GPU0-mlx5_0 has no path)"*) ;;
+        *) fail "the topology-refused fixture's brief line is '$line'" ;;
+    esac
+    run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer "${refused[@]}" >/dev/null
+    line=$("$real_bin" check --brief --require peermem "${dmabuf_only[@]}")
+    run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer --require peermem "${dmabuf_only[@]}" >/dev/null
 fi
 
 # check_nvpeer_bw over `bench --loopback-all --min-gbps X`.

@@ -8,7 +8,8 @@
 # pinned_bytes the test sets; `scontrol` is a fake that records its arguments. Asserts: no leak,
 # no scontrol call; a leak that clears after a few reads (teardown lag), none; a leak that
 # stays, exactly one drain with the reason; nvpeer missing, one clear log line and no retry
-# loop; a shared node is judged only by the last job; a prolog problem never fails the job.
+# loop; a shared node is judged only by the last job; a prolog problem never fails the job; a
+# host without the module logs check's verdict (a dma-buf host: ready).
 # Needs the built CLI (userspace/target/release/nvpeer, or $NVPEER_BIN).
 # shellcheck disable=SC2015  # `a && b || fail`: fail is what should run when either fails
 set -uo pipefail
@@ -169,8 +170,19 @@ grep -q "SLURM_JOB_ID is '../etc', not a job id" "$tmp/log" || fail "bad job id:
 [ ! -e "$tmp/state" ] || fail "a bad job id created state"
 mv "$tmp/sys/module/nvidia_peermem" "$tmp/sys/module/gone"
 slurm prolog_slurmd "$prolog" 301 || fail "prolog without the module exited $?"
-grep -q "the nvpeer module is not loaded: job 301 not tracked" "$tmp/log" || fail "no module: log '$(cat "$tmp/log")'"
+grep -q "the nvpeer module is not loaded (nvpeer check --brief: nvpeer: not ready: gpus (none), .*): nothing of ours to track: job 301 not tracked" "$tmp/log" \
+    || fail "no module: log '$(cat "$tmp/log")'"
 mv "$tmp/sys/module/gone" "$tmp/sys/module/nvidia_peermem"
+# A host ready through dma-buf alone (no module): the verdict is logged, nothing fails.
+printf '#!/bin/bash\nexec %q --sysfs-root %q --procfs-root %q "$@"\n' "$real_bin" \
+    "$repo/tests/fixtures/inbox-dmabuf/sys" "$repo/tests/fixtures/inbox-dmabuf/proc" >"$tmp/nvpeer-dmabuf"
+chmod +x "$tmp/nvpeer-dmabuf"
+write_conf "$tmp/nvpeer-dmabuf"
+slurm prolog_slurmd "$prolog" 302 || fail "prolog on a dma-buf host exited $?"
+grep -q "the nvpeer module is not loaded (nvpeer check --brief: nvpeer: ready (dma-buf)): nothing of ours to track: job 302 not tracked" "$tmp/log" \
+    || fail "dma-buf host: log '$(cat "$tmp/log")'"
+[ ! -e "$tmp/state/302" ] || fail "a dma-buf host saved state"
+write_conf
 
 # The harness is not blind: the fake scontrol records calls, the PATH finds nothing.
 "$tmp/scontrol" probe && [ "$(drains)" -eq 1 ] || fail "the fake scontrol does not record"

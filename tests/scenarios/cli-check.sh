@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # `nvpeer check`, `nvpeer stats` and `nvpeer topo` in the VM, against the real kernel objects:
 # our module, the stand-ins (nv_p2p_sim for nvidia.ko, peer_core_sim for MOFED's core) and
-# Soft-RoCE (rxe0). check must report the facts (module, clients, P2P provider, RDMA device) and
+# Soft-RoCE (rxe0). First without our module or the core: the dma-buf facts (the stand-in's
+# /proc/driver/nvidia, the kernel's ib_umem_dmabuf_get, libibverbs, rxe0's answer to NCCL's probe)
+# and the verdict a real host with them gets. check must report the facts (module, clients, P2P
+# provider, RDMA device) and
 # the right failures when the module is missing, when memory_peers is off, and when two
 # implementations are loaded; stats counters must move when GPU memory is registered.
 # Two implementations cannot really be loaded at once (our module refuses to load beside
@@ -54,12 +57,71 @@ expect_eq "[bare] nvidia_driver fails" fail "$(status bare nvidia_driver)"
 expect_eq "[bare] nccl>=2.23.4 fails" fail "$(status bare 'nccl>=2.23.4')"
 expect "[bare] every warn and fail has a fix" test "$(q bare "all(x['fix'] for x in r['checks'] if x['status'] != 'ok')")" = True
 
-# ---------------------------------------------------------------- Soft-RoCE, stand-ins, our module
+# ---------------------------------------------------------------- dma-buf facts, no peer memory
+# Soft-RoCE and the NVIDIA stand-in, which shows /proc/driver/nvidia as open kernel modules
+# 580.159.04 would, but neither the peer-memory core nor our module: the facts of the dma-buf path
+# on a real kernel. The 7.2 kernel has ib_umem_dmabuf_get built in; rdma-core's libibverbs has
+# ibv_reg_dmabuf_mr; rxe has no dma-buf MRs (drivers/infiniband/sw/rxe sets no
+# reg_user_mr_dmabuf, so uverbs would answer EOPNOTSUPP, and rdma-core's rxe provider has no
+# reg_dmabuf_mr, so libibverbs' dummy op answers EOPNOTSUPP before the kernel is asked).
 expect "modprobe rdma_rxe" modprobe rdma_rxe
 ip link add nvpeer0 type dummy && ip link set nvpeer0 up
 expect "rdma link add rxe0 (Soft-RoCE over a dummy netdev)" rdma link add rxe0 type rxe netdev nvpeer0
-expect "insmod peer_core_sim generation=5x-unmaps sysfs=1" insmod "$core_ko" generation=5x-unmaps sysfs=1
 expect "insmod nv_p2p_sim" insmod "$nv_ko"
+report dmabuf
+# One python for every value (a process start is slow in the TCG guest); then a GPU paired with
+# rxe0 added to the same facts and judged again (`--facts`): the pair's dma-buf fails on rxe's
+# real answer, its peer memory on the missing core.
+mapfile -t v < <(python3 - "$work/dmabuf.json" "$nvpeer" <<'EOF'
+import json, subprocess, sys
+r = json.load(open(sys.argv[1]))
+f = r["facts"]
+c = {x["id"]: x for x in r["checks"]}
+proc, nics = f["nvidia_proc"], f["dmabuf"]["nics"]
+print(proc["version"]["flavour"], proc["version"]["release"], proc["params"]["GrdmaPciTopoCheckOverride"])
+print(f["dmabuf"]["kernel"], f["kallsyms"]["found"]["ib_umem_dmabuf_get"]["in"])
+print(f["verbs"]["reg_dmabuf_mr"])
+print(nics["rxe0"]["result"], nics["rxe0"]["errno"])
+print(c["dmabuf"]["detail"])
+print(c["nvidia_driver"]["detail"])
+print(r["verdict"]["text"])
+print(c["paths"]["status"], c["paths"]["detail"])
+print(c["module"]["status"], c["ib_core"]["status"])
+f["gpus"] = [{"label": "GPU0", "address": "0000:00:04.0", "vendor": 0x10de, "device": 0x2335,
+              "numa_node": 0, "bar1": None}]
+f["pairs"] = [{"gpu": "GPU0", "nic": "rxe0", "source": "nearest", "class": "PIX", "nccl_class": "PIX",
+               "common_bridge": True, "coherent": False, "nic_driver": None, "nic_vendor": 0,
+               "nic_device": 0, "gpu_iommu_group": None, "nic_iommu_group": None}]
+out = subprocess.run([sys.argv[2], "check", "--facts", "-", "--json"], input=json.dumps(f),
+                     capture_output=True, text=True)
+p = json.loads(out.stdout)
+print(p["verdict"]["text"])
+print(p["pairs"][0]["why_not"]["dmabuf"]["reason"])
+print(p["pairs"][0]["why_not"]["peer_memory"]["reason"])
+EOF
+)
+expect_eq "[dmabuf] the stand-in's /proc/driver/nvidia: open 580.159.04" "open 580.159.04 0" "${v[0]:-}"
+expect_eq "[dmabuf] ib_umem_dmabuf_get in the kernel" "True kernel" "${v[1]:-}"
+expect_eq "[dmabuf] libibverbs has ibv_reg_dmabuf_mr" True "${v[2]:-}"
+expect_eq "[dmabuf] rxe0 answers NCCL's probe with EOPNOTSUPP" "unsupported 95" "${v[3]:-}"
+expect "[dmabuf] dmabuf says: GPU driver: open kernel modules 580.159.04" grep -qF "GPU driver: open kernel modules 580.159.04" <<<"${v[4]:-}"
+expect "[dmabuf] dmabuf says: rxe0 does not (EOPNOTSUPP)" grep -qF "rxe0 does not (EOPNOTSUPP)" <<<"${v[4]:-}"
+expect "[dmabuf] nvidia_driver says: the stand-in, open kernel modules 580.159.04" \
+    grep -qF "nv_p2p_sim (test stand-in for nvidia.ko's P2P API), open kernel modules 580.159.04" <<<"${v[5]:-}"
+# What a real host with these facts gets: no GPU in this VM, so no pair and not ready; the
+# peer-memory rows still fail (nothing carries a pair that would make them unneeded).
+expect_eq "[dmabuf] verdict" "not ready: gpus (none)" "${v[6]:-}"
+expect_eq "[dmabuf] exit code 1" 1 "$(cat "$work/dmabuf.rc")"
+expect_eq "[dmabuf] paths: no GPU-NIC pair" "fail no GPU-NIC pair: no NVIDIA GPU on the PCI bus" "${v[7]:-}"
+expect_eq "[dmabuf] module and ib_core fail (none loaded, no core)" "fail fail" "${v[8]:-}"
+expect_eq "[dmabuf, a GPU paired with rxe0] verdict" "not ready: paths (GPU0-rxe0 has no path)" "${v[9]:-}"
+expect "[dmabuf, a GPU paired with rxe0] dma-buf: rxe0's EOPNOTSUPP" \
+    grep -qF "rxe0 answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EOPNOTSUPP: its driver has no dma-buf MRs" <<<"${v[10]:-}"
+expect "[dmabuf, a GPU paired with rxe0] peer memory: no core" grep -qF "no peer-memory core" <<<"${v[11]:-}"
+expect "/proc/driver/nvidia/version says open kernel modules" grep -q "^NVRM version: NVIDIA UNIX Open Kernel Module for .* 580.159.04 " /proc/driver/nvidia/version
+
+# ---------------------------------------------------------------- the peer-memory core, our module
+expect "insmod peer_core_sim generation=5x-unmaps sysfs=1" insmod "$core_ko" generation=5x-unmaps sysfs=1
 expect "insmod nvidia_peermem.ko" insmod "$ko"
 
 echo "----- nvpeer check -----"
@@ -69,7 +131,7 @@ echo "----- nvpeer topo -----"
 echo "-----"
 report loaded
 expect_eq "[loaded] exit code 1: this VM has no GPU" 1 "$(cat "$work/loaded.rc")"
-expect_eq "[loaded] the only failure is gpus" "['gpus']" "$(q loaded "[x['id'] for x in r['checks'] if x['status'] == 'fail']")"
+expect_eq "[loaded] the only failures are gpus and so paths" "['gpus', 'paths']" "$(q loaded "[x['id'] for x in r['checks'] if x['status'] == 'fail']")"
 expect_eq "[loaded] module ok" ok "$(status loaded module)"
 detail_has loaded module "loaded as nvidia_peermem"
 expect_eq "[loaded] implementation nvpeer" nvpeer "$(q loaded "r['facts']['modules'][0]['implementation']")"

@@ -1,5 +1,6 @@
 //! What the running kernel says about itself: exported symbols (`/proc/kallsyms`), the command
-//! line (`/proc/cmdline`) and the IOMMU (`/sys/class/iommu`, `/sys/kernel/iommu_groups`).
+//! line (`/proc/cmdline`), its release (`/proc/sys/kernel/osrelease`), whether it runs under a
+//! hypervisor (`/proc/cpuinfo`) and the IOMMU (`/sys/class/iommu`, `/sys/kernel/iommu_groups`).
 
 use std::collections::BTreeMap;
 
@@ -117,6 +118,43 @@ pub fn kallsyms(host: &Host) -> Kallsyms {
             reason: e.to_string(),
         },
     }
+}
+
+/// `/proc/sys/kernel/osrelease`, trimmed; `None` when absent.
+pub fn os_release(host: &Host) -> Result<Option<String>> {
+    Ok(host
+        .read_proc("sys/kernel/osrelease")?
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty()))
+}
+
+/// The `MAJOR.MINOR` of a kernel release such as `6.8.0-45-generic`; `None` for another shape.
+pub fn release_major_minor(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(['.', '-', '+', '_']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Whether the CPU flags in `/proc/cpuinfo` include `hypervisor` (x86: the kernel runs in a
+/// VM); `None` without cpuinfo or without any `flags` line (arm64 has no such flag).
+pub fn hypervisor(host: &Host) -> Result<Option<bool>> {
+    let Some(text) = host.read_proc("cpuinfo")? else {
+        return Ok(None);
+    };
+    let mut any_flags = false;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key.trim() == "flags" {
+            any_flags = true;
+            if value.split_whitespace().any(|f| f == "hypervisor") {
+                return Ok(Some(true));
+            }
+        }
+    }
+    Ok(any_flags.then_some(false))
 }
 
 /// The IOMMU-related parameters of a kernel command line, in order.
@@ -237,6 +275,25 @@ mod tests {
             vec!["intel_iommu=on", "iommu=pt", "amd_iommu=off"]
         );
         assert!(iommu_cmdline("").is_empty());
+    }
+
+    #[test]
+    fn kernel_releases_and_the_hypervisor_flag() {
+        assert_eq!(release_major_minor("6.8.0-45-generic"), Some((6, 8)));
+        assert_eq!(release_major_minor("5.4.0-150-generic"), Some((5, 4)));
+        assert_eq!(release_major_minor("7.2.12+deb13-amd64"), Some((7, 2)));
+        assert_eq!(release_major_minor("garbage"), None);
+        let proc = tempfile::tempdir().unwrap();
+        let host = Host::new("/nonexistent", proc.path());
+        assert_eq!(hypervisor(&host).unwrap(), None);
+        std::fs::write(
+            proc.path().join("cpuinfo"),
+            "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n",
+        )
+        .unwrap();
+        assert_eq!(hypervisor(&host).unwrap(), Some(true));
+        std::fs::write(proc.path().join("cpuinfo"), "flags\t\t: fpu vme\n").unwrap();
+        assert_eq!(hypervisor(&host).unwrap(), Some(false));
     }
 
     proptest! {

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod modprobe;
 pub mod nccl;
 pub mod nccl_log;
+pub mod nvidia_proc;
 pub mod pci;
 pub mod peermem;
 pub mod providers;

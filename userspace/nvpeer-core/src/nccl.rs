@@ -239,6 +239,21 @@ pub struct NcclEnv {
     /// `NCCL_DMABUF_ENABLE` (default 1).
     pub dmabuf_enable: bool,
     pub dmabuf_enable_source: Source,
+    /// `NCCL_NET_GDR_C2C` (NCCL 2.27 and later, default 1): on a C2C platform a NIC attached to
+    /// the GPU's CPU counts as distance C2C (within the default level) instead of PHB
+    /// (`ncclTopoCheckGdr`, `src/graph/paths.cc`).
+    #[serde(default = "default_true")]
+    pub gdr_c2c: bool,
+    #[serde(default = "default_source")]
+    pub gdr_c2c_source: Source,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_source() -> Source {
+    Source::Default
 }
 
 /// The default `NCCL_NET_GDR_LEVEL` on PCIe systems (`graph/paths.cc`).
@@ -258,6 +273,7 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
     let (ib_disable, ib_disable_source) = int("NCCL_IB_DISABLE", 0);
     let (gdr_read, gdr_read_source) = int("NCCL_NET_GDR_READ", -2);
     let (dmabuf_enable, dmabuf_enable_source) = int("NCCL_DMABUF_ENABLE", 1);
+    let (gdr_c2c, gdr_c2c_source) = int("NCCL_NET_GDR_C2C", 1);
     let (gdr_level, gdr_level_source) = match vars.get("NCCL_NET_GDR_LEVEL") {
         None => (DEFAULT_GDR_LEVEL, Source::Default),
         Some(v) => match parse_gdr_level(v) {
@@ -274,6 +290,8 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
         gdr_read_source,
         dmabuf_enable: dmabuf_enable != 0,
         dmabuf_enable_source,
+        gdr_c2c: gdr_c2c != 0,
+        gdr_c2c_source,
     }
 }
 
@@ -301,6 +319,7 @@ pub fn relevant_env() -> BTreeMap<String, String> {
                     | "NCCL_NET_GDR_LEVEL"
                     | "NCCL_NET_GDR_READ"
                     | "NCCL_DMABUF_ENABLE"
+                    | "NCCL_NET_GDR_C2C"
                     | "UCX_IB_GPU_DIRECT_RDMA"
             )
         })

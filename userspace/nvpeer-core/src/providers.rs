@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::kernel::{symbols, Kallsyms, SymbolOwner};
+use crate::nvidia_proc::{Flavour, NvidiaProc};
 
 /// Test stand-ins for nvidia.ko's P2P API (tests/stand-ins/nv_p2p_sim).
 pub const NV_P2P_STAND_INS: [&str; 2] = ["nv_p2p_sim", "nv_p2p_sim_530"];
@@ -37,7 +38,8 @@ pub struct NvidiaDriver {
     pub stand_in: bool,
     /// `/sys/module/nvidia/version`.
     pub version: Option<String>,
-    /// From `/proc/driver/nvidia/version`: the open kernel modules (needed for DMA-BUF).
+    /// From `/proc/driver/nvidia/version` (which the stand-in shows too): the open kernel
+    /// modules (needed for DMA-BUF).
     pub open_kernel_module: Option<bool>,
     pub persistent_api: PersistentApi,
     /// Which module exports `nvidia_p2p_get_pages`, when kallsyms is readable.
@@ -69,8 +71,13 @@ fn persistent_api(kallsyms: &Kallsyms) -> PersistentApi {
     }
 }
 
-/// The loaded P2P provider: nvidia.ko or a stand-in; `None` when neither is loaded.
-pub fn nvidia_driver(host: &Host, kallsyms: &Kallsyms) -> Result<Option<NvidiaDriver>> {
+/// The loaded P2P provider: nvidia.ko or a stand-in; `None` when neither is loaded. `proc`:
+/// what `/proc/driver/nvidia` says ([`crate::nvidia_proc::read`]).
+pub fn nvidia_driver(
+    host: &Host,
+    kallsyms: &Kallsyms,
+    proc: Option<&NvidiaProc>,
+) -> Result<Option<NvidiaDriver>> {
     let p2p_exported_by = match kallsyms.lookup(symbols::P2P_GET_PAGES) {
         Ok(Some(owner)) => Some(owner.describe()),
         _ => None,
@@ -86,12 +93,9 @@ pub fn nvidia_driver(host: &Host, kallsyms: &Kallsyms) -> Result<Option<NvidiaDr
         return Ok(None);
     };
     let version = host.read_sys(format!("module/{module}/version"))?;
-    let open_kernel_module = if stand_in {
-        None
-    } else {
-        host.read_proc("driver/nvidia/version")?
-            .map(|text| text.contains("Open Kernel Module"))
-    };
+    let open_kernel_module = proc
+        .and_then(|p| p.version.as_ref())
+        .map(|v| v.flavour == Flavour::Open);
     Ok(Some(NvidiaDriver {
         module,
         stand_in,

@@ -117,9 +117,17 @@ pub fn check(report: &Report, color: bool) -> String {
     }
     let count = |s: Status| report.checks.iter().filter(|c| c.status == s).count();
     let mut out = t.render(color);
+    let v = &report.verdict;
+    if !v.not_probed.is_empty() {
+        out.push_str(&format!(
+            "not probed, assumed good: {}\n",
+            v.not_probed.join("; ")
+        ));
+    }
+    // The verdict last: `ready (dma-buf): ...` or `not ready: <id> (<reason>): ...`.
     out.push_str(&format!(
         "{}: {} ok, {} warn, {} fail\n",
-        if report.ready { "ready" } else { "not ready" },
+        v.text,
         count(Status::Ok),
         count(Status::Warn),
         count(Status::Fail)

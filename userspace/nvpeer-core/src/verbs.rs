@@ -40,15 +40,15 @@ pub struct VerbsDevice {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Verbs {
     /// Not attempted (e.g. `--sysfs-root` points at another tree).
-    Skipped {
-        reason: String,
-    },
+    Skipped { reason: String },
     /// libibverbs could not be loaded.
-    Unavailable {
-        reason: String,
-    },
+    Unavailable { reason: String },
     Probed {
         devices: Vec<VerbsDevice>,
+        /// libibverbs exports `ibv_reg_dmabuf_mr` (rdma-core >= 34); `None` in facts from a
+        /// release that did not record it.
+        #[serde(default)]
+        reg_dmabuf_mr: Option<bool>,
     },
 }
 
@@ -87,14 +87,18 @@ pub fn probe() -> Verbs {
         }
     };
     match probe_with(&lib) {
-        Ok(devices) => Verbs::Probed { devices },
+        Ok((devices, reg_dmabuf_mr)) => Verbs::Probed {
+            devices,
+            reg_dmabuf_mr: Some(reg_dmabuf_mr),
+        },
         Err(e) => Verbs::Unavailable {
             reason: format!("libibverbs.so.1 lacks an entry point: {e}"),
         },
     }
 }
 
-fn probe_with(lib: &libloading::Library) -> Result<Vec<VerbsDevice>, libloading::Error> {
+/// The devices with their probe, and whether libibverbs has `ibv_reg_dmabuf_mr`.
+fn probe_with(lib: &libloading::Library) -> Result<(Vec<VerbsDevice>, bool), libloading::Error> {
     // SAFETY (all `get`s): the types are the C prototypes of <infiniband/verbs.h>.
     let (get_list, free_list, get_name, open, close, alloc_pd, dealloc_pd) = unsafe {
         (
@@ -117,7 +121,7 @@ fn probe_with(lib: &libloading::Library) -> Result<Vec<VerbsDevice>, libloading:
     // SAFETY: count is a valid out pointer; the list is freed below.
     let list = unsafe { get_list(&mut count) };
     if list.is_null() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), reg_dmabuf.is_some()));
     }
     let mut devices = Vec::new();
     for i in 0..usize::try_from(count).unwrap_or(0) {
@@ -157,7 +161,7 @@ fn probe_with(lib: &libloading::Library) -> Result<Vec<VerbsDevice>, libloading:
     }
     // SAFETY: the list from ibv_get_device_list, freed once.
     unsafe { free_list(list) };
-    Ok(devices)
+    Ok((devices, reg_dmabuf.is_some()))
 }
 
 /// # Safety

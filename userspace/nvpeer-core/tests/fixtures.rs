@@ -106,13 +106,106 @@ fn every_fixture_with_a_matrix_is_tested() {
     with_matrix.sort();
     assert_eq!(
         with_matrix,
-        ["doca", "node", "phb", "pix", "pxb", "sys", "vm"]
+        [
+            "doca",
+            "efa",
+            "gb300",
+            "gb300-acs-cleared",
+            "gh200",
+            "inbox-dmabuf",
+            "node",
+            "old-kernel",
+            "phb",
+            "pix",
+            "proprietary",
+            "pxb",
+            "sys",
+            "topo-override",
+            "topo-refused",
+            "vm"
+        ]
     );
+}
+
+/// The fixtures of the readiness paths: their matrices, and the facts the path rules read.
+#[test]
+fn path_fixtures() {
+    for name in [
+        "inbox-dmabuf",
+        "topo-refused",
+        "topo-override",
+        "proprietary",
+        "old-kernel",
+        "efa",
+    ] {
+        assert_matrix(name);
+    }
+    let facts = |name: &str| check::gather(&host(name), &Inputs::fixture());
+    let f = facts("topo-refused");
+    assert!(!f.pairs[0].common_bridge && !f.pairs[0].coherent);
+    assert_eq!(f.kernel_release.as_deref(), Some("6.8.0-45-generic"));
+    let proc = f.nvidia_proc.unwrap();
+    assert_eq!(proc.version.unwrap().release.as_deref(), Some("580.159.04"));
+    assert_eq!(
+        proc.params.unwrap().grdma_pci_topo_check_override(),
+        Some(0)
+    );
+    assert_eq!(proc.gpus[0].model.as_deref(), Some("NVIDIA H200"));
+    assert!(facts("inbox-dmabuf").pairs[0].common_bridge);
+    let f = facts("efa");
+    assert!(f.efa_nv_peermem);
+    assert_eq!(f.hypervisor, Some(true));
+    assert_eq!(f.pairs[0].nic_driver.as_deref(), Some("efa"));
+    assert!(facts("proprietary").nvidia.unwrap().open_kernel_module == Some(false));
+}
+
+/// The Grace fixtures in rdma_topo's shapes: the complex, its NIC matched by VPD V3, the ACS
+/// roles.
+#[test]
+fn grace_fixtures() {
+    use nvpeer_core::check::AcsRole;
+    for name in ["gb300", "gb300-acs-cleared", "gh200"] {
+        assert_matrix(name);
+    }
+    let f = check::gather(&host("gb300"), &Inputs::fixture());
+    let g = f.grace.as_ref().unwrap();
+    assert!(g.unrecognised.is_empty(), "{:?}", g.unrecognised);
+    let [c] = g.complexes.as_slice() else {
+        panic!("{:?}", g.complexes)
+    };
+    assert_eq!(c.gpu, "GPU0");
+    assert_eq!(c.dma_function.to_string(), "0009:03:00.0");
+    assert_eq!(c.nic.as_deref(), Some("mlx5_0"));
+    assert_eq!(c.dma_iommu_group, c.gpu_iommu_group);
+    let role = |bridge: &str| {
+        g.acs_ports
+            .iter()
+            .find(|p| p.bridge.to_string() == bridge)
+            .unwrap()
+            .role
+    };
+    assert_eq!(role("0009:00:00.0"), AcsRole::ComplexRootPort);
+    assert_eq!(role("0009:02:00.0"), AcsRole::TowardDma);
+    assert_eq!(role("0009:02:01.0"), AcsRole::TowardGpu);
+    assert_eq!(role("0009:05:00.0"), AcsRole::Other);
+    assert_eq!(role("0000:00:00.0"), AcsRole::Other);
+    let [p] = f.pairs.as_slice() else {
+        panic!("{:?}", f.pairs)
+    };
+    assert!(p.coherent);
+    assert_eq!(p.source, check::PairSource::DmaDirect);
+    let f = check::gather(&host("gh200"), &Inputs::fixture());
+    assert!(f.grace.as_ref().unwrap().complexes.is_empty());
+    assert!(f.pairs[0].coherent && f.pairs[0].source == check::PairSource::Nearest);
+    // A host without Grace root ports has no Grace facts.
+    assert!(check::gather(&host("pix"), &Inputs::fixture())
+        .grace
+        .is_none());
 }
 
 #[test]
 fn the_ready_fixture_is_ready() {
-    let report = check::run(&host("pix"), &Inputs::fixture());
+    let report = check::run(&host("pix"), &Inputs::fixture(), &check::Options::default());
     assert!(report.ready, "{}", render::check(&report, false));
     let status = |id: &str| report.get(id).unwrap().status;
     for id in [
@@ -165,7 +258,11 @@ fn the_ready_fixture_is_ready() {
 #[test]
 fn doca_fixture_core_in_ib_uverbs() {
     assert_matrix("doca");
-    let report = check::run(&host("doca"), &Inputs::fixture());
+    let report = check::run(
+        &host("doca"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     assert!(report.ready, "{}", render::check(&report, false));
     let get = |id: &str| {
         report
@@ -280,11 +377,25 @@ fn the_module_disagreeing_with_kallsyms_is_named() {
         ),
     ] {
         fs::write(&detected, written).unwrap();
-        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        // Where peer memory is demanded, the rule's own status.
+        let peermem = check::Options {
+            require: check::Require::Peermem,
+        };
+        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture(), &peermem);
         let c = report.get("ib_core").unwrap();
         assert_eq!(c.status, status, "{written}: {c:?}");
         assert!(c.detail.contains(says), "{written}: {}", c.detail);
         assert!(c.fix.is_some());
+        // This DOCA host also has dma-buf: the broken peer memory is no blocker, but stays said.
+        let report = check::run(
+            &Host::new(&sys, &proc),
+            &Inputs::fixture(),
+            &check::Options::default(),
+        );
+        let c = report.get("ib_core").unwrap();
+        assert_eq!(c.status, Status::Warn, "{written}: {c:?}");
+        assert!(c.detail.contains(says), "{written}: {}", c.detail);
+        assert!(report.ready, "{written}");
     }
 }
 
@@ -311,7 +422,11 @@ fn old_mofed_has_neither_warning() {
             .chain(kallsyms_marker.map(str::to_owned))
             .collect();
         fs::write(proc.join("kallsyms"), kallsyms).unwrap();
-        let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture());
+        let report = check::run(
+            &Host::new(&sys, &proc),
+            &Inputs::fixture(),
+            &check::Options::default(),
+        );
         let bugs = report.get("core_bugs").unwrap();
         assert_eq!(bugs.status, Status::Ok, "{version}: {bugs:?}");
         assert!(bugs.detail.contains("predates"), "{}", bugs.detail);
@@ -332,7 +447,11 @@ fn old_mofed_has_neither_warning() {
 
 #[test]
 fn two_implementations_fail_the_module_check() {
-    let report = check::run(&host("two-loaded"), &Inputs::fixture());
+    let report = check::run(
+        &host("two-loaded"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     let module = report.get("module").unwrap();
     assert_eq!(module.status, Status::Fail);
     assert!(
@@ -344,21 +463,21 @@ fn two_implementations_fail_the_module_check() {
 
 #[test]
 fn small_bar1_and_phb_warn() {
-    let report = check::run(&host("phb"), &Inputs::fixture());
+    let report = check::run(&host("phb"), &Inputs::fixture(), &check::Options::default());
     assert_eq!(report.get("bar1").unwrap().status, Status::Warn);
     assert!(report.get("bar1").unwrap().detail.contains("256 MiB"));
     assert_eq!(report.get("topology").unwrap().status, Status::Warn);
     assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Warn);
     let mut inputs = Inputs::fixture();
     inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PHB".into());
-    let report = check::run(&host("phb"), &inputs);
+    let report = check::run(&host("phb"), &inputs, &check::Options::default());
     assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Ok);
 }
 
 #[test]
 fn malformed_files_give_messages_naming_the_file() {
     let h = host("malformed");
-    let report = check::run(&h, &Inputs::fixture());
+    let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
     let gpus = report.get("gpus").unwrap();
     assert_eq!(gpus.status, Status::Warn);
     assert!(
@@ -406,7 +525,10 @@ fn fixture_names() -> Vec<String> {
 /// `report`'s checks are what its saved JSON judges to (whole report and bare facts).
 fn assert_rejudged(report: &check::Report, what: &str) {
     let saved = serde_json::to_string_pretty(report).unwrap();
-    let again = check::report(check::parse_facts(saved.as_bytes(), what).unwrap());
+    let again = check::report(
+        check::parse_facts(saved.as_bytes(), what).unwrap(),
+        &check::Options::default(),
+    );
     assert_eq!(again.checks, report.checks, "{what}");
     assert_eq!((again.status, again.ready), (report.status, report.ready));
     // Nothing is lost on the way: the facts print the same again.
@@ -417,7 +539,11 @@ fn assert_rejudged(report: &check::Report, what: &str) {
     );
     let bare = serde_json::to_string(&report.facts).unwrap();
     let facts = check::parse_facts(bare.as_bytes(), what).unwrap();
-    assert_eq!(check::judge(&facts), report.checks, "{what}");
+    assert_eq!(
+        check::judge(&facts, &check::Options::default()).checks,
+        report.checks,
+        "{what}"
+    );
 }
 
 /// The acceptance of `check --facts`: every fixture's verdicts come back from its saved JSON,
@@ -427,7 +553,7 @@ fn every_fixture_is_judged_again_from_its_json() {
     let names = fixture_names();
     assert!(names.len() >= 9, "{names:?}");
     for name in &names {
-        let report = check::run(&host(name), &Inputs::fixture());
+        let report = check::run(&host(name), &Inputs::fixture(), &check::Options::default());
         assert_rejudged(&report, name);
         let mut inputs = Inputs::fixture();
         inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PIX".into());
@@ -439,10 +565,17 @@ fn every_fixture_is_judged_again_from_its_json() {
             soft: Some(8 << 20),
             hard: None,
         });
-        assert_rejudged(&check::run(&host(name), &inputs), name);
+        assert_rejudged(
+            &check::run(&host(name), &inputs, &check::Options::default()),
+            name,
+        );
     }
     // The malformed tree's unreadable files are facts too.
-    let report = check::run(&host("malformed"), &Inputs::fixture());
+    let report = check::run(
+        &host("malformed"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
     assert!(!report.facts.unreadable.is_empty());
 }
 
@@ -487,7 +620,7 @@ proptest! {
         copy_tree(&fixtures().join("pix/sys"), &sys);
         fs::write(sys.join(FUZZED[which]), &bytes).unwrap();
         let h = Host::new(&sys, fixtures().join("pix/proc"));
-        let report = check::run(&h, &Inputs::fixture());
+        let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
         let _ = render::check(&report, false);
         assert_rejudged(&report, FUZZED[which]);
         if let Ok(t) = topo::discover(&h) {
@@ -497,4 +630,51 @@ proptest! {
             let _ = render::stats(&st, None);
         }
     }
+}
+
+/// The DMA function outside its GPU's IOMMU group: the PCIe mapping (Data Direct) cannot
+/// attach, so `grace` warns with rdma_topo's fix and the pair's dma-buf falls back to C2C;
+/// `GrdmaPciTopoCheckOverride=1` lifts NVIDIA's check.
+#[test]
+fn a_dma_function_outside_its_gpus_iommu_group() {
+    let (_dir, sys, proc) = fixture_copy("gb300");
+    let link = sys
+        .join("devices/pci0009:00/0009:00:00.0/0009:01:00.0/0009:02:00.0/0009:03:00.0/iommu_group");
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("../../../../../../kernel/iommu_groups/3", &link).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    let grace = report.get("grace").unwrap();
+    assert_eq!(grace.status, Status::Warn, "{grace:?}");
+    assert!(
+        grace
+            .detail
+            .contains("DMA function 0009:03:00.0 is not in GPU0's IOMMU group")
+            && grace.detail.contains("error 524"),
+        "{}",
+        grace.detail
+    );
+    assert!(grace
+        .fix
+        .as_deref()
+        .unwrap()
+        .contains("pci=config_acs=\"xx111x0@0009:00:00.0;"));
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::C2c));
+    assert!(report.ready, "C2C still carries it");
+    let params = proc.join("driver/nvidia/params");
+    let text = fs::read_to_string(&params).unwrap().replace(
+        "GrdmaPciTopoCheckOverride: 0",
+        "GrdmaPciTopoCheckOverride: 1",
+    );
+    fs::write(&params, text).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.get("grace").unwrap().status, Status::Ok);
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::Pcie));
 }

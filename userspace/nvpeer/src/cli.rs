@@ -8,12 +8,13 @@ use clap::{Parser, Subcommand};
 use nvpeer_core::bench::cuda_alloc::CudaAlloc;
 use nvpeer_core::bench::mem::MemKind;
 use nvpeer_core::check::brief::ExitCodes;
+use nvpeer_core::check::Require;
 
 #[derive(Parser)]
 #[command(
     name = "nvpeer",
     version,
-    about = "Verify and measure GPUDirect RDMA through the nvpeer peer-memory module",
+    about = "Verify and measure GPUDirect RDMA: dma-buf, peer memory (the nvpeer module) or EFA, per GPU-NIC pair",
     after_help = "Exit codes: 0 ready / success, 1 a check failed, 2 usage error or a failure to run \
                   (check --exit-codes nagios: 0 ok, 1 warning, 2 critical, 3 unknown)."
 )]
@@ -30,8 +31,9 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Check that this host is ready for GPUDirect RDMA; exit 0 when ready, 1 when a check fails
-    /// (with --strict: or warns).
+    /// Check that this host is ready for GPUDirect RDMA and through which path (dma-buf, peer
+    /// memory, EFA) per GPU-NIC pair; exit 0 when ready, 1 when not (with --strict: or a check
+    /// warns).
     Check {
         /// Print the report as JSON (schema nvpeer.check/1).
         #[arg(long)]
@@ -51,6 +53,10 @@ pub enum Command {
         /// `facts` object) instead of this host; FILE `-` reads standard input.
         #[arg(long, value_name = "FILE")]
         facts: Option<String>,
+        /// The path every GPU-NIC pair must have to be ready: any (dma-buf, peer memory or EFA),
+        /// dmabuf, or peermem (a peer-memory client; on EFA efa_nv_peermem).
+        #[arg(long, value_enum, default_value = "any", value_name = "PATH")]
+        require: RequireArg,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {
@@ -114,6 +120,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequireArg {
+    /// dma-buf, peer memory or EFA
+    Any,
+    /// dma-buf for every pair
+    Dmabuf,
+    /// a peer-memory client for every pair (EFA: efa_nv_peermem)
+    Peermem,
+}
+
+impl From<RequireArg> for Require {
+    fn from(r: RequireArg) -> Self {
+        match r {
+            RequireArg::Any => Require::Any,
+            RequireArg::Dmabuf => Require::Dmabuf,
+            RequireArg::Peermem => Require::Peermem,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use nvpeer_core::check::brief::NAGIOS_UNKNOWN;
+use nvpeer_core::check::{self, brief::NAGIOS_UNKNOWN};
 use nvpeer_core::host::Host;
 use nvpeer_core::selftest;
 
@@ -65,6 +65,7 @@ fn main() -> ExitCode {
             strict,
             exit_codes,
             facts,
+            require,
         } => {
             if json && brief {
                 eprintln!(
@@ -83,8 +84,13 @@ fn main() -> ExitCode {
                 &host,
                 facts.as_deref(),
                 form,
-                strict,
-                exit_codes.into(),
+                &commands::check::CheckFlags {
+                    strict,
+                    codes: exit_codes.into(),
+                    options: check::Options {
+                        require: require.into(),
+                    },
+                },
                 &mut out,
             )
         }

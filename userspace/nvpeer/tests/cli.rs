@@ -36,7 +36,11 @@ fn check_exit_codes() {
     );
     let stdout = String::from_utf8(ready.stdout).unwrap();
     assert!(!stdout.contains('\x1b'), "ANSI codes in a pipe");
-    assert!(stdout.lines().last().unwrap().starts_with("ready: "));
+    assert!(stdout
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("ready (dma-buf and peer memory): "));
     assert_eq!(nvpeer_on("two-loaded", &["check"]).status.code(), Some(1));
     assert_eq!(
         nvpeer_on("pix", &["check", "--bogus"]).status.code(),
@@ -51,8 +55,17 @@ fn json_schemas() {
     let r = json(&check);
     assert_eq!(r["schema"], "nvpeer.check/1");
     assert_eq!(r["ready"], false);
-    assert_eq!(r["checks"][0]["id"], "module");
-    assert_eq!(r["checks"][0]["status"], "fail");
+    let module = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "module")
+        .unwrap();
+    assert_eq!(module["status"], "fail");
+    assert!(r["verdict"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("not ready: "));
     let t = json(&nvpeer_on("sys", &["topo", "--json"]));
     assert_eq!(t["schema"], "nvpeer.topo/1");
     assert_eq!(t["links"].as_array().unwrap().len(), 4);
@@ -199,7 +212,7 @@ fn brief_is_one_line_on_every_fixture() {
                 "{name}: not deterministic"
             );
             match out.status.code() {
-                Some(0) => assert_eq!(text, "nvpeer: ready\n", "{name}"),
+                Some(0) => assert!(text.starts_with("nvpeer: ready ("), "{name}: {text}"),
                 Some(1) => assert!(text.starts_with("nvpeer: not ready: "), "{name}: {text}"),
                 c => panic!("{name}: exit {c:?}"),
             }
@@ -218,7 +231,8 @@ fn brief_names_the_failing_checks() {
     let out = nvpeer_on("two-loaded", &["check", "--brief"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stdout(&out).starts_with("nvpeer: not ready: module (2 loaded)"),
+        stdout(&out).starts_with("nvpeer: not ready: gpus (none), ")
+            && stdout(&out).ends_with(", module (2 loaded)\n"),
         "{}",
         stdout(&out)
     );
@@ -226,7 +240,7 @@ fn brief_names_the_failing_checks() {
     let out = nvpeer_on("pix", &["check", "--brief"]);
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),
-        (Some(0), "nvpeer: ready\n")
+        (Some(0), "nvpeer: ready (dma-buf and peer memory)\n")
     );
     let strict = nvpeer_on("pix", &["check", "--brief", "--strict"]);
     assert_eq!(strict.status.code(), Some(1));

@@ -6,7 +6,8 @@
 use crate::kernel::IommuMode;
 use crate::limits::human_bytes;
 
-use super::{Check, Facts, Report, Status};
+use super::rules::{carried, PairVerdict};
+use super::{Check, Facts, Report, Require, Status};
 
 /// How `check` maps its outcome to an exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,35 +30,44 @@ pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
         .filter(move |c| c.status == Status::Fail || (strict && c.status == Status::Warn))
 }
 
-/// Ready as `check` reports it: no check failed, and with `strict` none warned either.
+/// Ready as `check` reports it: the verdict is ready, and with `strict` no check warned either.
 pub fn ready(report: &Report, strict: bool) -> bool {
-    blocking(report, strict).next().is_none()
+    report.ready && blocking(report, strict).next().is_none()
 }
 
-/// The one line of `--brief`: `nvpeer: ready`, or `nvpeer: not ready: <id> (<reason>), ...`.
+/// The one line of `--brief`: `nvpeer: ready (dma-buf)` (the verdict), or
+/// `nvpeer: not ready: <id> (<reason>), ...` naming every blocking check, the verdict's first.
 /// Warnings are not named in the ready line: they would split the healthy hosts into groups
 /// by harmless differences; `--strict` turns them into reasons not to be ready instead.
 pub fn line(report: &Report, strict: bool) -> String {
-    let causes: Vec<String> = blocking(report, strict)
-        .map(|c| format!("{} ({})", c.id, reason(c, &report.facts)))
+    let mut causes: Vec<String> = blocking(report, strict)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c.id,
+                reason(c, &report.facts, &report.pairs, report.require)
+            )
+        })
         .collect();
     if causes.is_empty() {
-        "nvpeer: ready\n".to_owned()
-    } else {
-        format!("nvpeer: not ready: {}\n", causes.join(", "))
+        match &report.verdict.blocking {
+            Some(b) if !report.ready => causes.push(format!("{} ({})", b.check, b.reason)),
+            _ => return format!("nvpeer: {}\n", report.verdict.text),
+        }
     }
+    format!("nvpeer: not ready: {}\n", causes.join(", "))
 }
 
 /// The exit code of `check` (not the usage and I/O errors, which the binary maps itself).
 pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
-    let worst = report.status;
+    let warned = report.checks.iter().any(|c| c.status == Status::Warn);
     match codes {
         ExitCodes::Default => u8::from(!ready(report, strict)),
-        ExitCodes::Nagios => match worst {
-            Status::Ok => 0,
-            Status::Warn if strict => 2,
-            Status::Warn => 1,
-            Status::Fail => 2,
+        ExitCodes::Nagios => match (report.ready, warned) {
+            (false, _) => 2,
+            (true, true) if strict => 2,
+            (true, true) => 1,
+            (true, false) => 0,
         },
     }
 }
@@ -67,8 +77,28 @@ const REASON_MAX: usize = 40;
 
 /// A short reason that is the same on every host with the same problem: from the facts where
 /// the detail would carry host-specific values, else the first clause of the detail.
-pub fn reason(check: &Check, facts: &Facts) -> String {
+pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Require) -> String {
     let known = match check.id {
+        "paths" => Some(match pairs.iter().find(|p| !carried(&p.paths, require)) {
+            None if pairs.is_empty() => "no GPU-NIC pair".to_owned(),
+            None => "pairs carried".to_owned(),
+            Some(p) if p.paths.is_empty() => format!("{} has no path", p.name()),
+            Some(p) => format!("{} has no {} path", p.name(), require.label()),
+        }),
+        "dmabuf" => pairs
+            .iter()
+            .find(|p| !p.paths.contains(&super::GdrPath::Dmabuf))
+            .map(|p| format!("no dma-buf for {}", p.name()))
+            .or_else(|| Some("no dma-buf".to_owned())),
+        "efa" => Some("no EFA path".to_owned()),
+        "grace"
+            if check
+                .detail
+                .contains("IOMMU group: the dma-buf PCIe mapping") =>
+        {
+            Some("IOMMU groups differ".to_owned())
+        }
+        "cdmm" => Some("CDMM with invalidating pins".to_owned()),
         "module" => match facts.modules.as_slice() {
             [] => Some("none loaded".to_owned()),
             [m] => Some(m.implementation.describe().to_owned()),
@@ -117,12 +147,14 @@ pub fn reason(check: &Check, facts: &Facts) -> String {
             }
             .to_owned()
         }),
+        "acs" if facts.grace.is_some() && check.detail.starts_with("ACS differs") => {
+            Some("not as rdma_topo requires".to_owned())
+        }
         "acs" if facts.acs.iter().any(|f| !f.redirecting.is_empty()) => {
             Some("P2P redirected".to_owned())
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
-        "dmabuf" => Some("neither DMA-BUF nor peer memory".to_owned()),
         id if facts
             .nccl
             .iter()
@@ -164,7 +196,7 @@ fn first_clause(detail: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::{run, Inputs};
+    use crate::check::{run, Inputs, Options};
     use crate::host::Host;
     use crate::limits::Memlock;
 
@@ -173,6 +205,7 @@ mod tests {
         let mut report = run(
             &Host::new(sys.path(), std::path::Path::new("/nonexistent")),
             &Inputs::fixture(),
+            &Options::default(),
         );
         report.checks = statuses
             .iter()
@@ -190,14 +223,16 @@ mod tests {
             .max()
             .unwrap_or(Status::Ok);
         report.ready = report.status != Status::Fail;
+        report.verdict.ready = report.ready;
+        report.verdict.text = "ready (dma-buf)".to_owned();
         report
     }
 
     #[test]
     fn one_line_for_ready_warning_and_failing_hosts() {
         let ok = with_statuses(&[("gpus", Status::Ok, "GPU0 0000:03:00.0")]);
-        assert_eq!(line(&ok, false), "nvpeer: ready\n");
-        assert_eq!(line(&ok, true), "nvpeer: ready\n");
+        assert_eq!(line(&ok, false), "nvpeer: ready (dma-buf)\n");
+        assert_eq!(line(&ok, true), "nvpeer: ready (dma-buf)\n");
 
         let warn = with_statuses(&[
             ("gpus", Status::Ok, "GPU0"),
@@ -207,7 +242,7 @@ mod tests {
                 "peerdirect_support=1 on a 5x core; ...",
             ),
         ]);
-        assert_eq!(line(&warn, false), "nvpeer: ready\n");
+        assert_eq!(line(&warn, false), "nvpeer: ready (dma-buf)\n");
         assert_eq!(
             line(&warn, true),
             "nvpeer: not ready: parameters (peerdirect_support=1 on a 5x core)\n"

@@ -4,18 +4,27 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::kernel::{symbols, IommuMode, SymbolOwner};
-use crate::peermem::Implementation;
-use crate::providers::{CoreGeneration, GenerationSource, PeerCore, PersistentApi};
-use crate::rdma::Port;
+use crate::kernel::{symbols, Iommu, IommuMode, Kallsyms, SymbolOwner};
+use crate::limits::Memlock;
+use crate::nccl;
+use crate::nvidia_proc::{self, NvidiaProc};
+use crate::pci::{Acs, Bar, PciAddress};
+use crate::peermem::{Implementation, LoadedModule};
+use crate::providers::{
+    CoreGeneration, GenerationSource, IbCore, NvidiaDriver, PeerCore, PersistentApi,
+};
+use crate::rdma::{Port, RdmaDevice};
+use crate::topo::{NcclPathType, PathClass, Topology};
+use crate::verbs::{DmabufProbe, Verbs, VerbsDevice};
 
 fn address(text: &str) -> PciAddress {
     text.parse().unwrap()
 }
 
-/// A host that is ready: our module (persistent nv_mem), NVIDIA 570, MOFED 25.04 with the core
-/// in ib_core, one ACTIVE port, one GPU with a 64 GiB BAR1, IOMMU passthrough, no topology
-/// (no NIC on PCI), memlock unlimited.
+/// A host that is ready through peer memory: our module (persistent nv_mem), NVIDIA 570 (no
+/// `/proc/driver/nvidia`, so dma-buf is not judged possible), MOFED 25.04 with the core in
+/// ib_core, one ACTIVE port, one GPU with a 64 GiB BAR1 paired with mlx5_0 below one switch,
+/// IOMMU passthrough, no topology, memlock unlimited.
 fn ready_facts() -> Facts {
     let module = LoadedModule {
         name: "nvidia_peermem".to_owned(),
@@ -47,6 +56,25 @@ fn ready_facts() -> Facts {
             name: "nv_mem".to_owned(),
             version: Some("0.1.0".to_owned()),
         }]),
+        nvidia_proc: None,
+        kernel_release: Some("6.8.0-45-generic".to_owned()),
+        hypervisor: Some(false),
+        pairs: vec![PairFacts {
+            gpu: "GPU0".to_owned(),
+            nic: "mlx5_0".to_owned(),
+            source: PairSource::Nearest,
+            class: PathClass::Pix,
+            nccl_class: NcclPathType::Pix,
+            common_bridge: true,
+            coherent: false,
+            nic_driver: Some("mlx5_core".to_owned()),
+            nic_vendor: 0x15b3,
+            nic_device: 0x1021,
+            gpu_iommu_group: Some("0".to_owned()),
+            nic_iommu_group: Some("0".to_owned()),
+        }],
+        grace: None,
+        efa_nv_peermem: false,
         nvidia: Some(NvidiaDriver {
             module: "nvidia".to_owned(),
             stand_in: false,
@@ -140,7 +168,7 @@ fn get<'a>(checks: &'a [Check], id: &str) -> &'a Check {
 #[test]
 fn hand_made_ready_facts_are_ready() {
     let facts = ready_facts();
-    let r = report(facts);
+    let r = report(facts, &Options::default());
     let not_ok: Vec<&Check> = r.checks.iter().filter(|c| c.status != Status::Ok).collect();
     // `topology` is left out of these facts: its check says so, as a warning.
     assert_eq!(
@@ -149,6 +177,7 @@ fn hand_made_ready_facts_are_ready() {
         "{not_ok:?}"
     );
     assert!(r.ready);
+    assert_eq!(r.verdict.text, "ready (peer memory)");
     assert_eq!(r.status, Status::Warn);
     assert_eq!(
         get(&r.checks, "module").detail,
@@ -173,7 +202,7 @@ fn no_module_fails_module_newest_nccl_and_ucx() {
     f.ucx = nccl::replay(&nccl::UCX_RULE, &[]);
     // Without DMA-BUF either: nothing gives GPUDirect RDMA.
     f.dmabuf.gpu_open_kernel_module = Some(false);
-    let r = report(f);
+    let r = report(f, &Options::default());
     assert!(!r.ready);
     let failed: Vec<&str> = r
         .checks
@@ -181,7 +210,11 @@ fn no_module_fails_module_newest_nccl_and_ucx() {
         .filter(|c| c.status == Status::Fail)
         .map(|c| c.id)
         .collect();
-    assert_eq!(failed, ["module", "peer_clients", "nccl>=2.23.4", "ucx"]);
+    assert_eq!(
+        failed,
+        ["paths", "module", "peer_clients", "nccl>=2.23.4", "ucx"]
+    );
+    assert_eq!(r.verdict.text, "not ready: paths (GPU0-mlx5_0 has no path)");
     assert!(get(&r.checks, "module")
         .fix
         .as_deref()
@@ -212,7 +245,7 @@ fn small_bar1_memlock_and_acs_warn() {
         redirecting: vec!["P2P Request Redirect".to_owned()],
     }];
     f.topology = Some(Topology::build(Vec::new(), &[]));
-    let checks = judge(&f);
+    let checks = judge(&f, &Options::default()).checks;
     let bar1 = get(&checks, "bar1");
     assert_eq!(bar1.status, Status::Warn);
     assert!(bar1.detail.contains("GPU0 can map only"), "{}", bar1.detail);
@@ -241,7 +274,7 @@ fn a_legacy_core_fails_nvidias_module_with_peerdirect_support_0() {
     if let Some(p) = f.ib_core.as_mut().and_then(|c| c.peer_core.as_mut()) {
         p.generation = Some(CoreGeneration::Legacy4x);
     }
-    let checks = judge(&f);
+    let checks = judge(&f, &Options::default()).checks;
     let p = get(&checks, "parameters");
     assert_eq!(p.status, Status::Fail, "{p:?}");
     assert!(p.fix.as_deref().unwrap().contains("peerdirect_support=1"));
@@ -255,7 +288,7 @@ fn unreadable_facts_are_said_so_by_their_checks() {
         "bars".to_owned(),
         "cannot read /sys/x/resource: EACCES".to_owned(),
     );
-    let checks = judge(&f);
+    let checks = judge(&f, &Options::default()).checks;
     let bar1 = get(&checks, "bar1");
     assert_eq!(bar1.status, Status::Warn);
     assert_eq!(
@@ -263,7 +296,7 @@ fn unreadable_facts_are_said_so_by_their_checks() {
         "could not check: cannot read /sys/x/resource: EACCES"
     );
     f.unreadable.insert("gpus".to_owned(), "bad".to_owned());
-    let checks = judge(&f);
+    let checks = judge(&f, &Options::default()).checks;
     assert_eq!(get(&checks, "gpus").detail, "could not check: bad");
     assert!(get(&checks, "bar1").detail.starts_with("not examined:"));
 }
@@ -273,14 +306,18 @@ fn hand_made_facts_survive_json() {
     let mut f = ready_facts();
     f.topology = Some(Topology::build(Vec::new(), &[]));
     f.unreadable.insert("iommu".to_owned(), "x".to_owned());
-    let r = report(f);
+    let r = report(f, &Options::default());
     let text = serde_json::to_string(&r).unwrap();
     let back = parse_facts(text.as_bytes(), "report.json").unwrap();
-    assert_eq!(judge(&back), r.checks);
+    assert_eq!(judge(&back, &Options::default()).checks, r.checks);
     // The bare facts object too.
     let bare = serde_json::to_string(&r.facts).unwrap();
     assert_eq!(
-        judge(&parse_facts(bare.as_bytes(), "facts.json").unwrap()),
+        judge(
+            &parse_facts(bare.as_bytes(), "facts.json").unwrap(),
+            &Options::default()
+        )
+        .checks,
         r.checks
     );
 }
@@ -331,7 +368,11 @@ fn modprobe_target_warns_when_the_next_load_is_not_ours() {
             path: path.map(str::to_owned),
             kind,
         });
-        let c = judge(&f).into_iter().find(|c| c.id == "modprobe").unwrap();
+        let c = judge(&f, &Options::default())
+            .checks
+            .into_iter()
+            .find(|c| c.id == "modprobe")
+            .unwrap();
         (c.status, c.detail)
     };
     let (s, d) = status(
@@ -362,7 +403,376 @@ fn modprobe_target_warns_when_the_next_load_is_not_ours() {
     let mut f = ready_facts();
     f.modprobe_target = None;
     assert!(
-        judge(&f).iter().all(|c| c.id != "modprobe"),
+        judge(&f, &Options::default())
+            .checks
+            .iter()
+            .all(|c| c.id != "modprobe"),
         "no modules.dep: no check"
     );
+}
+
+/// `/proc/driver/nvidia` of a 580 driver as the real files print it
+/// (../shared/REAL-HOST-H200.txt), with `release`, `open` and `params` lines added.
+fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
+    let flavour = if open {
+        "Open Kernel Module for x86_64"
+    } else {
+        "x86_64 Kernel Module"
+    };
+    NvidiaProc {
+        version: Some(
+            nvidia_proc::parse_version(
+                "version",
+                &format!("NVRM version: NVIDIA UNIX {flavour}  {release}  Release Build  (nixbld@)  \n"),
+            )
+            .unwrap(),
+        ),
+        params: Some(
+            nvidia_proc::parse_params(
+                "params",
+                &format!("EnableStreamMemOPs: 0\nGrdmaPciTopoCheckOverride: 0\nCoherentGPUMemoryMode: \"\"\nRegistryDwords: \"\"\n{params}"),
+            )
+            .unwrap(),
+        ),
+        gpus: Vec::new(),
+    }
+}
+
+/// An inbox host ready through dma-buf alone: no peer-memory module or core, open modules 580,
+/// ib_umem_dmabuf_get in the kernel, libibverbs with ibv_reg_dmabuf_mr, mlx5_0 answering NCCL's
+/// probe with EBADF.
+fn dmabuf_facts() -> Facts {
+    let mut f = ready_facts();
+    f.modules.clear();
+    f.memory_peers = None;
+    f.module_counters.clear();
+    f.nccl = nccl::NCCL_RULES
+        .iter()
+        .map(|r| nccl::replay(r, &[]))
+        .collect();
+    f.ucx = nccl::replay(&nccl::UCX_RULE, &[]);
+    if let Some(c) = f.ib_core.as_mut() {
+        c.peer_core = None;
+        c.ib_core_version = None;
+    }
+    f.kallsyms = Kallsyms::Read {
+        found: BTreeMap::from(
+            [
+                (symbols::P2P_GET_PAGES, "nvidia"),
+                (symbols::P2P_GET_PAGES_PERSISTENT, "nvidia"),
+                (symbols::IB_UMEM_DMABUF_GET, "ib_core"),
+            ]
+            .map(|(s, m)| (s.to_owned(), SymbolOwner::Module(m.to_owned()))),
+        ),
+    };
+    f.nvidia_proc = Some(proc_580("580.159.04", true, ""));
+    f.verbs = Verbs::Probed {
+        devices: vec![VerbsDevice {
+            name: "mlx5_0".to_owned(),
+            dmabuf: DmabufProbe::Supported { errno: 9 },
+        }],
+        reg_dmabuf_mr: Some(true),
+    };
+    f
+}
+
+fn why_not(r: &Report, path: GdrPath) -> String {
+    r.pairs[0]
+        .why_not
+        .get(&path)
+        .map(|w| w.reason.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_dma_buf_only_host_is_ready_and_the_peer_memory_rows_are_not_needed() {
+    let r = report(dmabuf_facts(), &Options::default());
+    assert_eq!(r.verdict.text, "ready (dma-buf)", "{:?}", r.checks);
+    assert!(r.ready && r.verdict.not_probed.is_empty());
+    let p = &r.pairs[0];
+    assert_eq!(p.paths, [GdrPath::Dmabuf]);
+    assert_eq!(p.preferred, Some(GdrPath::Dmabuf));
+    assert_eq!(p.mapping, Some(Mapping::Pcie));
+    assert!(why_not(&r, GdrPath::PeerMemory).contains("no peer-memory core"));
+    for id in ["module", "peer_clients", "ib_core", "nccl>=2.23.4", "ucx"] {
+        let c = r.get(id).unwrap();
+        assert_eq!(c.status, Status::Ok, "{id}: {c:?}");
+        assert!(
+            c.detail.starts_with("not needed: dma-buf ready; "),
+            "{id}: {}",
+            c.detail
+        );
+        assert!(c.fix.is_none());
+    }
+    assert!(r.checks.iter().all(|c| c.status != Status::Fail));
+    // Unless the policy demands peer memory: then nothing is settled.
+    let r = report(
+        dmabuf_facts(),
+        &Options {
+            require: Require::Peermem,
+        },
+    );
+    assert_eq!(
+        r.verdict.text,
+        "not ready: paths (GPU0-mlx5_0 has no peermem path)"
+    );
+    assert_eq!(r.get("module").unwrap().status, Status::Fail);
+}
+
+#[test]
+fn every_dma_buf_failure_class_is_named() {
+    type Change = fn(&mut Facts);
+    let cases: [(Change, &str); 9] = [
+        (
+            |f| f.nvidia_proc = Some(proc_580("550.54.15", false, "")),
+            "proprietary kernel modules export no GPU memory as dma-buf",
+        ),
+        (
+            |f| f.nvidia_proc = Some(proc_580("510.108.03", true, "")),
+            "driver 510.108.03 predates dma-buf export",
+        ),
+        (
+            |f| {
+                f.kernel_release = Some("5.4.0-150-generic".to_owned());
+                if let Kallsyms::Read { found } = &mut f.kallsyms {
+                    found.remove(symbols::IB_UMEM_DMABUF_GET);
+                }
+            },
+            "kernel 5.4.0-150-generic is older than 5.12",
+        ),
+        (
+            |f| {
+                f.verbs = Verbs::Probed {
+                    devices: Vec::new(),
+                    reg_dmabuf_mr: Some(false),
+                }
+            },
+            "no ibv_reg_dmabuf_mr (rdma-core older than 34)",
+        ),
+        (
+            |f| {
+                f.verbs = Verbs::Probed {
+                    devices: vec![VerbsDevice {
+                        name: "mlx5_0".to_owned(),
+                        dmabuf: DmabufProbe::Unsupported { errno: 95 },
+                    }],
+                    reg_dmabuf_mr: Some(true),
+                }
+            },
+            "mlx5_0 answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EOPNOTSUPP",
+        ),
+        (
+            |f| {
+                f.verbs = Verbs::Probed {
+                    devices: vec![VerbsDevice {
+                        name: "mlx5_0".to_owned(),
+                        dmabuf: DmabufProbe::Unsupported { errno: 93 },
+                    }],
+                    reg_dmabuf_mr: Some(true),
+                }
+            },
+            "with EPROTONOSUPPORT: the kernel has no dma-buf MR method",
+        ),
+        (
+            |f| {
+                f.verbs = Verbs::Probed {
+                    devices: Vec::new(),
+                    reg_dmabuf_mr: Some(true),
+                }
+            },
+            "libibverbs does not list mlx5_0",
+        ),
+        (
+            |f| {
+                f.nvidia_proc = Some(proc_580(
+                    "580.159.04",
+                    true,
+                    "GrdmaPciTopoCheckOverride: 2\n",
+                ))
+            },
+            "GrdmaPciTopoCheckOverride=2",
+        ),
+        (
+            |f| {
+                f.pairs[0].common_bridge = false;
+                f.pairs[0].class = PathClass::Node;
+            },
+            "GPU0-mlx5_0 share no PCIe bridge (NODE): driver 580.159.04's GRDMA topology rule",
+        ),
+    ];
+    for (change, says) in cases {
+        let mut f = dmabuf_facts();
+        change(&mut f);
+        let r = report(f, &Options::default());
+        assert!(!r.ready, "{says}");
+        assert!(
+            why_not(&r, GdrPath::Dmabuf).contains(says),
+            "{says}: {:?}",
+            r.pairs
+        );
+        assert_eq!(r.get("dmabuf").unwrap().status, Status::Warn, "{says}");
+        assert_eq!(r.get("paths").unwrap().status, Status::Fail, "{says}");
+        assert_eq!(
+            r.verdict.text, "not ready: paths (GPU0-mlx5_0 has no path)",
+            "{says}"
+        );
+    }
+}
+
+#[test]
+fn nvidias_topology_rule_by_release_override_vm_and_coherence() {
+    let far = |release: &str, params: &str, change: fn(&mut Facts)| {
+        let mut f = dmabuf_facts();
+        f.nvidia_proc = Some(proc_580(release, true, params));
+        f.pairs[0].common_bridge = false;
+        f.pairs[0].class = PathClass::Node;
+        change(&mut f);
+        report(f, &Options::default())
+    };
+    // 580.65.06 brought the common-switch rule; 575 had only the regkey.
+    assert!(!far("580.65.06", "", |_| {}).ready);
+    assert!(far("575.64.05", "", |_| {}).ready);
+    let r = far("580.65.06", "GrdmaPciTopoCheckOverride: 1\n", |_| {});
+    assert!(r.ready);
+    assert!(r.pairs[0]
+        .notes
+        .iter()
+        .any(|n| n.contains("GrdmaPciTopoCheckOverride=1")));
+    assert!(far("580.65.06", "", |f| f.hypervisor = Some(true)).ready);
+    let r = far("580.65.06", "", |f| f.pairs[0].coherent = true);
+    assert!(r.ready);
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
+    // Before 570.86.15 there is no rule, and the regkey does nothing.
+    assert!(far("560.35.03", "GrdmaPciTopoCheckOverride: 2\n", |_| {}).ready);
+}
+
+#[test]
+fn cdmm_refuses_invalidating_pins_on_580_only() {
+    let cdmm = |release: &str, persistent: &str| {
+        let mut f = ready_facts();
+        f.pairs[0].coherent = true;
+        f.pairs[0].class = PathClass::Node;
+        f.pairs[0].common_bridge = false;
+        f.nvidia_proc = Some(proc_580(
+            release,
+            true,
+            "CoherentGPUMemoryMode: \"driver\"\n",
+        ));
+        // NVIDIA's module: with persistent_api_support=0 it registers an invalidating nv_mem.
+        let m = &mut f.modules[0];
+        m.implementation = Implementation::NvidiaPeermem;
+        m.marker = None;
+        m.core = None;
+        m.parameters
+            .insert("persistent_api_support".to_owned(), persistent.to_owned());
+        report(f, &Options::default())
+    };
+    let r = cdmm("580.65.06", "0");
+    assert!(
+        why_not(&r, GdrPath::PeerMemory).contains("CDMM"),
+        "{:?}",
+        r.pairs
+    );
+    let r = cdmm("580.65.06", "1");
+    assert!(
+        r.pairs[0].paths.contains(&GdrPath::PeerMemory),
+        "{:?}",
+        r.pairs
+    );
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
+    assert!(r.pairs[0]
+        .notes
+        .iter()
+        .any(|n| n.contains("peer-memory MRs here are mapped through C2C")));
+    let r = cdmm("590.44.01", "0");
+    assert!(r.pairs[0].paths.contains(&GdrPath::PeerMemory));
+}
+
+#[test]
+fn a_loaded_module_keeps_its_problems_as_warnings_when_dma_buf_carries() {
+    let mut f = dmabuf_facts();
+    let mut module = ready_facts().modules.remove(0);
+    module.implementation = Implementation::NvidiaPeermem;
+    module.marker = None;
+    module.core = None;
+    f.modules = vec![module];
+    // Its client did not register: peer memory fails, which dma-buf makes no blocker.
+    f.memory_peers = Some(Vec::new());
+    let r = report(f, &Options::default());
+    assert_eq!(r.verdict.text, "ready (dma-buf)");
+    let c = r.get("peer_clients").unwrap();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(
+        c.detail.starts_with("dma-buf ready, so not blocking: "),
+        "{}",
+        c.detail
+    );
+}
+
+#[test]
+fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
+    let efa = |shim: bool, probe: DmabufProbe| {
+        let mut f = dmabuf_facts();
+        f.pairs[0].nic = "efa_0".to_owned();
+        f.pairs[0].nic_driver = Some("efa".to_owned());
+        f.rdma_devices[0].name = "efa_0".to_owned();
+        f.rdma_devices[0].driver = Some("efa".to_owned());
+        f.efa_nv_peermem = shim;
+        f.verbs = Verbs::Probed {
+            devices: vec![VerbsDevice {
+                name: "efa_0".to_owned(),
+                dmabuf: probe,
+            }],
+            reg_dmabuf_mr: Some(true),
+        };
+        report(f, &Options::default())
+    };
+    let r = efa(true, DmabufProbe::Unsupported { errno: 95 });
+    assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
+    assert_eq!(r.pairs[0].paths, [GdrPath::Efa]);
+    assert!(r
+        .get("module")
+        .unwrap()
+        .detail
+        .starts_with("not needed: EFA ready"));
+    let r = efa(false, DmabufProbe::Supported { errno: 9 });
+    assert_eq!(r.verdict.text, "ready (EFA)");
+    assert_eq!(r.pairs[0].preferred, Some(GdrPath::Dmabuf));
+    let r = efa(false, DmabufProbe::Unsupported { errno: 95 });
+    assert!(!r.ready);
+    assert_eq!(r.get("efa").unwrap().status, Status::Warn);
+    assert!(why_not(&r, GdrPath::PeerMemory).contains("EFA has no PeerDirect"));
+    assert!(why_not(&r, GdrPath::Efa).contains("efa_nv_peermem is not loaded"));
+}
+
+#[test]
+fn require_dmabuf_fails_a_peer_memory_host() {
+    let r = report(
+        ready_facts(),
+        &Options {
+            require: Require::Dmabuf,
+        },
+    );
+    assert_eq!(
+        r.verdict.text,
+        "not ready: paths (GPU0-mlx5_0 has no dmabuf path)"
+    );
+    assert_eq!(r.get("dmabuf").unwrap().status, Status::Fail);
+    assert_eq!(r.require, Require::Dmabuf);
+}
+
+#[test]
+fn memlock_limits() {
+    let status = |soft: Option<u64>| {
+        let mut f = ready_facts();
+        f.memlock = Some(Memlock { soft, hard: soft });
+        report(f, &Options::default())
+            .get("memlock")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(status(None).status, Status::Ok);
+    let c = status(Some(8 << 20));
+    assert_eq!(c.status, Status::Warn);
+    assert!(c.detail.contains("8 MiB"));
 }

@@ -2,6 +2,7 @@
 //! Checks on small sysfs/procfs trees built in each test: gather and judge together.
 
 use super::*;
+use crate::host::Host;
 use std::fs;
 
 fn write(root: &std::path::Path, rel: &str, content: &str) {
@@ -12,10 +13,14 @@ fn write(root: &std::path::Path, rel: &str, content: &str) {
 
 /// The report of the tree; every one is judged again from its JSON to the same checks.
 fn run_on(sys: &std::path::Path, proc: &std::path::Path) -> Report {
-    let report = run(&Host::new(sys, proc), &Inputs::fixture());
+    let report = run(
+        &Host::new(sys, proc),
+        &Inputs::fixture(),
+        &Options::default(),
+    );
     let json = serde_json::to_vec(&report).unwrap();
     let facts = parse_facts(&json, "report.json").unwrap();
-    assert_eq!(judge(&facts), report.checks);
+    assert_eq!(judge(&facts, &Options::default()).checks, report.checks);
     report
 }
 
@@ -106,14 +111,15 @@ fn recognises_our_module_and_the_stand_ins() {
     ] {
         assert_eq!(status(id), Status::Ok, "{id}");
     }
-    // No GPU in this tree: that is the only failure.
+    // No GPU in this tree: that is the only failure (and so no GPU-NIC pair).
     let failed: Vec<&str> = report
         .checks
         .iter()
         .filter(|c| c.status == Status::Fail)
         .map(|c| c.id)
         .collect();
-    assert_eq!(failed, ["gpus"]);
+    assert_eq!(failed, ["gpus", "paths"]);
+    assert_eq!(report.verdict.text, "not ready: gpus (none)");
 }
 
 /// `peerdirect_support=0` on a 4.1-5.0 core: NVIDIA's module registers a client that core
@@ -411,22 +417,4 @@ fn malformed_files_become_warnings_that_name_the_file() {
         "{}",
         gpus.detail
     );
-}
-
-#[test]
-fn memlock_limits() {
-    assert_eq!(
-        check_memlock(Some(Memlock {
-            soft: None,
-            hard: None
-        }))
-        .status,
-        Status::Ok
-    );
-    let c = check_memlock(Some(Memlock {
-        soft: Some(8 << 20),
-        hard: Some(8 << 20),
-    }));
-    assert_eq!(c.status, Status::Warn);
-    assert!(c.detail.contains("8 MiB"));
 }

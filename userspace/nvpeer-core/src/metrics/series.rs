@@ -3,7 +3,7 @@
 //! a report, the module's and MOFED's `memory_peers` counters, with their HELP texts.
 
 use super::exposition::{Exposition, Kind};
-use crate::check::{Report, Status};
+use crate::check::{GdrPath, Report, Status};
 use crate::error::Error;
 use crate::pci::PciAddress;
 use crate::peermem::Implementation;
@@ -167,6 +167,32 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
         checks.set(&[("check", c.id)], v);
     }
 
+    e.family(
+        "nvpeer_verdict_info",
+        Kind::Gauge,
+        "The host's verdict as nvpeer check prints it: ready (dma-buf), ready (peer memory), ready (dma-buf and peer memory), ready (EFA) or not ready: <first blocking reason>; always 1",
+    )
+    .set(&[("verdict", &report.verdict.text)], 1);
+    for p in &report.pairs {
+        for path in GdrPath::ALL {
+            if path == GdrPath::Efa && !p.paths.contains(&path) && !p.why_not.contains_key(&path) {
+                continue;
+            }
+            e.family(
+                "nvpeer_gdr_path",
+                Kind::Gauge,
+                "1 when the path (dmabuf, peer_memory, efa) carries GPU memory between the GPU and the RDMA device (nvpeer check's pairs), else 0",
+            )
+            .set(
+                &[
+                    ("gpu", gpu_index(&p.gpu)),
+                    ("device", &p.nic),
+                    ("path", path.id()),
+                ],
+                u64::from(p.paths.contains(&path)),
+            );
+        }
+    }
     for g in &facts.gpus {
         if let Some(bar) = &g.bar1 {
             let bus = nvml_bus_id(&g.address);
@@ -326,7 +352,7 @@ mod tests {
         let host = fixture(name);
         render(
             &crate::stats::read(&host),
-            &check::run(&host, &Inputs::fixture()),
+            &check::run(&host, &Inputs::fixture(), &check::Options::default()),
         )
     }
 
@@ -359,7 +385,7 @@ mod tests {
     #[test]
     fn the_ready_fixture_has_every_kind_of_series() {
         let host = fixture("pix");
-        let report = check::run(&host, &Inputs::fixture());
+        let report = check::run(&host, &Inputs::fixture(), &check::Options::default());
         let text = render_fixture("pix");
         let (types, samples) = parse(&text);
         let value = |series: &str| {
@@ -449,7 +475,7 @@ mod tests {
         let host = Host::new(sys.path(), "/nonexistent");
         let text = render(
             &crate::stats::read(&host),
-            &check::run(&host, &Inputs::fixture()),
+            &check::run(&host, &Inputs::fixture(), &check::Options::default()),
         );
         assert!(
             text.contains("nvpeer_info{implementation=\"none\",module=\"\""),

@@ -17,22 +17,29 @@ pub enum CheckForm {
     Brief,
 }
 
+/// `--strict`, `--exit-codes` and the policy (`--require`).
+pub struct CheckFlags {
+    pub strict: bool,
+    pub codes: ExitCodes,
+    pub options: check::Options,
+}
+
 /// `facts`: judge a saved report instead of `host` (`--facts FILE`); one that cannot be read is
 /// one line on stderr and exit 2 (nagios: 3, UNKNOWN, with the line on stdout too).
 pub fn run(
     host: &Host,
     facts: Option<&str>,
     form: CheckForm,
-    strict: bool,
-    codes: ExitCodes,
+    flags: &CheckFlags,
     out: &mut Out,
 ) -> std::io::Result<ExitCode> {
+    let (strict, codes) = (flags.strict, flags.codes);
     // The same checks in every form: --brief reads sysfs/procfs and probes libibverbs like the
     // table (no CUDA context, no RDMA traffic), only the rendering differs.
     let report = match facts {
-        None => check::run(host, &Inputs::live(host)),
+        None => check::run(host, &Inputs::live(host), &flags.options),
         Some(file) => match check::read_facts(file) {
-            Ok(facts) => check::report(facts),
+            Ok(facts) => check::report(facts, &flags.options),
             Err(e) => {
                 eprintln!("nvpeer check: --facts: {e}");
                 if codes == ExitCodes::Nagios {

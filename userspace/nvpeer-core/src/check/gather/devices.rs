@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Facts from the PCI tree: the GPUs with their BAR1, the GPU-NIC pairs whose paths are judged
+//! (with what NVIDIA's topology rule looks at), and ACS on the bridges between them.
+
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::pci::{self, Acs, KnownDevice, PciAddress, PciDevice};
+use crate::rdma::RdmaDevice;
+use crate::topo::{PathClass, Topology};
+
+use super::super::{AcsFinding, GpuFacts, GraceFacts, PairFacts, PairSource};
+
+/// Every GPU with its BAR1; a `resource` file that cannot be read leaves that GPU's BAR1
+/// unknown and is returned (the first such error).
+pub(super) fn gpu_facts(host: &Host, gpus: &[PciDevice]) -> (Vec<GpuFacts>, Option<Error>) {
+    let mut first_error = None;
+    let facts = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let bar1 = match pci::bars(host, g) {
+                Ok(bars) => bars.as_deref().and_then(pci::bar1).cloned(),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    None
+                }
+            };
+            GpuFacts {
+                label: format!("GPU{i}"),
+                address: g.address,
+                vendor: g.vendor,
+                device: g.device,
+                numa_node: g.numa_node,
+                bar1,
+            }
+        })
+        .collect();
+    (facts, first_error)
+}
+
+/// How many bridges the two paths share from the root port down (0: none, or different root
+/// complexes).
+fn common_bridges(a: &PciDevice, b: &PciDevice) -> usize {
+    if a.root_complex != b.root_complex {
+        return 0;
+    }
+    a.path
+        .bridges()
+        .iter()
+        .zip(b.path.bridges())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The bridges a GPU-NIC path turns around at or passes below: from the deepest common bridge
+/// down both sides. Only paths that can stay below the root complex (PIX, PXB) are examined.
+fn path_bridges(gpu: &PciDevice, nic: &PciDevice) -> Vec<PciAddress> {
+    let common = common_bridges(gpu, nic);
+    if common == 0 {
+        return Vec::new();
+    }
+    let (a, b) = (gpu.path.bridges(), nic.path.bridges());
+    let mut out: Vec<PciAddress> = a[common - 1..].to_vec();
+    for br in &b[common..] {
+        if !out.contains(br) {
+            out.push(*br);
+        }
+    }
+    out
+}
+
+pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>> {
+    let mut out = Vec::new();
+    for near in &t.nearest {
+        if near.class > PathClass::Pxb {
+            continue;
+        }
+        let Some(gpu) = t.gpu(&near.gpu) else {
+            continue;
+        };
+        for nic_name in &near.nics {
+            let Some(nic) = t.nic(nic_name).and_then(|n| n.pci.as_ref()) else {
+                continue;
+            };
+            for bridge in path_bridges(&gpu.pci, nic) {
+                let acs = pci::acs(host, bridge)?;
+                out.push(AcsFinding {
+                    bridge,
+                    gpu: near.gpu.clone(),
+                    nic: nic_name.clone(),
+                    redirecting: acs
+                        .as_ref()
+                        .map(Acs::p2p_hurting_bits)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                    acs,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pairs whose paths are judged: each GPU with its nearest NIC(s), as `topo` finds them,
+/// except that a GPU of a Grace-Blackwell DMA-Direct complex is paired with that complex's NIC
+/// (its Data Direct partner, as `rdma_topo` pairs them).
+pub(super) fn pairs(
+    host: &Host,
+    all: &[PciDevice],
+    t: &Topology,
+    rdma_devices: &[RdmaDevice],
+    grace: Option<&GraceFacts>,
+) -> Result<Vec<PairFacts>> {
+    let mut out = Vec::new();
+    for gpu in &t.gpus {
+        let complex_nic = grace
+            .into_iter()
+            .flat_map(|g| &g.complexes)
+            .find(|c| c.gpu == gpu.label)
+            .and_then(|c| c.nic.clone());
+        let (nics, source) = match complex_nic {
+            Some(nic) => (vec![nic], PairSource::DmaDirect),
+            None => match t.nearest.iter().find(|n| n.gpu == gpu.label) {
+                Some(n) => (n.nics.clone(), PairSource::Nearest),
+                None => continue,
+            },
+        };
+        let root_port = gpu.pci.path.bridges().first().copied();
+        let coherent = root_port
+            .and_then(|rp| all.iter().find(|d| d.address == rp))
+            .and_then(|rp| KnownDevice::of(rp.vendor, rp.device))
+            == Some(KnownDevice::GraceRootPort);
+        for nic_name in nics {
+            let Some(nic) = t.nic(&nic_name).and_then(|n| n.pci.as_ref()) else {
+                continue;
+            };
+            let Some(class) = t.class(&gpu.label, &nic_name) else {
+                continue;
+            };
+            out.push(PairFacts {
+                gpu: gpu.label.clone(),
+                source,
+                class,
+                nccl_class: class.nccl(),
+                common_bridge: common_bridges(&gpu.pci, nic) > 0,
+                coherent,
+                nic_driver: rdma_devices
+                    .iter()
+                    .find(|d| d.name == nic_name)
+                    .and_then(|d| d.driver.clone()),
+                nic_vendor: nic.vendor,
+                nic_device: nic.device,
+                gpu_iommu_group: pci::iommu_group(host, gpu.pci.address)?,
+                nic_iommu_group: pci::iommu_group(host, nic.address)?,
+                nic: nic_name,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! A replay of what the consumers would decide: NCCL per version range (whether it detects a
+//! peer-memory client), its environment and its distance rule per pair (`NCCL_NET_GDR_LEVEL`,
+//! and on C2C platforms `NCCL_NET_GDR_C2C`), and UCX.
+
+use crate::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
+use crate::topo::{self, PathClass};
+
+use super::super::{Check, PairFacts, PairSource};
+use super::Ctx;
+
+/// `nccl_env`, the NCCL version ranges, `nccl_gdr`, `ucx`.
+pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
+    let f = ctx.f;
+    let mut rows = vec![check_nccl_env(&f.nccl_env)];
+    for rule in &nccl::NCCL_RULES {
+        rows.push(match f.nccl.iter().find(|v| v.consumer == rule.id) {
+            Some(v) => check_nccl_range(rule, v),
+            None => Check::not_examined(rule.id, "the facts have no verdict for it"),
+        });
+    }
+    rows.push(check_nccl_gdr(&f.nccl_env, &f.pairs));
+    rows.push(check_ucx(&f.ucx, f.ucx_gpu_direct_rdma));
+    rows
+}
+
+/// "A exists" / "A and B exist".
+fn exist(paths: &[String]) -> String {
+    match paths {
+        [one] => format!("{one} exists"),
+        many => format!("{} exist", many.join(" and ")),
+    }
+}
+
+/// "A does not exist" / "none of A, B exists".
+fn none_exist(paths: &[String]) -> String {
+    match paths {
+        [one] => format!("{one} does not exist"),
+        many => format!("none of {} exists", many.join(", ")),
+    }
+}
+
+fn source(s: &Source) -> String {
+    match s {
+        Source::Default => "default".to_owned(),
+        Source::Environment(v) => format!("set to {v:?}"),
+        Source::Ignored(v) => format!("{v:?} not understood by NCCL: default used"),
+    }
+}
+
+fn check_nccl_env(e: &NcclEnv) -> Check {
+    let read = match e.gdr_read {
+        None => "on for compute capability >= 8.0 or NVLink".to_owned(),
+        Some(true) => "on".to_owned(),
+        Some(false) => "off".to_owned(),
+    };
+    let detail = format!(
+        "NCCL_IB_DISABLE={} ({}), NCCL_NET_GDR_LEVEL={} ({}), NCCL_NET_GDR_READ {read} ({}), NCCL_DMABUF_ENABLE={} ({}), NCCL_NET_GDR_C2C={} ({})",
+        u8::from(e.ib_disable),
+        source(&e.ib_disable_source),
+        e.gdr_level,
+        source(&e.gdr_level_source),
+        source(&e.gdr_read_source),
+        u8::from(e.dmabuf_enable),
+        source(&e.dmabuf_enable_source),
+        u8::from(e.gdr_c2c),
+        source(&e.gdr_c2c_source),
+    );
+    if e.ib_disable {
+        return Check::warn(
+            "nccl_env",
+            format!(
+                "{detail}: NCCL will not use the IB transport at all (sockets, no GPUDirect RDMA)"
+            ),
+            "unset NCCL_IB_DISABLE",
+        );
+    }
+    if e.gdr_level == topo::NcclPathType::Loc {
+        return Check::warn(
+            "nccl_env",
+            format!("{detail}: LOC disables GPUDirect RDMA"),
+            "unset NCCL_NET_GDR_LEVEL (default PXB) or set it to the class `nvpeer topo` shows",
+        );
+    }
+    let ignored = [
+        ("NCCL_IB_DISABLE", &e.ib_disable_source),
+        ("NCCL_NET_GDR_LEVEL", &e.gdr_level_source),
+        ("NCCL_NET_GDR_READ", &e.gdr_read_source),
+        ("NCCL_DMABUF_ENABLE", &e.dmabuf_enable_source),
+        ("NCCL_NET_GDR_C2C", &e.gdr_c2c_source),
+    ];
+    if let Some((name, _)) = ignored
+        .iter()
+        .find(|(_, s)| matches!(s, Source::Ignored(_)))
+    {
+        return Check::warn(
+            "nccl_env",
+            detail,
+            format!("{name} has a value NCCL cannot parse: use a number, or for NCCL_NET_GDR_LEVEL one of LOC PIX PXB PHB SYS (upper case)"),
+        );
+    }
+    Check::ok("nccl_env", detail)
+}
+
+fn check_nccl_range(rule: &nccl::Rule, v: &PeerMemoryVerdict) -> Check {
+    if v.peer_memory {
+        return Check::ok(
+            rule.id,
+            format!(
+                "{} would enable GPUDirect RDMA through peer memory: {}",
+                rule.name,
+                exist(&v.found)
+            ),
+        );
+    }
+    let newest = rule.id == nccl::NCCL_RULES[nccl::NCCL_RULES.len() - 1].id;
+    let detail = format!(
+        "{} would not use peer memory: {}",
+        rule.name,
+        none_exist(&v.looked_for)
+    );
+    if newest {
+        Check::fail(
+            rule.id,
+            detail,
+            "load the peer-memory module under the name nvidia_peermem (the default build), or set up dma-buf (see `dmabuf`)",
+        )
+    } else {
+        Check::warn(
+            rule.id,
+            detail,
+            "use NCCL >= 2.23.4 with the module named nvidia_peermem; older NCCL needs /sys/kernel/mm/memory_peers (MOFED < 24.04, or a kernel that exports mm_kobj)",
+        )
+    }
+}
+
+/// NCCL's GPUDirect RDMA decision for one pair (`ncclTopoCheckGdr`): `Ok(how)` when enabled.
+/// On a C2C platform a NIC attached to the GPU's CPU (in sysfs: another root port of the same
+/// NUMA node) is NCCL's P2C path, distance C2C with `NCCL_NET_GDR_C2C` (2.27+, default 1), PHB
+/// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
+/// mapping).
+fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
+    if p.source == PairSource::DmaDirect {
+        // NCCL places a Data Direct NIC at its DMA function's PCI path
+        // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
+        return if nccl::within_gdr_level(topo::NcclPathType::Pxb, e.gdr_level) {
+            Ok("Data Direct, PCI mode")
+        } else {
+            Err(format!("Data Direct PXB > {}", e.gdr_level))
+        };
+    }
+    let c2c_attached = p.coherent && matches!(p.class, PathClass::Phb | PathClass::Node);
+    if c2c_attached && e.gdr_c2c {
+        return if nccl::within_gdr_level(topo::NcclPathType::C2c, e.gdr_level) {
+            Ok("C2C, NCCL_NET_GDR_C2C")
+        } else {
+            Err(format!("C2C > {}", e.gdr_level))
+        };
+    }
+    if nccl::within_gdr_level(p.nccl_class, e.gdr_level) {
+        Ok(if p.coherent { "PCI mode" } else { "" })
+    } else {
+        Err(format!("{} > {}", p.nccl_class, e.gdr_level))
+    }
+}
+
+fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
+    if pairs.is_empty() {
+        return Check::ok(
+            "nccl_gdr",
+            "no GPU-NIC pair on PCI: NCCL's distance rule has nothing to judge",
+        );
+    }
+    let from = |s: &Source| {
+        if *s == Source::Default {
+            "default"
+        } else {
+            "environment"
+        }
+    };
+    let mut level = format!(
+        "NCCL_NET_GDR_LEVEL={} ({})",
+        e.gdr_level,
+        from(&e.gdr_level_source)
+    );
+    if pairs.iter().any(|p| p.coherent) {
+        level.push_str(&format!(
+            ", NCCL_NET_GDR_C2C={} ({}; NCCL 2.27 and later)",
+            u8::from(e.gdr_c2c),
+            from(&e.gdr_c2c_source)
+        ));
+    }
+    let mut yes = Vec::new();
+    let mut no = Vec::new();
+    let mut older = Vec::new();
+    for p in pairs {
+        let entry = format!("{}-{} {}", p.gpu, p.nic, p.nccl_class);
+        match nccl_gdr_of(e, p) {
+            Ok("") => yes.push(entry),
+            Ok(how) => {
+                if how.starts_with("C2C") {
+                    older.push(format!("{}-{}", p.gpu, p.nic));
+                }
+                yes.push(format!("{entry} ({how})"));
+            }
+            Err(why) => no.push(format!("{entry} ({why})")),
+        }
+    }
+    let list = |v: &[String], none: &str| {
+        if v.is_empty() {
+            none.to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut detail = format!(
+        "with {level}: GPUDirect RDMA for {}; not for {}",
+        list(&yes, "no pair"),
+        list(&no, "none")
+    );
+    if !older.is_empty() {
+        detail.push_str(&format!(
+            "; NCCL 2.26 and older count {} as PHB: GPUDirect RDMA there only with NCCL_NET_GDR_LEVEL=SYS",
+            older.join(", ")
+        ));
+    }
+    if e.ib_disable {
+        Check::warn(
+            "nccl_gdr",
+            format!("{detail}; but NCCL_IB_DISABLE is set"),
+            "unset NCCL_IB_DISABLE",
+        )
+    } else if !no.is_empty() {
+        Check::warn(
+            "nccl_gdr",
+            detail,
+            "NCCL stages through host memory for the pairs listed as 'not for': place GPU and NIC under one PCIe switch, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) if the lower bandwidth is acceptable",
+        )
+    } else {
+        Check::ok("nccl_gdr", detail)
+    }
+}
+
+fn check_ucx(v: &PeerMemoryVerdict, switch: Option<bool>) -> Check {
+    if switch == Some(false) {
+        return Check::warn(
+            "ucx",
+            "UCX_IB_GPU_DIRECT_RDMA=no: UCX will not use GPUDirect RDMA",
+            "unset UCX_IB_GPU_DIRECT_RDMA (default: try)",
+        );
+    }
+    if v.peer_memory {
+        return Check::ok(
+            "ucx",
+            format!(
+                "UCX would enable GPUDirect RDMA through peer memory: {}",
+                exist(&v.found)
+            ),
+        );
+    }
+    Check::fail(
+        "ucx",
+        format!(
+            "UCX would not use peer memory: {}",
+            none_exist(&v.looked_for)
+        ),
+        "load the peer-memory module (see `module`), or set up dma-buf (UCX registers dma-buf too; see `dmabuf`); UCX says \"Please make sure nv_peer_mem or amdgpu plugin installed correctly, or dmabuf is supported\"",
+    )
+}

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The dma-buf path: the application exports GPU memory as a dma-buf
+//! (`cuMemGetHandleForAddressRange`) and registers it with `ibv_reg_dmabuf_mr`; no peer-memory
+//! module is involved. What it needs, each a failure class users meet:
+//!
+//! * NVIDIA's open kernel modules (the proprietary ones export no GPU memory as dma-buf), of a
+//!   release that has `nv-dmabuf.c` (515 and later);
+//! * `ib_umem_dmabuf_get` in the kernel (5.12 and later; before, the ioctl answers
+//!   EPROTONOSUPPORT);
+//! * `ibv_reg_dmabuf_mr` in the installed libibverbs (rdma-core 34 and later);
+//! * a NIC driver with dma-buf MRs: NCCL's probe, `ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)`,
+//!   answers EBADF where it has them and EOPNOTSUPP / EPROTONOSUPPORT where not (rdma-core's
+//!   `libibverbs/dummy_ops.c` answers EOPNOTSUPP for a provider without the verb, e.g. rxe);
+//! * NVIDIA's GRDMA topology rule at attach time (`nv_dma_buf_attach` in
+//!   `kernel-open/nvidia/nv-dmabuf.c` calls `nv_grdma_pci_topology_supported` in `nv-pci.c`,
+//!   595 snapshot): allowed on a coherent platform; then `NVreg_GrdmaPciTopoCheckOverride` 1
+//!   allows and 2 denies every peer; then a passthrough VM is allowed; then, on a chipset the
+//!   driver marks `NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET`, only a GPU and NIC with a common
+//!   upstream bridge (`nv_pci_has_common_pci_switch`). The regkey dates from 570.86.15, the
+//!   common-switch rule from 580.65.06 (`../shared/FIELD.md` #1). Which chipsets the driver marks
+//!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is judged refused.
+
+use crate::kernel::{release_major_minor, symbols};
+use crate::nvidia_proc::{Flavour, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::verbs::{DmabufProbe, Verbs};
+
+use super::super::{Check, PairFacts, Require};
+use super::{grace, Ctx, GdrPath, PairVerdict, PathResult, WhyNot};
+
+/// The first open-module release with `nv-dmabuf.c` (dma-buf export, CUDA 11.7).
+const EXPORT_SINCE: [u32; 3] = [515, 0, 0];
+/// `GrdmaPciTopoCheckOverride` and the FORCE_PCIE same-IOMMU-group rule.
+pub(super) const REGKEY_SINCE: [u32; 3] = [570, 86, 15];
+/// The unsupported-chipset common-switch rule.
+const COMMON_SWITCH_SINCE: [u32; 3] = [580, 65, 6];
+
+fn why(reason: impl Into<String>, fix: impl Into<String>) -> WhyNot {
+    WhyNot {
+        reason: reason.into(),
+        fix: fix.into(),
+    }
+}
+
+/// The GPU driver exports GPU memory as dma-buf.
+fn driver(ctx: &Ctx) -> Result<(), WhyNot> {
+    if ctx.f.nvidia.is_none() {
+        return Err(why(
+            "nvidia.ko is not loaded",
+            "load NVIDIA's open kernel modules (`modprobe nvidia`)",
+        ));
+    }
+    let Some(v) = ctx.f.nvidia_proc.as_ref().and_then(|p| p.version.as_ref()) else {
+        return Err(why(
+            "/proc/driver/nvidia/version is absent: open or proprietary kernel modules unknown",
+            "load NVIDIA's driver, whose version file says \"Open Kernel Module\" for the open modules",
+        ));
+    };
+    if v.flavour == Flavour::Proprietary {
+        return Err(why(
+            "NVIDIA's proprietary kernel modules export no GPU memory as dma-buf (/proc/driver/nvidia/version has no \"Open Kernel Module\")",
+            "install the open kernel modules of the same driver (the `-open` packages, or the GPU Operator's driver.kernelModuleType=open); GPUs before Turing have none: use peer memory",
+        ));
+    }
+    if let Some(r) = v.release() {
+        if !r.at_least(EXPORT_SINCE) {
+            return Err(why(
+                format!("driver {r} predates dma-buf export (open kernel modules 515 and later)"),
+                "upgrade the driver to 515 or later (open kernel modules)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The kernel side: `ib_umem_dmabuf_get`, else the release.
+fn kernel(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
+    let release = ctx.f.kernel_release.as_deref();
+    let old = release
+        .and_then(release_major_minor)
+        .filter(|v| *v < (5, 12));
+    match ctx.f.kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(why(
+            match (old, release) {
+                (Some(_), Some(rel)) => format!("kernel {rel} is older than 5.12: no ib_umem_dmabuf_get, so the kernel has no dma-buf MRs"),
+                _ => "the kernel exports no ib_umem_dmabuf_get (ib_core not loaded, or built without dma-buf support)".to_owned(),
+            },
+            "a kernel 5.12 or later with its RDMA stack loaded (`modprobe ib_core`), or MOFED/DOCA-OFED built for this kernel with dma-buf support",
+        )),
+        Err(_) => match (old, release) {
+            (Some(_), Some(rel)) => Err(why(
+                format!("kernel {rel} is older than 5.12: no dma-buf MRs"),
+                "a kernel 5.12 or later",
+            )),
+            _ => {
+                r.notes.push(format!(
+                    "ib_umem_dmabuf_get not looked up (/proc/kallsyms not readable); kernel {} is 5.12 or later",
+                    release.unwrap_or("(release unknown)")
+                ));
+                Ok(())
+            }
+        },
+    }
+}
+
+/// libibverbs has the verb.
+fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
+    match &ctx.f.verbs {
+        Verbs::Probed {
+            reg_dmabuf_mr: Some(false),
+            ..
+        } => Err(why(
+            "the installed libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34)",
+            "install rdma-core 34 or later (or MOFED/DOCA-OFED's userspace)",
+        )),
+        Verbs::Probed { .. } => Ok(()),
+        Verbs::Unavailable { reason } => Err(why(
+            format!("libibverbs could not be loaded: {reason}"),
+            "install rdma-core's libibverbs (Debian: libibverbs1 ibverbs-providers) or MOFED's userspace",
+        )),
+        Verbs::Skipped { reason } => {
+            r.not_probed.push(format!(
+                "libibverbs' ibv_reg_dmabuf_mr and the NIC's answer to NCCL's probe ({reason})"
+            ));
+            Ok(())
+        }
+    }
+}
+
+fn errno_name(errno: i32) -> String {
+    match errno {
+        95 => "EOPNOTSUPP".to_owned(),
+        93 => "EPROTONOSUPPORT".to_owned(),
+        9 => "EBADF".to_owned(),
+        0 => "success".to_owned(),
+        n => format!("errno {n}"),
+    }
+}
+
+/// The NIC's answer to NCCL's probe.
+fn nic(ctx: &Ctx, p: &PairFacts) -> Result<(), WhyNot> {
+    let Verbs::Probed { devices, .. } = &ctx.f.verbs else {
+        return Ok(());
+    };
+    match devices.iter().find(|d| d.name == p.nic).map(|d| &d.dmabuf) {
+        Some(DmabufProbe::Supported { .. }) => Ok(()),
+        Some(DmabufProbe::Unsupported { errno: 93 }) => Err(why(
+            format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EPROTONOSUPPORT: the kernel has no dma-buf MR method (older than 5.12)", p.nic),
+            "a kernel 5.12 or later",
+        )),
+        Some(DmabufProbe::Unsupported { errno }) => Err(why(
+            format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with {}: its driver has no dma-buf MRs", p.nic, errno_name(*errno)),
+            "a NIC driver with dma-buf MRs (mlx5 from kernel 5.12 / MOFED 5.5, efa, bnxt_re, irdma, ...) and its provider library",
+        )),
+        Some(DmabufProbe::NotRun { reason }) => Err(why(
+            format!("NCCL's probe could not run on {}: {reason}", p.nic),
+            "make the device usable from libibverbs (permissions on /dev/infiniband, the provider library)",
+        )),
+        None => Err(why(
+            format!("libibverbs does not list {}", p.nic),
+            "install the NIC's provider library (Debian: ibverbs-providers; MOFED: its userspace)",
+        )),
+    }
+}
+
+/// NVIDIA's GRDMA topology rule for this pair, as the installed driver release has it.
+fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> {
+    if p.coherent {
+        // "Skip topo check on coherent platforms since NIC can map over C2C anyway".
+        return Ok(());
+    }
+    let Some(release) = &ctx.release else {
+        r.notes.push(
+            "NVIDIA's GRDMA topology rule not judged: the driver release is unknown".to_owned(),
+        );
+        return Ok(());
+    };
+    if !release.at_least(REGKEY_SINCE) {
+        return Ok(());
+    }
+    let override_ = ctx.params.and_then(|p| p.grdma_pci_topo_check_override());
+    match override_ {
+        Some(GRDMA_OVERRIDE_ALLOW) => {
+            r.notes.push(
+                "GrdmaPciTopoCheckOverride=1: NVIDIA's topology check is skipped".to_owned(),
+            );
+            return Ok(());
+        }
+        Some(GRDMA_OVERRIDE_DENY) => {
+            return Err(why(
+                "GrdmaPciTopoCheckOverride=2 makes NVIDIA's driver refuse every GPUDirect RDMA dma-buf attach",
+                "remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia module options",
+            ))
+        }
+        _ => {}
+    }
+    if ctx.f.hypervisor == Some(true) {
+        r.notes.push(
+            "a VM (cpuinfo: hypervisor): NVIDIA's driver allows GPUDirect RDMA to passed-through GPUs"
+                .to_owned(),
+        );
+        return Ok(());
+    }
+    if release.at_least(COMMON_SWITCH_SINCE) && !p.common_bridge {
+        return Err(why(
+            format!(
+                "{}-{} share no PCIe bridge ({}): driver {release}'s GRDMA topology rule (nv_grdma_pci_topology_supported) refuses the dma-buf attach unless its chipset table marks this platform P2P-capable",
+                p.gpu, p.nic, p.class
+            ),
+            "set NVreg_GrdmaPciTopoCheckOverride=1 (options nvidia NVreg_GrdmaPciTopoCheckOverride=1; the traffic then crosses the root complex), or place GPU and NIC under one PCIe switch",
+        ));
+    }
+    Ok(())
+}
+
+/// Every condition in the order a registration meets them.
+fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> {
+    driver(ctx)?;
+    kernel(ctx, r)?;
+    libibverbs(ctx, r)?;
+    nic(ctx, p)?;
+    topology(ctx, p, r)
+}
+
+/// dma-buf for one pair.
+pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
+    let mut r = PathResult::works(grace::dmabuf_mapping(ctx, p));
+    match conditions(ctx, p, &mut r) {
+        Ok(()) => r,
+        Err(w) => PathResult {
+            works: Err(w),
+            mapping: None,
+            not_probed: Vec::new(),
+            notes: r.notes,
+        },
+    }
+}
+
+/// The host-wide facts, for the row.
+fn summary(ctx: &Ctx) -> String {
+    let f = ctx.f;
+    let gpu = match f.nvidia_proc.as_ref().and_then(|p| p.version.as_ref()) {
+        Some(v) => format!(
+            "{} kernel modules{}",
+            match v.flavour {
+                Flavour::Open => "open",
+                Flavour::Proprietary => "proprietary",
+            },
+            v.release
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" {r}"))
+        ),
+        None if f.nvidia.is_some() => "no /proc/driver/nvidia/version".to_owned(),
+        None => "not loaded".to_owned(),
+    };
+    let kernel = match f.kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
+        Ok(Some(_)) => "ib_umem_dmabuf_get exported",
+        Ok(None) => "no ib_umem_dmabuf_get",
+        Err(_) => "ib_umem_dmabuf_get unknown",
+    };
+    let kernel = match &f.kernel_release {
+        Some(rel) => format!("kernel {rel}: {kernel}"),
+        None => format!("kernel: {kernel}"),
+    };
+    let verbs = match &f.verbs {
+        Verbs::Probed {
+            devices,
+            reg_dmabuf_mr,
+        } => {
+            let has = match reg_dmabuf_mr {
+                Some(true) => "ibv_reg_dmabuf_mr present",
+                Some(false) => "no ibv_reg_dmabuf_mr",
+                None => "ibv_reg_dmabuf_mr unknown",
+            };
+            let probes = if devices.is_empty() {
+                "no verbs device to probe".to_owned()
+            } else {
+                devices
+                    .iter()
+                    .map(|d| match &d.dmabuf {
+                        DmabufProbe::Supported { errno } => {
+                            format!("{} supports it ({})", d.name, errno_name(*errno))
+                        }
+                        DmabufProbe::Unsupported { errno } => {
+                            format!("{} does not ({})", d.name, errno_name(*errno))
+                        }
+                        DmabufProbe::NotRun { reason } => {
+                            format!("{} not probed ({reason})", d.name)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!("libibverbs: {has}; NIC probe (NCCL's ibv_reg_dmabuf_mr(fd=-1)): {probes}")
+        }
+        Verbs::Skipped { reason } | Verbs::Unavailable { reason } => {
+            format!("libibverbs and the NIC probe: not probed ({reason})")
+        }
+    };
+    let topo = match ctx.params.and_then(|p| p.grdma_pci_topo_check_override()) {
+        Some(v) => format!("; GrdmaPciTopoCheckOverride={v}"),
+        None => String::new(),
+    };
+    format!(
+        "GPU driver: {gpu}; {kernel}; {verbs}{topo}; NCCL_DMABUF_ENABLE={}",
+        u8::from(f.nccl_env.dmabuf_enable)
+    )
+}
+
+/// The `dmabuf` row: the host's dma-buf facts, and the pairs it does not carry.
+pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
+    let detail = summary(ctx);
+    let missing: Vec<(&PairVerdict, &WhyNot)> = pairs
+        .iter()
+        .filter_map(|p| Some((p, p.why_not.get(&GdrPath::Dmabuf)?)))
+        .collect();
+    let host = driver(ctx).err();
+    let (first, fix) = match (missing.first(), &host) {
+        (Some((p, w)), _) => (format!("{}: {}", p.name(), w.reason), w.fix.clone()),
+        (None, Some(w)) if pairs.is_empty() => (w.reason.clone(), w.fix.clone()),
+        _ => return Check::ok("dmabuf", detail),
+    };
+    let more = if missing.len() > 1 {
+        format!(" (and {} more pairs)", missing.len() - 1)
+    } else {
+        String::new()
+    };
+    let detail = format!("{detail}: not for {first}{more}");
+    if ctx.options.require == Require::Dmabuf {
+        Check::fail("dmabuf", detail, fix)
+    } else {
+        Check::warn("dmabuf", detail, fix)
+    }
+}

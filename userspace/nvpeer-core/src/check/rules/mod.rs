@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The second step of `nvpeer check`: the rules, one file per concern, each from the facts
+//! alone. A concern contributes rows ([`Check`]) and, where it decides a path, that path's
+//! result for each GPU-NIC pair ([`paths`] puts a pair together):
+//!
+//! | file | rows | per pair |
+//! |---|---|---|
+//! | [`stack`] | `nvidia_driver`, `rdma_devices`, `verbs`, `memlock` | |
+//! | [`peer_memory`] | `module`, `parameters`, `peer_clients`, `ib_core`, `modprobe`, `driver_reload`, `core_bugs` | peer memory |
+//! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
+//! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
+//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` | |
+//! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
+//! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
+//! | [`paths`] | `paths` | `paths`, `preferred`, `mapping`, `why_not` |
+//!
+//! [`evaluate`] runs them in report order. A new concern is a new file here, called from
+//! [`evaluate`]; a path rule returns a [`PathResult`].
+
+mod consumers;
+mod dmabuf;
+mod efa;
+mod grace;
+mod paths;
+mod peer_memory;
+mod platform;
+mod stack;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::nvidia_proc::{DriverRelease, Params};
+
+use super::{Check, Facts, Options, PairFacts};
+
+pub(crate) use paths::carried;
+use paths::settle;
+
+/// A way GPU memory reaches the NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GdrPath {
+    /// `ibv_reg_dmabuf_mr` on a dma-buf the NVIDIA driver exports (no peer-memory module).
+    Dmabuf,
+    /// `ibv_reg_mr` on GPU memory through a MOFED peer-memory client (`nvidia_peermem`).
+    PeerMemory,
+    /// AWS EFA's own path through `efa_nv_peermem` (the NVIDIA P2P API re-exported to `efa`).
+    Efa,
+}
+
+impl GdrPath {
+    pub const ALL: [Self; 3] = [Self::Dmabuf, Self::PeerMemory, Self::Efa];
+
+    /// As the JSON and the Prometheus label spell it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Dmabuf => "dmabuf",
+            Self::PeerMemory => "peer_memory",
+            Self::Efa => "efa",
+        }
+    }
+
+    /// For people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Dmabuf => "dma-buf",
+            Self::PeerMemory => "peer memory",
+            Self::Efa => "EFA",
+        }
+    }
+}
+
+/// How the NIC reaches GPU memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mapping {
+    /// Through the GPU's PCIe BAR1.
+    Pcie,
+    /// Through the CPU and its C2C link: the page table is CPU-cacheable system memory on a
+    /// coherent (Grace) platform.
+    C2c,
+}
+
+impl Mapping {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Pcie => "PCIe mapping",
+            Self::C2c => "C2C mapping",
+        }
+    }
+}
+
+/// Why a path does not carry a pair, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhyNot {
+    pub reason: String,
+    pub fix: String,
+}
+
+/// One path's result for one pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathResult {
+    /// `Err`: it does not work, and why.
+    pub works: Result<(), WhyNot>,
+    pub mapping: Option<Mapping>,
+    /// What could not be probed and was assumed good (`--sysfs-root`: no libibverbs probe).
+    pub not_probed: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl PathResult {
+    fn works(mapping: Mapping) -> Self {
+        Self {
+            works: Ok(()),
+            mapping: Some(mapping),
+            not_probed: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn fails(reason: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            works: Err(WhyNot {
+                reason: reason.into(),
+                fix: fix.into(),
+            }),
+            mapping: None,
+            not_probed: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// The verdict for one GPU-NIC pair (`pairs` in the JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PairVerdict {
+    pub gpu: String,
+    pub nic: String,
+    pub class: crate::topo::PathClass,
+    /// The paths that work for this pair.
+    pub paths: Vec<GdrPath>,
+    /// What NCCL and UCX of the installed (or assumed) versions would use: they try dma-buf
+    /// first.
+    pub preferred: Option<GdrPath>,
+    /// The mapping of the preferred path.
+    pub mapping: Option<Mapping>,
+    /// Each path that does not work, and why.
+    pub why_not: BTreeMap<GdrPath, WhyNot>,
+    /// What could not be probed and was assumed good.
+    pub not_probed: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl PairVerdict {
+    /// `GPU0-mlx5_0`.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.gpu, self.nic)
+    }
+}
+
+/// What every rule may look at: the facts, the policy, and what several rules derive alike.
+pub(super) struct Ctx<'a> {
+    pub f: &'a Facts,
+    pub options: &'a Options,
+    /// The NVIDIA driver's release: `/proc/driver/nvidia/version`, else `/sys/module/nvidia`.
+    pub release: Option<DriverRelease>,
+    pub params: Option<&'a Params>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(f: &'a Facts, options: &'a Options) -> Self {
+        let proc = f.nvidia_proc.as_ref();
+        let release = proc
+            .and_then(|p| p.version.as_ref())
+            .and_then(|v| v.release())
+            .or_else(|| {
+                f.nvidia
+                    .as_ref()
+                    .filter(|n| !n.stand_in)
+                    .and_then(|n| n.version.as_deref())
+                    .and_then(DriverRelease::parse)
+            });
+        Self {
+            f,
+            options,
+            release,
+            params: proc.and_then(|p| p.params.as_ref()),
+        }
+    }
+
+    /// The fact could not be read: why.
+    fn unreadable(&self, fact: &str) -> Option<&'a str> {
+        self.f.unreadable.get(fact).map(String::as_str)
+    }
+
+    /// The NIC of a pair is an AWS EFA device.
+    fn is_efa(pair: &PairFacts) -> bool {
+        pair.nic_driver.as_deref() == Some("efa")
+    }
+}
+
+/// Every row in report order and every pair, with the rows that another path makes unneeded
+/// settled ([`settle`]).
+pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVerdict>) {
+    let ctx = Ctx::new(f, options);
+    let peer_rows = peer_memory::rows(&ctx);
+    let peer_host = peer_memory::host_state(&ctx, &peer_rows);
+    let pairs: Vec<PairVerdict> = f
+        .pairs
+        .iter()
+        .map(|p| {
+            paths::pair(
+                &ctx,
+                p,
+                [
+                    (GdrPath::Dmabuf, Some(dmabuf::pair(&ctx, p))),
+                    (
+                        GdrPath::PeerMemory,
+                        Some(peer_memory::pair(&ctx, p, &peer_host)),
+                    ),
+                    (GdrPath::Efa, efa::pair(&ctx, p)),
+                ],
+            )
+        })
+        .collect();
+    let mut rows = vec![platform::gpus(&ctx)];
+    rows.extend(stack::rows(&ctx));
+    rows.push(paths::row(&ctx, &pairs));
+    rows.push(dmabuf::row(&ctx, &pairs));
+    rows.extend(efa::row(&ctx, &pairs));
+    rows.extend(peer_rows);
+    rows.extend(platform::rows(&ctx));
+    rows.extend(grace::rows(&ctx, &pairs));
+    rows.extend(consumers::rows(&ctx));
+    rows.push(stack::memlock(&ctx));
+    settle(&mut rows, &pairs, options.require, !f.modules.is_empty());
+    (rows, pairs)
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Each GPU-NIC pair put together from its paths' results (`paths`, `preferred`, `mapping`,
+//! `why_not`), the `paths` row that lists them, and [`settle`]: the rows of a path that no pair
+//! needs say "not needed" instead of failing.
+
+use std::collections::BTreeMap;
+
+use super::super::{Check, PairFacts, Require, Status};
+use super::{grace, peer_memory, Ctx, GdrPath, PairVerdict, PathResult};
+
+/// A pair is carried under `require` by these of its paths.
+pub(crate) fn carried(paths: &[GdrPath], require: Require) -> bool {
+    match require {
+        Require::Any => !paths.is_empty(),
+        Require::Dmabuf => paths.contains(&GdrPath::Dmabuf),
+        Require::Peermem => paths.contains(&GdrPath::PeerMemory) || paths.contains(&GdrPath::Efa),
+    }
+}
+
+/// One pair from each path's result (`None`: the path does not apply to this NIC).
+pub(super) fn pair(
+    ctx: &Ctx,
+    p: &PairFacts,
+    results: [(GdrPath, Option<PathResult>); 3],
+) -> PairVerdict {
+    let mut paths = Vec::new();
+    let mut why_not = BTreeMap::new();
+    let mut not_probed = Vec::new();
+    let mut notes = Vec::new();
+    let mut mappings = BTreeMap::new();
+    for (path, result) in results {
+        let Some(r) = result else { continue };
+        match r.works {
+            Ok(()) => {
+                paths.push(path);
+                if let Some(m) = r.mapping {
+                    mappings.insert(path, m);
+                }
+                for n in r.not_probed {
+                    if !not_probed.contains(&n) {
+                        not_probed.push(n);
+                    }
+                }
+            }
+            Err(w) => {
+                why_not.insert(path, w);
+            }
+        }
+        notes.extend(r.notes);
+    }
+    // NCCL and UCX try dma-buf first (NCCL: unless NCCL_DMABUF_ENABLE=0).
+    let dmabuf_first = ctx.f.nccl_env.dmabuf_enable;
+    let preferred = [GdrPath::Dmabuf, GdrPath::PeerMemory, GdrPath::Efa]
+        .into_iter()
+        .filter(|g| paths.contains(g))
+        .find(|g| *g != GdrPath::Dmabuf || dmabuf_first || paths.len() == 1);
+    let mapping = preferred.and_then(|g| mappings.get(&g).copied());
+    if p.coherent {
+        notes.push(grace::C2C_NOTE.to_owned());
+        if paths.contains(&GdrPath::Dmabuf) {
+            notes.extend(grace::mapping_note(
+                ctx,
+                p,
+                mappings.get(&GdrPath::Dmabuf).copied(),
+            ));
+        }
+    }
+    PairVerdict {
+        gpu: p.gpu.clone(),
+        nic: p.nic.clone(),
+        class: p.class,
+        paths,
+        preferred,
+        mapping,
+        why_not,
+        not_probed,
+        notes,
+    }
+}
+
+fn describe(p: &PairVerdict) -> String {
+    let mut s = format!("{} {}: ", p.name(), p.class);
+    if p.paths.is_empty() {
+        s.push_str("no path");
+    } else {
+        s.push_str(
+            &p.paths
+                .iter()
+                .map(|g| g.describe())
+                .collect::<Vec<_>>()
+                .join(" + "),
+        );
+        if let Some(pref) = p.preferred.filter(|_| p.paths.len() > 1) {
+            s.push_str(&format!(", NCCL/UCX use {}", pref.describe()));
+        }
+        if let Some(m) = p.mapping {
+            s.push_str(&format!(" ({})", m.describe()));
+        }
+    }
+    for (g, w) in &p.why_not {
+        s.push_str(&format!("; not {}: {}", g.describe(), w.reason));
+    }
+    for n in &p.notes {
+        s.push_str(&format!("; {n}"));
+    }
+    s
+}
+
+/// The `paths` row: every pair with its paths and why not; fails when a pair is not carried
+/// under the policy, or when there is no pair at all.
+pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
+    let require = ctx.options.require;
+    if pairs.is_empty() {
+        let why = match (ctx.f.gpus.is_empty(), ctx.f.topology.as_ref()) {
+            (true, _) => "no NVIDIA GPU on the PCI bus",
+            (false, Some(t)) if t.nics.iter().all(|n| n.pci.is_none()) => {
+                "no RDMA NIC with a PCI function (software devices such as rxe carry no GPUDirect RDMA)"
+            }
+            _ => "no GPU has a NIC `topo` can place",
+        };
+        return Check::fail(
+            "paths",
+            format!("no GPU-NIC pair: {why}"),
+            "see `gpus` and `rdma_devices`",
+        );
+    }
+    let mut detail = pairs.iter().map(describe).collect::<Vec<_>>().join(" | ");
+    let not_probed: Vec<&String> = pairs.iter().flat_map(|p| &p.not_probed).collect();
+    if let Some(n) = not_probed.first() {
+        detail.push_str(&format!(" | not probed, assumed good: {n}"));
+    }
+    let Some(first) = pairs.iter().find(|p| !carried(&p.paths, require)) else {
+        return Check::ok("paths", detail);
+    };
+    let wanted = match require {
+        Require::Any => None,
+        Require::Dmabuf => Some(GdrPath::Dmabuf),
+        Require::Peermem => Some(GdrPath::PeerMemory),
+    };
+    let fix = wanted
+        .and_then(|g| first.why_not.get(&g))
+        .or_else(|| first.why_not.values().next())
+        .map(|w| w.fix.clone())
+        .unwrap_or_else(|| format!("--require {} is not met", require.label()));
+    Check::fail("paths", detail, fix)
+}
+
+/// Rows of a path that another path makes unneeded: when dma-buf or EFA carries every pair
+/// (and the policy does not demand peer memory), the peer-memory rows stop failing ("not
+/// needed"; with a peer-memory module loaded its problems stay warnings); when peer memory or
+/// EFA carries every pair, so does the `dmabuf` row.
+pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, module_loaded: bool) {
+    if pairs.is_empty() {
+        return;
+    }
+    let all = |g: &[GdrPath]| pairs.iter().all(|p| g.iter().any(|g| p.paths.contains(g)));
+    let efa_only = pairs
+        .iter()
+        .all(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
+    if require != Require::Peermem && all(&[GdrPath::Dmabuf, GdrPath::Efa]) {
+        let by = if efa_only {
+            "EFA ready"
+        } else {
+            "dma-buf ready"
+        };
+        for row in rows
+            .iter_mut()
+            .filter(|r| peer_memory::is_peer_memory_row(r.id))
+        {
+            match (row.status, module_loaded) {
+                (Status::Ok, _) => {}
+                (_, false) => {
+                    row.status = Status::Ok;
+                    row.detail = format!("not needed: {by}; {}", row.detail);
+                    row.fix = None;
+                }
+                (Status::Fail, true) => {
+                    row.status = Status::Warn;
+                    row.detail = format!("{by}, so not blocking: {}", row.detail);
+                }
+                (Status::Warn, true) => {}
+            }
+        }
+    }
+    if require != Require::Dmabuf && all(&[GdrPath::PeerMemory, GdrPath::Efa]) {
+        let by = if efa_only {
+            "EFA ready"
+        } else {
+            "peer memory ready"
+        };
+        for row in rows.iter_mut().filter(|r| r.id == "dmabuf") {
+            if row.status != Status::Ok {
+                row.status = Status::Ok;
+                row.detail = format!("not needed: {by}; {}", row.detail);
+                row.fix = None;
+            }
+        }
+    }
+}

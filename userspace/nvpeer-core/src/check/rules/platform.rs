@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Checks of the PCIe platform: the GPUs and their BAR1, where the NICs sit relative to them,
+//! the IOMMU mode and ACS on the bridges between them. On a Grace platform the IOMMU and ACS
+//! rules are [`super::grace`]'s.
+
+use crate::kernel::{Iommu, IommuMode};
+use crate::limits::human_bytes;
+use crate::pci::Acs;
+use crate::topo::{self, PathClass, Topology};
+
+use super::super::{AcsFinding, Check, GpuFacts, PairFacts, PairSource};
+use super::{grace, Ctx};
+
+/// The `gpus` row.
+pub(super) fn gpus(ctx: &Ctx) -> Check {
+    match ctx.unreadable("gpus") {
+        Some(e) => Check::error("gpus", e),
+        None => check_gpus(ctx, &ctx.f.gpus),
+    }
+}
+
+/// `bar1`, `topology`, `iommu`, `acs`.
+pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
+    let f = ctx.f;
+    let bar1 = match (ctx.unreadable("gpus"), ctx.unreadable("bars")) {
+        (Some(_), _) => Check::not_examined("bar1", "the GPUs could not be read (see `gpus`)"),
+        (None, Some(e)) => Check::error("bar1", e),
+        (None, None) => check_bar1(&f.gpus),
+    };
+    const NO_TOPOLOGY: &str = "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)";
+    let topology = match &f.topology {
+        Some(t) => check_topology(t, &f.pairs),
+        None => Check::not_examined("topology", NO_TOPOLOGY),
+    };
+    let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
+        (Some(e), _) => Check::error("iommu", e),
+        (None, Some(i)) if f.grace.is_some() => grace::check_iommu(i),
+        (None, Some(i)) => check_iommu(i),
+        (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
+    };
+    let acs = match (&f.topology, ctx.unreadable("acs"), &f.grace) {
+        (None, _, _) => Check::not_examined("acs", NO_TOPOLOGY),
+        (Some(_), _, Some(g)) => grace::check_acs(g),
+        (Some(_), Some(e), None) => Check::error("acs", e),
+        (Some(_), None, None) => check_acs(&f.acs),
+    };
+    vec![bar1, topology, iommu, acs]
+}
+
+fn check_gpus(ctx: &Ctx, gpus: &[GpuFacts]) -> Check {
+    if gpus.is_empty() {
+        return Check::fail(
+            "gpus",
+            "no NVIDIA GPU on the PCI bus (vendor 0x10de, class 0x0300 or 0x0302)",
+            "install the GPU; in a VM pass it through (VFIO); `lspci -d 10de:` should list it",
+        );
+    }
+    Check::ok(
+        "gpus",
+        gpus.iter()
+            .map(|g| {
+                let numa = g
+                    .numa_node
+                    .map_or_else(|| "?".to_owned(), |n| n.to_string());
+                let model = ctx
+                    .f
+                    .nvidia_proc
+                    .iter()
+                    .flat_map(|p| &p.gpus)
+                    .find(|i| i.bus_location == Some(g.address))
+                    .and_then(|i| i.model.as_deref())
+                    .map_or_else(String::new, |m| format!(" {m}"));
+                format!(
+                    "{} {} [{:04x}:{:04x}]{model} NUMA {numa}",
+                    g.label, g.address, g.vendor, g.device
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+/// BAR1 at or below this limits what can be pinned for RDMA at once (CONTRACT 3.3, #27).
+const SMALL_BAR1: u64 = 256 << 20;
+
+fn check_bar1(gpus: &[GpuFacts]) -> Check {
+    if gpus.is_empty() {
+        return Check::ok("bar1", "no GPU to examine");
+    }
+    let mut parts = Vec::new();
+    let mut small = Vec::new();
+    let mut unknown = Vec::new();
+    for g in gpus {
+        match &g.bar1 {
+            Some(b) => {
+                parts.push(format!(
+                    "{} BAR{} {}{}",
+                    g.label,
+                    b.index,
+                    human_bytes(b.size),
+                    if b.is_64bit {
+                        " (64-bit prefetchable)"
+                    } else {
+                        " (prefetchable)"
+                    }
+                ));
+                if b.size <= SMALL_BAR1 {
+                    small.push(g.label.clone());
+                }
+            }
+            None => unknown.push(g.label.clone()),
+        }
+    }
+    if !small.is_empty() {
+        return Check::warn(
+            "bar1",
+            format!("{}: {} can map only that much GPU memory for peers at once", parts.join(", "), small.join(", ")),
+            "enable Resizable BAR / Above 4G decoding in the firmware, or use a GPU with a large BAR1 (datacenter GPUs)",
+        );
+    }
+    if !unknown.is_empty() {
+        return Check::warn(
+            "bar1",
+            format!("no prefetchable BAR visible for {}", unknown.join(", ")),
+            "the GPU's resource file shows no prefetchable memory BAR: check the firmware's Above 4G decoding setting",
+        );
+    }
+    Check::ok("bar1", parts.join(", "))
+}
+
+/// On a Grace platform a GPU reaches its NIC through C2C (a NIC on the CPU's PCIe: NCCL's P2C)
+/// or Data Direct (the DMA function below the GPU's switch): not "far".
+fn reached_otherwise(pairs: &[PairFacts], gpu: &str) -> Option<&'static str> {
+    pairs
+        .iter()
+        .filter(|p| p.gpu == gpu && p.coherent)
+        .find_map(|p| {
+            if p.source == PairSource::DmaDirect {
+                Some("Data Direct through the ConnectX-8 DMA function below the GPU's switch")
+            } else if matches!(p.class, PathClass::Phb | PathClass::Node) {
+                Some("C2C: a NIC on the GPU's CPU, NCCL's P2C path")
+            } else {
+                None
+            }
+        })
+}
+
+fn check_topology(t: &Topology, pairs: &[PairFacts]) -> Check {
+    if t.gpus.is_empty() {
+        return Check::ok("topology", "no GPU: nothing to place");
+    }
+    if t.nics.iter().all(|n| n.pci.is_none()) {
+        return Check::ok(
+            "topology",
+            "no RDMA NIC on PCI (software devices only): nothing to place",
+        );
+    }
+    let describe = |n: &topo::Nearest| {
+        let otherwise =
+            reached_otherwise(pairs, &n.gpu).map_or_else(String::new, |how| format!("; {how}"));
+        format!(
+            "{} -> {} {} (NCCL {}{otherwise})",
+            n.gpu,
+            n.nics.join("/"),
+            n.class,
+            n.nccl_class
+        )
+    };
+    let far: Vec<&topo::Nearest> = t
+        .nearest
+        .iter()
+        .filter(|n| n.class > PathClass::Pxb && reached_otherwise(pairs, &n.gpu).is_none())
+        .collect();
+    let detail = t
+        .nearest
+        .iter()
+        .map(describe)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if far.is_empty() {
+        Check::ok("topology", format!("nearest NIC per GPU: {detail}"))
+    } else {
+        Check::warn(
+            "topology",
+            format!(
+                "nearest NIC per GPU: {detail}; no NIC below a PCIe switch shared with {} (paths through the CPU root complex: NCCL disables GPUDirect RDMA beyond PXB by default)",
+                far.iter().map(|n| n.gpu.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            "put GPU and NIC under one PCIe switch (`nvpeer topo` shows the matrix), or accept the lower bandwidth with NCCL_NET_GDR_LEVEL=PHB (or SYS)",
+        )
+    }
+}
+
+fn check_iommu(i: &Iommu) -> Check {
+    let cmdline = if i.cmdline.is_empty() {
+        "no iommu options on the kernel command line".to_owned()
+    } else {
+        format!("kernel command line: {}", i.cmdline.join(" "))
+    };
+    let units = if i.units.is_empty() {
+        String::new()
+    } else {
+        format!("units {}, ", i.units.join(" "))
+    };
+    let domains = if i.device_domains.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", domains {}",
+            i.device_domains
+                .iter()
+                .map(|(d, t)| format!("{d}={t}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    let groups = if i.groups == 1 {
+        "1 group".to_owned()
+    } else {
+        format!("{} groups", i.groups)
+    };
+    let facts = format!("{units}{groups}{domains}; {cmdline}");
+    match i.mode {
+        IommuMode::Off => Check::ok("iommu", format!("off ({facts})")),
+        IommuMode::Passthrough => Check::ok("iommu", format!("passthrough ({facts})")),
+        IommuMode::Translated => Check::warn(
+            "iommu",
+            format!("translating DMA ({facts}): peer-to-peer addresses go through IOMMU translation, which GPUDirect RDMA does not expect and which routes P2P traffic through the root complex"),
+            "boot with iommu=pt (Intel: intel_iommu=on iommu=pt; AMD: iommu=pt) or with the IOMMU off",
+        ),
+        IommuMode::Unknown => Check::warn(
+            "iommu",
+            format!("an IOMMU is present but its domain type is unknown ({facts})"),
+            "read /sys/kernel/iommu_groups/*/type as root; identity (passthrough) is what GPUDirect RDMA wants",
+        ),
+    }
+}
+
+fn check_acs(findings: &[AcsFinding]) -> Check {
+    if findings.is_empty() {
+        return Check::ok("acs", "no GPU-NIC path below a root complex to examine");
+    }
+    let hurting: Vec<String> = findings
+        .iter()
+        .filter(|f| !f.redirecting.is_empty())
+        .map(|f| {
+            format!(
+                "{} on {} ({}-{})",
+                f.redirecting.join(" + "),
+                f.bridge,
+                f.gpu,
+                f.nic
+            )
+        })
+        .collect();
+    if !hurting.is_empty() {
+        return Check::warn(
+            "acs",
+            format!("ACS redirects peer-to-peer traffic up to the root complex: {}", hurting.join("; ")),
+            "disable ACS redirection on those ports (firmware setting, or at boot `setpci -s <bridge> ECAP_ACS+6.w=0`) unless VFIO isolation needs it",
+        );
+    }
+    let unreadable: Vec<String> = findings
+        .iter()
+        .filter(|f| matches!(f.acs, None | Some(Acs::NotReadable { .. })))
+        .map(|f| f.bridge.to_string())
+        .collect();
+    if !unreadable.is_empty() {
+        return Check::warn(
+            "acs",
+            format!(
+                "config space of {} not readable beyond the first 64 bytes: ACS unknown",
+                unreadable.join(", ")
+            ),
+            "run nvpeer check as root to read the ACS control registers",
+        );
+    }
+    let bridges: Vec<String> = findings.iter().map(|f| f.bridge.to_string()).collect();
+    Check::ok(
+        "acs",
+        format!("no P2P redirection on {}", bridges.join(", ")),
+    )
+}

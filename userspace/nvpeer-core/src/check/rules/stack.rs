@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Checks of the host stack every path needs: the NVIDIA driver, the RDMA devices, libibverbs,
+//! and the process's memlock limit.
+
+use crate::kernel::symbols;
+use crate::limits::{human_bytes, Memlock};
+use crate::nvidia_proc::Flavour;
+use crate::providers::PersistentApi;
+use crate::rdma::RdmaDevice;
+use crate::verbs::Verbs;
+
+use super::super::Check;
+use super::Ctx;
+
+/// `nvidia_driver`, `rdma_devices` and `verbs`, in that order.
+pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
+    let f = ctx.f;
+    let nvidia = match ctx.unreadable("nvidia").or(ctx.unreadable("nvidia_proc")) {
+        Some(e) => Check::error("nvidia_driver", e),
+        None => check_nvidia_driver(ctx),
+    };
+    let rdma = match ctx.unreadable("rdma_devices") {
+        Some(e) => Check::error("rdma_devices", e),
+        None => check_rdma_devices(&f.rdma_devices),
+    };
+    vec![nvidia, rdma, check_verbs(&f.verbs, f.rdma_devices.len())]
+}
+
+pub(super) fn memlock(ctx: &Ctx) -> Check {
+    check_memlock(ctx.f.memlock)
+}
+
+/// What `/proc/driver/nvidia/version` says, for the row: `, open kernel modules 580.159.04`.
+fn proc_version(ctx: &Ctx) -> String {
+    let Some(v) = ctx.f.nvidia_proc.as_ref().and_then(|p| p.version.as_ref()) else {
+        return ", /proc/driver/nvidia/version absent".to_owned();
+    };
+    let flavour = match v.flavour {
+        Flavour::Open => "open kernel modules",
+        Flavour::Proprietary => "proprietary kernel modules",
+    };
+    let shown = ctx
+        .f
+        .nvidia
+        .as_ref()
+        .filter(|n| !n.stand_in)
+        .and_then(|n| n.version.as_ref());
+    match &v.release {
+        Some(r) if Some(r) != shown => format!(", {flavour} {r}"),
+        _ => format!(", {flavour}"),
+    }
+}
+
+fn check_nvidia_driver(ctx: &Ctx) -> Check {
+    let Some(d) = ctx.f.nvidia.as_ref() else {
+        return Check::fail(
+            "nvidia_driver",
+            "nvidia.ko is not loaded: no GPU memory can be exported (dma-buf) or pinned (nvidia_p2p_*)",
+            "install and load the NVIDIA GPU driver (`modprobe nvidia`); for dma-buf its open kernel modules",
+        );
+    };
+    let mut detail = d.describe();
+    detail.push_str(&proc_version(ctx));
+    detail.push_str(match d.persistent_api {
+        PersistentApi::Explicit => ", exports nvidia_p2p_get_pages_persistent (535+ persistent API)",
+        PersistentApi::CapabilityVariable => {
+            ", <= 530 API: no nvidia_p2p_get_pages_persistent, persistent pins through nvidia_p2p_cap_persistent_pages"
+        }
+        PersistentApi::None => ", exports no persistent pinning API",
+        PersistentApi::Unknown => ", persistent API unknown (/proc/kallsyms not readable)",
+    });
+    if matches!(ctx.f.kallsyms.lookup(symbols::P2P_GET_PAGES), Ok(None)) {
+        return Check::warn(
+            "nvidia_driver",
+            format!("{detail}; but nothing exports nvidia_p2p_get_pages: no peer-memory client can pin GPU memory (dma-buf does not need it)"),
+            "this driver build lacks the P2P API: install NVIDIA's datacenter/desktop driver for Linux",
+        );
+    }
+    if let Some(by) = &d.p2p_exported_by {
+        if *by != d.module {
+            detail.push_str(&format!(" (nvidia_p2p_get_pages from {by})"));
+        }
+    }
+    Check::ok("nvidia_driver", detail)
+}
+
+fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
+    if devices.is_empty() {
+        return Check::fail(
+            "rdma_devices",
+            "no RDMA device in /sys/class/infiniband",
+            "load the NIC's RDMA driver (e.g. mlx5_ib) or MOFED (`/etc/init.d/openibd start`)",
+        );
+    }
+    let mut parts = Vec::new();
+    let mut active = 0;
+    for dev in devices {
+        let at = match (&dev.pci, &dev.driver) {
+            (Some(p), Some(d)) => format!(" ({} {d})", p.address),
+            (Some(p), None) => format!(" ({})", p.address),
+            (None, _) => " (software device)".to_owned(),
+        };
+        if dev.ports.is_empty() {
+            parts.push(format!("{}{at} no ports", dev.name));
+        }
+        for port in &dev.ports {
+            active += usize::from(port.is_active());
+            let link = port.link_layer.as_deref().unwrap_or("?");
+            parts.push(format!(
+                "{}/{}{at} {} {link}",
+                dev.name, port.number, port.state
+            ));
+        }
+    }
+    let detail = parts.join(", ");
+    if active == 0 {
+        Check::warn(
+            "rdma_devices",
+            format!("{detail}: no port is ACTIVE"),
+            "bring a link up: cable and switch, a subnet manager for InfiniBand (`opensm`), or the netdev for RoCE (`ip link set <dev> up`)",
+        )
+    } else {
+        Check::ok("rdma_devices", detail)
+    }
+}
+
+fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
+    match verbs {
+        Verbs::Skipped { reason } => Check::ok("verbs", format!("libibverbs not probed: {reason}")),
+        Verbs::Unavailable { reason } => Check::warn(
+            "verbs",
+            format!("{reason}; the verbs checks (device list, DMA-BUF probe) are skipped"),
+            "install rdma-core's libibverbs (Debian: libibverbs1 ibverbs-providers) or MOFED's userspace",
+        ),
+        Verbs::Probed { devices, .. } if devices.is_empty() && sysfs_devices > 0 => Check::warn(
+            "verbs",
+            format!("libibverbs sees no device although sysfs has {sysfs_devices}"),
+            "install the provider library of the NIC (Debian: ibverbs-providers; MOFED: its userspace packages)",
+        ),
+        Verbs::Probed { devices, reg_dmabuf_mr } => {
+            let seen = if devices.is_empty() {
+                "libibverbs loaded; it sees no device".to_owned()
+            } else {
+                format!(
+                    "libibverbs sees {}",
+                    devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            };
+            let dmabuf = match reg_dmabuf_mr {
+                Some(true) => "; it has ibv_reg_dmabuf_mr",
+                Some(false) => "; it has no ibv_reg_dmabuf_mr (rdma-core < 34): no dma-buf registration",
+                None => "",
+            };
+            Check::ok("verbs", format!("{seen}{dmabuf}"))
+        }
+    }
+}
+
+pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
+    let Some(m) = memlock else {
+        return Check::ok("memlock", "not measured");
+    };
+    let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), human_bytes);
+    match m.soft {
+        None => Check::ok("memlock", "RLIMIT_MEMLOCK unlimited"),
+        Some(_) => Check::warn(
+            "memlock",
+            format!("RLIMIT_MEMLOCK is {} (hard {}): under MOFED 5.x registered GPU memory counts against it, so large registrations fail with ENOMEM", show(m.soft), show(m.hard)),
+            "raise it to unlimited: `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services, --ulimit memlock=-1 for containers",
+        ),
+    }
+}

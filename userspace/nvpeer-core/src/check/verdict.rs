@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The third step of `nvpeer check`: the host's verdict, one pure function over the rules'
+//! results. Not ready when a row fails (its id and short reason are the first blocking
+//! reason: the rows come in order of what blocks first, see [`super::rules`]); else ready,
+//! named by the paths that carry every pair: `ready (dma-buf)`, `ready (peer memory)`,
+//! `ready (dma-buf and peer memory)` (both carry every pair, or each pair one of them), or
+//! `ready (EFA)` (every pair's NIC is an EFA device).
+
+use serde::Serialize;
+
+use super::rules::{carried, GdrPath, PairVerdict};
+use super::{Check, Require, Status};
+
+/// The first blocking row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Blocking {
+    /// The row's id.
+    pub check: &'static str,
+    /// A short reason, the same on every host with the same problem (`--brief` prints it).
+    pub reason: String,
+}
+
+/// The host's verdict (`verdict` in the JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub ready: bool,
+    /// `ready (dma-buf)`, ..., or `not ready: <id> (<reason>)`.
+    pub text: String,
+    /// The paths a ready verdict rests on (empty when not ready).
+    pub paths: Vec<GdrPath>,
+    pub blocking: Option<Blocking>,
+    /// What could not be probed (`--sysfs-root`, `--facts` of such a run) and was assumed good.
+    pub not_probed: Vec<String>,
+}
+
+impl Verdict {
+    /// The text with what was not probed, for people (the table's last line).
+    pub fn with_not_probed(&self) -> String {
+        if self.not_probed.is_empty() {
+            self.text.clone()
+        } else {
+            format!(
+                "{} (not probed, assumed good: {})",
+                self.text,
+                self.not_probed.join("; ")
+            )
+        }
+    }
+}
+
+/// The label and the paths of a host whose pairs are all carried.
+fn label(pairs: &[PairVerdict]) -> (&'static str, Vec<GdrPath>) {
+    let all = |g: GdrPath| pairs.iter().all(|p| p.paths.contains(&g));
+    let efa = pairs
+        .iter()
+        .all(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
+    if efa {
+        let mut paths = vec![GdrPath::Efa];
+        if all(GdrPath::Dmabuf) {
+            paths.insert(0, GdrPath::Dmabuf);
+        }
+        return ("EFA", paths);
+    }
+    match (all(GdrPath::Dmabuf), all(GdrPath::PeerMemory)) {
+        (true, false) => ("dma-buf", vec![GdrPath::Dmabuf]),
+        (false, true) => ("peer memory", vec![GdrPath::PeerMemory]),
+        _ => (
+            "dma-buf and peer memory",
+            vec![GdrPath::Dmabuf, GdrPath::PeerMemory],
+        ),
+    }
+}
+
+/// The verdict of rows `checks` (in report order) and pairs `pairs` under `require`; `reason`
+/// gives a row's short reason.
+pub fn verdict(
+    checks: &[Check],
+    pairs: &[PairVerdict],
+    require: Require,
+    reason: impl Fn(&Check) -> String,
+) -> Verdict {
+    let mut not_probed: Vec<String> = Vec::new();
+    for n in pairs.iter().flat_map(|p| &p.not_probed) {
+        if !not_probed.contains(n) {
+            not_probed.push(n.clone());
+        }
+    }
+    let blocked = |check: &'static str, reason: String| Verdict {
+        ready: false,
+        text: format!("not ready: {check} ({reason})"),
+        paths: Vec::new(),
+        blocking: Some(Blocking { check, reason }),
+        not_probed: not_probed.clone(),
+    };
+    if let Some(c) = checks.iter().find(|c| c.status == Status::Fail) {
+        return blocked(c.id, reason(c));
+    }
+    // The `paths` row fails in both cases; rows made elsewhere (hand-made, a test) may not have it.
+    if pairs.is_empty() {
+        return blocked("paths", "no GPU-NIC pair".to_owned());
+    }
+    if let Some(p) = pairs.iter().find(|p| !carried(&p.paths, require)) {
+        return blocked("paths", format!("{} has no path", p.name()));
+    }
+    let (label, paths) = label(pairs);
+    Verdict {
+        ready: true,
+        text: format!("ready ({label})"),
+        paths,
+        blocking: None,
+        not_probed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::check::rules::WhyNot;
+    use crate::topo::PathClass;
+
+    fn pair(nic: &str, paths: &[GdrPath], efa: bool) -> PairVerdict {
+        let mut why_not = BTreeMap::new();
+        for g in GdrPath::ALL {
+            if !paths.contains(&g) && (g != GdrPath::Efa || efa) {
+                why_not.insert(
+                    g,
+                    WhyNot {
+                        reason: format!("no {}", g.id()),
+                        fix: String::new(),
+                    },
+                );
+            }
+        }
+        PairVerdict {
+            gpu: "GPU0".to_owned(),
+            nic: nic.to_owned(),
+            class: PathClass::Pix,
+            paths: paths.to_vec(),
+            preferred: paths.first().copied(),
+            mapping: None,
+            why_not,
+            not_probed: vec!["the NIC probe".to_owned()],
+            notes: Vec::new(),
+        }
+    }
+
+    fn row(id: &'static str, status: Status) -> Check {
+        Check {
+            id,
+            status,
+            detail: format!("{id} detail"),
+            fix: None,
+        }
+    }
+
+    fn text(checks: &[Check], pairs: &[PairVerdict], require: Require) -> String {
+        verdict(checks, pairs, require, |c| format!("{} reason", c.id)).text
+    }
+
+    #[test]
+    fn every_host_verdict() {
+        use GdrPath::*;
+        let ok = [row("gpus", Status::Ok), row("acs", Status::Warn)];
+        let any = Require::Any;
+        assert_eq!(
+            text(&ok, &[pair("m0", &[Dmabuf], false)], any),
+            "ready (dma-buf)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("m0", &[PeerMemory], false)], any),
+            "ready (peer memory)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("m0", &[Dmabuf, PeerMemory], false)], any),
+            "ready (dma-buf and peer memory)"
+        );
+        // Each pair by another path: both are needed.
+        assert_eq!(
+            text(
+                &ok,
+                &[
+                    pair("m0", &[Dmabuf], false),
+                    pair("m1", &[PeerMemory], false)
+                ],
+                any
+            ),
+            "ready (dma-buf and peer memory)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("efa_0", &[Dmabuf, Efa], true)], any),
+            "ready (EFA)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("efa_0", &[Efa], true)], any),
+            "ready (EFA)"
+        );
+        // The first failing row blocks, whatever the pairs.
+        let failing = [
+            row("gpus", Status::Ok),
+            row("paths", Status::Fail),
+            row("module", Status::Fail),
+        ];
+        let v = verdict(&failing, &[pair("m0", &[], false)], any, |c| {
+            format!("{} reason", c.id)
+        });
+        assert!(!v.ready);
+        assert_eq!(v.text, "not ready: paths (paths reason)");
+        assert_eq!(v.blocking.unwrap().check, "paths");
+        assert_eq!(v.not_probed, ["the NIC probe"]);
+        // The policy, even without a `paths` row.
+        assert_eq!(
+            text(&ok, &[pair("m0", &[PeerMemory], false)], Require::Dmabuf),
+            "not ready: paths (GPU0-m0 has no path)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("efa_0", &[Efa], true)], Require::Peermem),
+            "ready (EFA)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("m0", &[Dmabuf], false)], Require::Peermem),
+            "not ready: paths (GPU0-m0 has no path)"
+        );
+        assert_eq!(text(&ok, &[], any), "not ready: paths (no GPU-NIC pair)");
+    }
+
+    #[test]
+    fn not_probed_is_said_once() {
+        let v = verdict(
+            &[],
+            &[
+                pair("m0", &[GdrPath::Dmabuf], false),
+                pair("m1", &[GdrPath::Dmabuf], false),
+            ],
+            Require::Any,
+            |_| String::new(),
+        );
+        assert_eq!(
+            v.with_not_probed(),
+            "ready (dma-buf) (not probed, assumed good: the NIC probe)"
+        );
+    }
+}
