@@ -8,14 +8,15 @@ use super::engine::{self, Side};
 use super::mem::{Buffer, MemKind, RegPath};
 use super::{cuda, cuda_alloc, ibv, rdmacm, BenchError, BenchOpts, Mode};
 
-/// Allocates the buffer of a side (2 * half bytes) and, for dma-buf, exports it.
+/// Allocates the buffer of a side (2 * half bytes) and, for dma-buf, exports it (the fd and
+/// the offset in it).
 pub(super) fn make_buffer(
     mem: MemKind,
     alloc: cuda_alloc::CudaAlloc,
     cuda: Option<&Arc<cuda::Cuda>>,
     half: usize,
     reg: RegPath,
-) -> Result<(Buffer, Option<(i32, u64)>), BenchError> {
+) -> Result<(Buffer, Option<(engine::OwnedFdGuard, u64)>), BenchError> {
     let len = half * 2;
     let buf = match (mem, cuda) {
         (MemKind::Host, _) => Buffer::host(len)?,
@@ -24,10 +25,11 @@ pub(super) fn make_buffer(
         (MemKind::Cuda, None) => return Err(BenchError::Cuda("CUDA not initialised".to_owned())),
     };
     let dmabuf = match (reg, cuda) {
-        (RegPath::Dmabuf, Some(c)) if mem == MemKind::Cuda => {
-            Some((c.dmabuf_fd(buf.addr, buf.len)?, 0))
-        }
-        (RegPath::Dmabuf, _) => {
+        (RegPath::Dmabuf(mapping), Some(c)) if mem == MemKind::Cuda => Some((
+            engine::OwnedFdGuard(c.dmabuf_fd(buf.addr, buf.len, mapping)?),
+            0,
+        )),
+        (RegPath::Dmabuf(_), _) => {
             return Err(BenchError::Usage(
                 "--reg dmabuf needs --mem cuda (dma-buf export of GPU memory)".to_owned(),
             ))
@@ -53,9 +55,18 @@ pub(super) fn new_side(
     half: usize,
 ) -> Result<Side, BenchError> {
     let (buf, dmabuf) = make_buffer(mem, opts.alloc, cuda, half, reg)?;
-    if reg == RegPath::Dmabuf {
-        // NCCL's probe first: a provider without dma-buf support says so precisely.
-        let probe = ibv::Context::open(opts.side.device.as_deref())?;
+    if let RegPath::Dmabuf(mapping) = reg {
+        // NCCL's probe first: a provider without dma-buf support says so precisely. Without a
+        // device the GPU side was still done: the error says so (a host without a NIC).
+        let probe = ibv::Context::open(opts.side.device.as_deref()).map_err(|e| match e {
+            BenchError::NoDevice(why) => BenchError::NoDevice(format!(
+                "{why}; the GPU side was done: {} bytes of GPU memory exported as a dma-buf \
+                 ({} mapping type)",
+                buf.len,
+                mapping.name()
+            )),
+            e => e,
+        })?;
         if !ibv::dmabuf_capable(&probe) {
             return Err(BenchError::Register(format!(
                 "{} does not support dma-buf registration (ibv_reg_dmabuf_mr probe with fd=-1 \

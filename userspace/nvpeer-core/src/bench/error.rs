@@ -25,6 +25,9 @@ pub enum BenchError {
     Register(String),
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// `--dmabuf-mapping pcie` where the driver does not offer it.
+    #[error("--dmabuf-mapping pcie is not offered here: {0}")]
+    PcieMapping(String),
     #[error("memory: {0}")]
     Memory(String),
     #[error("peer: {0}")]

@@ -10,7 +10,8 @@
 //! This module's own files: `options.rs` (what to run), `client.rs` (buffers, sides, the
 //! loopback server thread and the connected client), `runner.rs` (the server, the client run,
 //! the selftest's transfer), `staged.rs` (the host bounce-buffer comparison), `results.rs`
-//! (what a run measured; `report.rs` prints it) and `error.rs`.
+//! (what a run measured; `report.rs` prints it, `plot.rs` draws it), `registration.rs` (the
+//! path a registration took) and `error.rs`.
 
 pub mod cuda;
 pub mod cuda_alloc;
@@ -18,7 +19,9 @@ pub mod engine;
 pub mod ibv;
 pub mod loopback_all;
 pub mod mem;
+pub mod plot;
 pub mod rdmacm;
+pub mod registration;
 pub mod report;
 pub mod stats;
 
