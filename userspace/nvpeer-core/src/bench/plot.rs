@@ -266,7 +266,7 @@ where
         ))?;
         chart.draw_series(std::iter::once(Text::new(
             format!("crossover {}: staged wins below", size_str(c)),
-            (cx, y.end / 1.3),
+            (cx * 1.06, y.end / 1.3),
             ("sans-serif", 13).into_font().color(&RED),
         )))?;
     }
