@@ -161,7 +161,7 @@ fn bench_flags_of_issue_35_refuse_what_they_do_not_fit() {
 }
 
 #[test]
-fn bench_plot_into_a_missing_directory_is_one_line() {
+fn bench_plot_into_a_missing_directory_says_so() {
     // No RDMA device here (or none reachable): with --compare-staged on host memory the staging
     // copies are still measured and plotted, so the plot's own write error must surface.
     let out = nvpeer_env(

@@ -167,27 +167,26 @@ pub fn run(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
                             BenchError::NoDevice(_) => "no RDMA device",
                             _ => "no libibverbs",
                         };
-                        let plot = Plot::of_copies(opts.mem.label(), &copies, why);
-                        if let Err(code) = write_plot(path, &plot) {
-                            return Ok(code);
-                        }
+                        // Exit 2 either way: a failed write is one more line.
+                        let _ = write_plot(path, &Plot::of_copies(opts.mem.label(), &copies, why));
                     }
                 }
             }
             return Ok(fail("bench", &e));
         }
     };
-    if let Some(path) = &a.plot {
-        if let Err(code) = write_plot(path, &Plot::of_report(&report)) {
-            return Ok(code);
-        }
-    }
     if a.json {
         out.print(&to_json(&report, true)?)?;
     } else if a.format == FormatArg::Perftest {
         out.print(&bench::report::perftest(&report))?;
     } else {
         out.print(&bench::report::human(&report))?;
+    }
+    // After the report: a plot that cannot be written loses no measurement.
+    if let Some(path) = &a.plot {
+        if let Err(code) = write_plot(path, &Plot::of_report(&report)) {
+            return Ok(code);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
