@@ -238,15 +238,51 @@ impl Client {
     }
 }
 
-/// The server thread's error explains a client-side failure better (it saw it first).
+/// The error of a failed client run of a loopback pair: the server thread's when it failed on
+/// its own (it saw the cause first, the client only the connection ending), the client's when
+/// the server merely saw the client go away after the client's own failure (a refused RDMA
+/// read, say).
 pub(super) fn join_error(
     server: Option<std::thread::JoinHandle<Result<(), BenchError>>>,
     e: BenchError,
 ) -> BenchError {
     if let Some(h) = server {
-        if let Ok(Err(se)) = h.join() {
-            return se;
+        match h.join() {
+            Ok(Err(BenchError::PeerClosed(_))) if !matches!(e, BenchError::PeerClosed(_)) => {}
+            Ok(Err(se)) => return se,
+            _ => {}
         }
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(
+        r: Result<(), BenchError>,
+    ) -> Option<std::thread::JoinHandle<Result<(), BenchError>>> {
+        Some(std::thread::spawn(move || r))
+    }
+
+    #[test]
+    fn the_side_that_saw_the_cause_names_it() {
+        let closed = || BenchError::PeerClosed("the peer closed the connection".to_owned());
+        // The client's read was refused; the server only saw the client leave.
+        let read = BenchError::Peer("read completion failed: remote access error".to_owned());
+        let e = join_error(server(Err(closed())), read);
+        assert!(e.to_string().contains("remote access error"), "{e}");
+        // The server failed first (its registration); the client only saw it leave.
+        let e = join_error(
+            server(Err(BenchError::Register("EFAULT".to_owned()))),
+            closed(),
+        );
+        assert!(matches!(e, BenchError::Register(_)), "{e}");
+        // Both saw the connection end: the server's word, as before.
+        let e = join_error(server(Err(closed())), closed());
+        assert!(matches!(e, BenchError::PeerClosed(_)));
+        let e = join_error(server(Ok(())), BenchError::Validation("byte 3".to_owned()));
+        assert!(matches!(e, BenchError::Validation(_)));
+    }
 }

@@ -32,6 +32,10 @@ pub enum BenchError {
     Memory(String),
     #[error("peer: {0}")]
     Peer(String),
+    /// The control connection ended: the peer exited, was killed, or gave up after an error
+    /// of its own (which then explains more).
+    #[error("peer: {0}")]
+    PeerClosed(String),
     #[error("data verification failed: {0}")]
     Validation(String),
     #[error("{0}")]
