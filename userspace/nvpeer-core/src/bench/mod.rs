@@ -37,4 +37,4 @@ pub use error::{describe_reg_error, BenchError};
 pub use options::{all_sizes, BenchOpts, Mode, Op, Progress};
 pub use results::{BenchReport, DirectionRow, Row, StagedRow, SCHEMA};
 pub use runner::{run, selftest_transfer, serve};
-pub use staged::{copy_time_us, recommend, staged_copy_times};
+pub use staged::{copy_time_us, crossover, recommend, staged_copy_times};

@@ -11,7 +11,8 @@
 use plotters::prelude::*;
 
 use super::report::size_str;
-use super::{BenchReport, StagedRow};
+use super::staged::crossover;
+use super::BenchReport;
 
 /// One curve: (message size in bytes, Gb/s, microseconds per message) per point.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,14 +45,6 @@ pub const COPY: &str = "staging copy into a host bounce buffer";
 /// Gb/s of `size` bytes moved in `us` microseconds.
 fn gbps(size: u64, us: f64) -> f64 {
     size as f64 * 8.0 / (us * 1e3)
-}
-
-/// The crossover of a staged comparison: the smallest size from which the direct path wins at
-/// every larger size, when the staged path wins somewhere below it (as
-/// [`super::recommend`] words it).
-pub fn crossover(rows: &[StagedRow]) -> Option<u64> {
-    let last_staged = rows.iter().rposition(|r| r.winner == "staged")?;
-    rows.get(last_staged + 1).map(|r| r.size)
 }
 
 impl Plot {
@@ -353,6 +346,7 @@ fn unescape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::StagedRow;
 
     fn staged(size: u64, direct_us: f64, staged_us: f64) -> StagedRow {
         StagedRow {
@@ -408,15 +402,6 @@ mod tests {
 
     #[test]
     fn the_crossover_is_where_direct_starts_to_win() {
-        let rows = [
-            staged(2, 5.0, 3.0),
-            staged(4096, 6.0, 5.0),
-            staged(65536, 9.0, 12.0),
-            staged(1 << 20, 80.0, 200.0),
-        ];
-        assert_eq!(crossover(&rows), Some(65536));
-        assert_eq!(crossover(&[staged(2, 1.0, 3.0)]), None);
-        assert_eq!(crossover(&[staged(2, 5.0, 3.0)]), None);
         // 5 + s/2e3 < 20 + s/1e4 while s < 37500 bytes: staged wins up to 32 KiB.
         assert_eq!(comparison().crossover, Some(65536));
     }
