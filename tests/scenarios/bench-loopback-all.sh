@@ -47,7 +47,7 @@ run all-json bench --loopback-all --mem host -s 65536 -n 200 --json
 cat "$work/all-json.err"
 expect_eq "[--json] exit 0" 0 "$(rc all-json)"
 expect_eq "[--json] schema" nvpeer.bench-loopback-all/2 "$(j all-json "r['schema']")"
-expect_eq "[--json] write, then read; 16 messages per size verified first" "write,read 16 False" "$(j all-json "','.join(r['ops']), r['verified_messages'], r['validated']" | tr -d "(),'")"
+expect_eq "[--json] write, then read; 16 messages per size verified first" "write,read 16 False" "$(j all-json "'%s %s %s' % (','.join(r['ops']), r['verified_messages'], r['validated'])")"
 expect_eq "[--json] a pair per RDMA device, in name order" "$devs" "$(j all-json "' '.join(p['nic'] for p in r['pairs']) + ' '")"
 expect_eq "[--json] every pair with host memory, named" "True" "$(j all-json "all(p['gpu'] is None and p['name'] == 'host memory - ' + p['nic'] for p in r['pairs'])")"
 expect_eq "[--json] every pair registered host memory with ibv_reg_mr" "True" "$(j all-json "all(p['registration'] == {'path': 'host_memory', 'api': 'ibv_reg_mr', 'dmabuf_mapping': None} for p in r['pairs'])")"

@@ -75,6 +75,7 @@ cat "$work/staged.out"
 # recommendation names one.
 plot=$NVPEER_OUT/rdma-bench-plot.svg
 run plot bench -d rxe0 --op write -a -n 10 --compare-staged --plot "$plot" --json
+cat "$work/plot.err"
 expect_eq "[--plot] exit 0" 0 "$(rc plot)"
 expect "[--plot] the SVG shows the axes, direct and staged in both panels, the crossover as recommended" \
     python3 "$REPO/tests/scenarios/plot_check.py" "$plot" "$work/plot.out"

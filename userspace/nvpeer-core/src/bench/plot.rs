@@ -163,14 +163,16 @@ fn log_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     lo / 1.5..hi * 1.5
 }
 
-/// An axis number: 0.005, 2.5, 40, 1200.
+/// An axis number: 1e-4, 0.005, 2.5, 40, 1200.
 fn number(v: f64) -> String {
     if v >= 10.0 {
         format!("{v:.0}")
     } else if v >= 1.0 {
         format!("{v:.1}")
-    } else {
+    } else if v >= 0.001 {
         format!("{v:.3}")
+    } else {
+        format!("{v:.0e}")
     }
 }
 
@@ -398,6 +400,12 @@ mod tests {
             crossover: crossover(&rows),
             note: None,
         }
+    }
+
+    #[test]
+    fn axis_numbers_keep_their_digits() {
+        let n: Vec<String> = [0.0001, 0.005, 2.5, 40.0, 1200.0].map(number).into();
+        assert_eq!(n, ["1e-4", "0.005", "2.5", "40", "1200"]);
     }
 
     #[test]
