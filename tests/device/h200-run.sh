@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# h200-run.sh NVPEER: the commands of tests/results/h200-*.txt, on a GPU machine without RDMA NIC
-# (the device tool's H200). Prints each command (set -x) and its exit status; the record is the
-# verbatim output. Never fails itself: a failing step is part of what is recorded.
+# h200-run.sh NVPEER [DIR]: the commands of tests/results/h200-*.txt, on a GPU machine without RDMA
+# NIC (the device tool's H200). Prints each command (set -x) and its exit status; the record is the
+# verbatim output. Never fails itself: a failing step is part of what is recorded. Files the
+# commands write (the --plot SVG) go to DIR (default: the current directory).
 nvpeer=${1:?path to the nvpeer binary}
+dir=${2:-.}
 set -x
 uname -r
 nvidia-smi -L
@@ -30,4 +32,17 @@ NVPEER_LIBIBVERBS=libibverbs-absent.so.1 "$nvpeer" bench --mem cuda; echo rc=$?
 "$nvpeer" bench --mem cuda --alloc vmm --compare-staged -s 1M; echo rc=$?
 "$nvpeer" bench --mem cuda --alloc vmm-no-rdma; echo rc=$?
 "$nvpeer" bench --mem host --alloc vmm; echo rc=$?
+# dma-buf export with the driver's mapping and with the PCIe mapping type
+# (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE): no NIC here, so each run ends at "no RDMA device",
+# which says whether the export was done and with which mapping type; a driver or platform that
+# does not offer the PCIe type is one line instead. The flag without --reg dmabuf is a usage error.
+"$nvpeer" bench --mem cuda --reg dmabuf -s 1M; echo rc=$?
+"$nvpeer" bench --mem cuda --reg dmabuf --dmabuf-mapping pcie -s 1M; echo rc=$?
+"$nvpeer" bench --mem cuda --alloc vmm --reg dmabuf --dmabuf-mapping pcie -s 64M; echo rc=$?
+"$nvpeer" bench --mem cuda --dmabuf-mapping pcie; echo rc=$?
+# Both directions per GPU-NIC pair: no NIC here, one line.
+"$nvpeer" bench --loopback-all; echo rc=$?
+# The plot of the staged comparison: no NIC, so the staging copies (GPU -> host) alone.
+"$nvpeer" bench --mem cuda --compare-staged -a --plot "$dir/h200-staged.svg"; echo rc=$?
+grep -c '<polyline' "$dir/h200-staged.svg"
 true

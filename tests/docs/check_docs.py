@@ -40,6 +40,7 @@ STATIC = {
     "nvpeer.check/1": [("facts.verbs", "Verbs"), ("facts.dmabuf.nics.*", "DmabufProbe"),
                        ("facts.acs[].acs", "Acs"), ("facts.grace.acs_ports[].acs", "Acs")],
     "nvpeer.bench/1": [("", "BenchReport")],
+    "nvpeer.bench-loopback-all/2": [("", "LoopbackAllReport")],
 }
 
 failures = []

@@ -5,7 +5,8 @@
 # network namespaces (veth pair, one rxe device in each); and the failures: a server killed
 # mid-transfer, a wrong device, a malformed argument: one clear line, non-zero exit, no panic.
 # Bidirectional runs (-b: every op at 8 B, 4 KiB, 1 MiB, both directions' bytes verified) and
-# connections through librdmacm (--rdma-cm), in loopback and across the namespaces.
+# connections through librdmacm (--rdma-cm), in loopback and across the namespaces. `--plot`: the
+# `-a --compare-staged` sweep drawn as SVG (plot_check.py reads it back).
 # Run: tests/vm/run.sh rdma-bench
 . "$(dirname "$0")/lib.sh"
 nvpeer=$REPO/userspace/target/release/nvpeer
@@ -69,6 +70,20 @@ run staged bench -d rxe0 --op write -s 4096 -n 20 --compare-staged
 expect_eq "[compare-staged] exit 0" 0 "$(rc staged)"
 expect "[compare-staged] one-line recommendation" grep -qE '^recommendation: (use the direct path for messages of|direct path wins|staged path wins)' "$work/staged.out"
 cat "$work/staged.out"
+# --plot: bandwidth and time per message against size, direct and staged (host memory here),
+# drawn as SVG and kept with the run's logs ($NVPEER_OUT); the crossover is marked where the
+# recommendation names one.
+plot=$NVPEER_OUT/rdma-bench-plot.svg
+# One message in flight (-t 1): deeper queues of 8 MiB writes stalled rxe under TCG for 20 s once.
+run plot bench -d rxe0 --op write -a -n 4 -t 1 --compare-staged --plot "$plot" --json
+cat "$work/plot.err"
+expect_eq "[--plot] exit 0" 0 "$(rc plot)"
+expect "[--plot] the SVG shows the axes, direct and staged in both panels, the crossover as recommended" \
+    python3 "$REPO/tests/scenarios/plot_check.py" "$plot" "$work/plot.out"
+cat /tmp/expect.out
+run plot-bad bench -d rxe0 -n 2 --plot /nonexistent/dir/x.svg
+expect_eq "[--plot into a missing directory] exit 2" 2 "$(rc plot-bad)"
+expect "[--plot into a missing directory] one line naming the file" test "$(wc -l <"$work/plot-bad.err")" = 1 -a -n "$(grep '^nvpeer bench: --plot /nonexistent/dir/x.svg: ' "$work/plot-bad.err")"
 
 # Several QPs: messages spread round-robin, each receive matched to its message.
 run qps-send bench -d rxe0 --op send -q 4 -s 4096 -n 16 --validate --json

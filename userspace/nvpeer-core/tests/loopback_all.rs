@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use nvpeer_core::bench::loopback_all::{self, PairStatus};
 use nvpeer_core::bench::mem::MemKind;
-use nvpeer_core::bench::{BenchError, BenchOpts};
+use nvpeer_core::bench::{BenchError, BenchOpts, Op};
 use nvpeer_core::host::Host;
 use nvpeer_core::topo::{self, PathClass};
 
@@ -155,7 +155,7 @@ fn opts(mem: MemKind) -> BenchOpts {
     use nvpeer_core::bench::cuda_alloc::CudaAlloc;
     use nvpeer_core::bench::engine::SideOpts;
     use nvpeer_core::bench::mem::RegPath;
-    use nvpeer_core::bench::{Mode, Op};
+    use nvpeer_core::bench::Mode;
     BenchOpts {
         mode: Mode::Loopback,
         op: Op::Write,
@@ -163,6 +163,7 @@ fn opts(mem: MemKind) -> BenchOpts {
         iters: 2,
         latency: false,
         validate: false,
+        verify_first: 0,
         mem,
         alloc: CudaAlloc::Device,
         reg: RegPath::RegMr,
@@ -191,6 +192,7 @@ fn a_run_on_a_fixture_names_every_pair_that_failed() {
     let r = loopback_all::run(
         &host("vm"),
         &opts(MemKind::Host),
+        &[Op::Write, Op::Read],
         Some(1e9),
         &|i, n, name| seen.borrow_mut().push(format!("{i}/{n} {name}")),
     )
@@ -202,29 +204,43 @@ fn a_run_on_a_fixture_names_every_pair_that_failed() {
     assert_eq!(r.pairs.len(), 2);
     assert_eq!(r.failed, 2);
     assert!(r.pairs.iter().all(|p| p.status != PairStatus::Ok));
+    // A line per pair and direction, in order: write, then read.
     let lines = r.failure_lines();
-    assert_eq!(lines.len(), 2);
-    for (line, dev) in lines.iter().zip(["mlx5_0", "rxe0"]) {
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let expected = [
+        ("mlx5_0", "write"),
+        ("mlx5_0", "read"),
+        ("rxe0", "write"),
+        ("rxe0", "read"),
+    ];
+    for (line, (dev, op)) in lines.iter().zip(expected) {
         assert!(
-            line.starts_with(&format!("nvpeer bench: host memory - {dev}: "))
+            line.starts_with(&format!("nvpeer bench: host memory - {dev}: RDMA {op} "))
                 && (line.contains(" failed: ") || line.contains(" below --min-gbps 1000000000")),
             "{line}"
         );
     }
     let json: serde_json::Value = serde_json::to_value(&r).unwrap();
-    assert_eq!(json["schema"], "nvpeer.bench-loopback-all/1");
+    assert_eq!(json["schema"], "nvpeer.bench-loopback-all/2");
+    assert_eq!(json["ops"], serde_json::json!(["write", "read"]));
     assert_eq!(json["pairs"].as_array().unwrap().len(), 2);
     assert_eq!(json["pairs"][1]["nic"], "rxe0");
     assert_eq!(json["pairs"][0]["numa_node"], -1);
+    assert_eq!(json["pairs"][0]["registration"]["path"], "host_memory");
+    assert_eq!(json["pairs"][0]["registration"]["api"], "ibv_reg_mr");
+    assert_eq!(json["pairs"][0]["directions"][1]["op"], "read");
+    // Both directions failed here: not the "writes work, reads fail" class.
+    assert_eq!(json["pairs"][0]["known_issue"], serde_json::Value::Null);
     let table = r.table();
     assert_eq!(
         table
             .lines()
             .filter(|l| l.contains("host memory - "))
             .count(),
-        2,
+        4,
         "{table}"
     );
+    assert!(table.contains("host memory (ibv_reg_mr)"), "{table}");
     assert!(table.contains("NUMA node -1") && table.contains("software device"));
 }
 
@@ -233,12 +249,16 @@ fn bad_requests_are_usage_errors() {
     let mut o = opts(MemKind::Host);
     o.latency = true;
     assert!(matches!(
-        loopback_all::run(&host("vm"), &o, None, &|_, _, _| {}),
+        loopback_all::run(&host("vm"), &o, &[Op::Write], None, &|_, _, _| {}),
         Err(BenchError::Usage(_))
     ));
     let o = opts(MemKind::Host);
     assert!(matches!(
-        loopback_all::run(&host("vm"), &o, Some(-1.0), &|_, _, _| {}),
+        loopback_all::run(&host("vm"), &o, &[Op::Write], Some(-1.0), &|_, _, _| {}),
+        Err(BenchError::Usage(_))
+    ));
+    assert!(matches!(
+        loopback_all::run(&host("vm"), &o, &[], None, &|_, _, _| {}),
         Err(BenchError::Usage(_))
     ));
 }
@@ -252,7 +272,7 @@ fn an_unreadable_numa_node_is_a_note_not_an_abort() {
     fs::write(dev.join("numa_node"), "zero\n").unwrap();
     let h = Host::new(&sys, d.path().join("proc"));
     assert!(loopback_all::pinning(&h, "mlx5_0").is_err());
-    let r = loopback_all::run(&h, &opts(MemKind::Host), None, &|_, _, _| {}).unwrap();
+    let r = loopback_all::run(&h, &opts(MemKind::Host), &[Op::Write], None, &|_, _, _| {}).unwrap();
     assert_eq!(r.pairs.len(), 1);
     let pin = &r.pairs[0].pinning;
     assert!(pin.cpulist.is_none());

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use nvpeer_core::bench::cuda::DmabufMapping;
 use nvpeer_core::bench::cuda_alloc::CudaAlloc;
 use nvpeer_core::bench::mem::MemKind;
 use nvpeer_core::check::brief::ExitCodes;
@@ -219,6 +220,23 @@ pub enum RegArg {
     Dmabuf,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DmabufMappingArg {
+    /// the driver's choice (flags 0)
+    Default,
+    /// CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE: the NIC reaches GPU memory over PCIe
+    Pcie,
+}
+
+impl From<DmabufMappingArg> for DmabufMapping {
+    fn from(m: DmabufMappingArg) -> Self {
+        match m {
+            DmabufMappingArg::Default => DmabufMapping::Default,
+            DmabufMappingArg::Pcie => DmabufMapping::Pcie,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FormatArg {
     Human,
@@ -235,9 +253,9 @@ pub struct BenchArgs {
     /// TCP port of the QP information exchange.
     #[arg(short = 'p', long, default_value_t = 18515)]
     pub port: u16,
-    /// Operation.
-    #[arg(long, value_enum, default_value = "write")]
-    pub op: OpArg,
+    /// Operation [default: write; with --loopback-all: write, then read].
+    #[arg(long, value_enum)]
+    pub op: Option<OpArg>,
     /// Measure latency instead of bandwidth.
     #[arg(long)]
     pub lat: bool,
@@ -289,12 +307,24 @@ pub struct BenchArgs {
     /// How the buffer is registered.
     #[arg(long, value_enum, default_value = "mr")]
     pub reg: RegArg,
+    /// With --reg dmabuf: the mapping type the dma-buf export asks for (pcie:
+    /// CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE, CUDA 12.8+, the Data Direct path on Grace).
+    #[arg(long, value_enum, default_value = "default", value_name = "TYPE")]
+    pub dmabuf_mapping: DmabufMappingArg,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub gpu: i32,
     /// Verify every received byte (one message in flight; numbers are then not peak numbers).
     #[arg(long)]
     pub validate: bool,
+    /// With --loopback-all: skip the verification pass (by default each size's first 16
+    /// messages of each direction are moved one at a time and every byte compared).
+    #[arg(long, requires = "loopback_all", conflicts_with = "validate")]
+    pub no_validate: bool,
+    /// Draw bandwidth and latency against message size into FILE (SVG): the direct path and,
+    /// with --compare-staged, the staged one with the crossover marked.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["server", "loopback_all"])]
+    pub plot: Option<PathBuf>,
     /// Also run each size through a host bounce buffer (copy time included) and recommend a
     /// size threshold for the direct path.
     #[arg(long)]
@@ -303,8 +333,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "8M", value_parser = parse_size)]
     pub max_size: usize,
     /// Every GPU with its nearest NIC (`nvpeer topo`), the same loopback transfer per pair,
-    /// pinned to the CPUs of the NIC's NUMA node; one row per pair. With --mem host or sim:
-    /// every RDMA device once, with host memory. Exit 1 when a pair failed.
+    /// pinned to the CPUs of the NIC's NUMA node: RDMA write, then RDMA read (or --op), each
+    /// verified first; a row per pair and direction. With --mem host or sim: every RDMA device
+    /// once, with host memory. Exit 1 when a direction failed.
     #[arg(long, conflicts_with_all = ["host", "server", "device", "gpu", "lat", "compare_staged"])]
     pub loopback_all: bool,
     /// With --loopback-all: fail (exit 1) the pairs below this many Gb/s, one line each.

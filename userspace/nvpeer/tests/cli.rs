@@ -141,6 +141,102 @@ fn bench_malformed_arguments_are_usage_errors() {
 }
 
 #[test]
+fn bench_flags_of_issue_35_refuse_what_they_do_not_fit() {
+    // clap's own refusals: --no-validate without --loopback-all, --plot with it, a bad mapping.
+    for args in [
+        &["bench", "--no-validate"][..],
+        &[
+            "bench",
+            "--loopback-all",
+            "--mem",
+            "host",
+            "--plot",
+            "x.svg",
+        ],
+        &["bench", "--loopback-all", "--validate", "--no-validate"],
+        &["bench", "--reg", "dmabuf", "--dmabuf-mapping", "c2c"],
+    ] {
+        let out = nvpeer_env(&[], args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+    // The PCIe mapping type is a dma-buf export's: one line, before anything is opened.
+    for extra in [&[][..], &["--loopback-all"]] {
+        let mut args = vec!["bench", "--mem", "cuda", "--dmabuf-mapping", "pcie"];
+        args.extend_from_slice(extra);
+        let out = nvpeer_env(&[], &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            one_line(&out).trim_end(),
+            "nvpeer bench: --dmabuf-mapping is the mapping type of a dma-buf export: it needs --reg dmabuf"
+        );
+    }
+}
+
+#[test]
+fn bench_plot_into_a_missing_directory_says_so() {
+    // No RDMA device here (or none reachable): with --compare-staged on host memory the staging
+    // copies are still measured and plotted, so the plot's own write error must surface.
+    let out = nvpeer_env(
+        &[("NVPEER_LIBIBVERBS", "libibverbs-absent.so.1")],
+        &[
+            "bench",
+            "-s",
+            "4096",
+            "--compare-staged",
+            "--plot",
+            "/nonexistent/dir/p.svg",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("nvpeer bench: --plot /nonexistent/dir/p.svg: ")),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_plot_without_an_rdma_device_draws_the_staging_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("copies.svg");
+    let out = nvpeer_env(
+        &[("NVPEER_LIBIBVERBS", "libibverbs-absent.so.1")],
+        &[
+            "bench",
+            "-a",
+            "--compare-staged",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    // The transfer could not run (exit 2, the libibverbs line last), the copies were plotted.
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("nvpeer bench: libibverbs unavailable"),
+        "{err}"
+    );
+    let d = nvpeer_core::bench::plot::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
+    assert_eq!(
+        d.missing(&[nvpeer_core::bench::plot::COPY], None),
+        None,
+        "{:?}",
+        d.texts
+    );
+    assert!(
+        d.has_text("no RDMA transfer: no libibverbs"),
+        "{:?}",
+        d.texts
+    );
+    assert!(d.has_text("8 MiB"), "{:?}", d.texts);
+}
+
+#[test]
 fn bench_cuda_without_a_driver_says_so() {
     // This machine has no NVIDIA driver: the check happens before any cudarc call (which
     // would panic).

@@ -8,14 +8,15 @@ use super::engine::{self, Side};
 use super::mem::{Buffer, MemKind, RegPath};
 use super::{cuda, cuda_alloc, ibv, rdmacm, BenchError, BenchOpts, Mode};
 
-/// Allocates the buffer of a side (2 * half bytes) and, for dma-buf, exports it.
+/// Allocates the buffer of a side (2 * half bytes) and, for dma-buf, exports it (the fd and
+/// the offset in it).
 pub(super) fn make_buffer(
     mem: MemKind,
     alloc: cuda_alloc::CudaAlloc,
     cuda: Option<&Arc<cuda::Cuda>>,
     half: usize,
     reg: RegPath,
-) -> Result<(Buffer, Option<(i32, u64)>), BenchError> {
+) -> Result<(Buffer, Option<(engine::OwnedFdGuard, u64)>), BenchError> {
     let len = half * 2;
     let buf = match (mem, cuda) {
         (MemKind::Host, _) => Buffer::host(len)?,
@@ -24,10 +25,11 @@ pub(super) fn make_buffer(
         (MemKind::Cuda, None) => return Err(BenchError::Cuda("CUDA not initialised".to_owned())),
     };
     let dmabuf = match (reg, cuda) {
-        (RegPath::Dmabuf, Some(c)) if mem == MemKind::Cuda => {
-            Some((c.dmabuf_fd(buf.addr, buf.len)?, 0))
-        }
-        (RegPath::Dmabuf, _) => {
+        (RegPath::Dmabuf(mapping), Some(c)) if mem == MemKind::Cuda => Some((
+            engine::OwnedFdGuard(c.dmabuf_fd(buf.addr, buf.len, mapping)?),
+            0,
+        )),
+        (RegPath::Dmabuf(_), _) => {
             return Err(BenchError::Usage(
                 "--reg dmabuf needs --mem cuda (dma-buf export of GPU memory)".to_owned(),
             ))
@@ -53,9 +55,18 @@ pub(super) fn new_side(
     half: usize,
 ) -> Result<Side, BenchError> {
     let (buf, dmabuf) = make_buffer(mem, opts.alloc, cuda, half, reg)?;
-    if reg == RegPath::Dmabuf {
-        // NCCL's probe first: a provider without dma-buf support says so precisely.
-        let probe = ibv::Context::open(opts.side.device.as_deref())?;
+    if let RegPath::Dmabuf(mapping) = reg {
+        // NCCL's probe first: a provider without dma-buf support says so precisely. Without a
+        // device the GPU side was still done: the error says so (a host without a NIC).
+        let probe = ibv::Context::open(opts.side.device.as_deref()).map_err(|e| match e {
+            BenchError::NoDevice(why) => BenchError::NoDevice(format!(
+                "{why}; the GPU side was done: {} bytes of GPU memory exported as a dma-buf \
+                 ({} mapping type)",
+                buf.len,
+                mapping.name()
+            )),
+            e => e,
+        })?;
         if !ibv::dmabuf_capable(&probe) {
             return Err(BenchError::Register(format!(
                 "{} does not support dma-buf registration (ibv_reg_dmabuf_mr probe with fd=-1 \
@@ -227,15 +238,51 @@ impl Client {
     }
 }
 
-/// The server thread's error explains a client-side failure better (it saw it first).
+/// The error of a failed client run of a loopback pair: the server thread's when it failed on
+/// its own (it saw the cause first, the client only the connection ending), the client's when
+/// the server merely saw the client go away after the client's own failure (a refused RDMA
+/// read, say).
 pub(super) fn join_error(
     server: Option<std::thread::JoinHandle<Result<(), BenchError>>>,
     e: BenchError,
 ) -> BenchError {
     if let Some(h) = server {
-        if let Ok(Err(se)) = h.join() {
-            return se;
+        match h.join() {
+            Ok(Err(BenchError::PeerClosed(_))) if !matches!(e, BenchError::PeerClosed(_)) => {}
+            Ok(Err(se)) => return se,
+            _ => {}
         }
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(
+        r: Result<(), BenchError>,
+    ) -> Option<std::thread::JoinHandle<Result<(), BenchError>>> {
+        Some(std::thread::spawn(move || r))
+    }
+
+    #[test]
+    fn the_side_that_saw_the_cause_names_it() {
+        let closed = || BenchError::PeerClosed("the peer closed the connection".to_owned());
+        // The client's read was refused; the server only saw the client leave.
+        let read = BenchError::Peer("read completion failed: remote access error".to_owned());
+        let e = join_error(server(Err(closed())), read);
+        assert!(e.to_string().contains("remote access error"), "{e}");
+        // The server failed first (its registration); the client only saw it leave.
+        let e = join_error(
+            server(Err(BenchError::Register("EFAULT".to_owned()))),
+            closed(),
+        );
+        assert!(matches!(e, BenchError::Register(_)), "{e}");
+        // Both saw the connection end: the server's word, as before.
+        let e = join_error(server(Err(closed())), closed());
+        assert!(matches!(e, BenchError::PeerClosed(_)));
+        let e = join_error(server(Ok(())), BenchError::Validation("byte 3".to_owned()));
+        assert!(matches!(e, BenchError::Validation(_)));
+    }
 }

@@ -191,25 +191,98 @@ impl Cuda {
         Ok(t)
     }
 
-    /// Exports `[p, p+len)` as a dma-buf fd (`cuMemGetHandleForAddressRange`).
-    pub fn dmabuf_fd(&self, p: u64, len: usize) -> Result<c_int, BenchError> {
+    /// Exports `[p, p+len)` as a dma-buf fd (`cuMemGetHandleForAddressRange`) with the mapping
+    /// type `mapping` asks for. A PCIe mapping the driver does not offer is
+    /// [`BenchError::PcieMapping`], one line saying why.
+    pub fn dmabuf_fd(
+        &self,
+        p: u64,
+        len: usize,
+        mapping: DmabufMapping,
+    ) -> Result<c_int, BenchError> {
+        if mapping == DmabufMapping::Pcie && self.info.driver_version < PCIE_MAPPING_SINCE {
+            return Err(BenchError::PcieMapping(format!(
+                "the driver's CUDA API is {}, and the PCIe mapping type \
+                 (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE) needs {} (driver R570 or later); \
+                 without --dmabuf-mapping the driver picks the mapping",
+                version_str(self.info.driver_version),
+                version_str(PCIE_MAPPING_SINCE)
+            )));
+        }
         let mut fd: c_int = -1;
-        // SAFETY: the handle is an int fd.
-        check("cuMemGetHandleForAddressRange(DMA_BUF_FD)", unsafe {
+        // SAFETY: the handle is an int fd; the flags are 0 or a CUmemRangeFlags value.
+        let r = unsafe {
             sys::cuMemGetHandleForAddressRange(
                 (&mut fd as *mut c_int).cast(),
                 p,
                 len,
                 sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
-                0,
+                mapping.flags(),
             )
-        })?;
-        Ok(fd)
+        };
+        match (mapping, r) {
+            (_, sys::CUresult::CUDA_SUCCESS) => Ok(fd),
+            (DmabufMapping::Pcie, r) => Err(BenchError::PcieMapping(format!(
+                "cuMemGetHandleForAddressRange refused CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE \
+                 with {r:?} (driver {} of GPU {}: this platform or driver does not offer it); \
+                 without --dmabuf-mapping the driver picks the mapping",
+                version_str(self.info.driver_version),
+                self.info.ordinal
+            ))),
+            (DmabufMapping::Default, r) => Err(BenchError::Cuda(format!(
+                "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: {r:?}"
+            ))),
+        }
+    }
+}
+
+/// The first CUDA driver API with `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE` (12.8).
+pub const PCIE_MAPPING_SINCE: i32 = 12080;
+
+/// The mapping type a dma-buf export asks for (`--dmabuf-mapping`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DmabufMapping {
+    /// Flags 0: the driver's choice (on a coherent platform such as Grace, a mapping the NIC
+    /// may reach over C2C).
+    #[default]
+    Default,
+    /// `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE` (CUDA 12.8): the NIC reaches GPU memory
+    /// through the GPU's BAR over PCIe, the Data Direct path of Grace-Blackwell.
+    Pcie,
+}
+
+impl DmabufMapping {
+    /// `default` or `pcie`, as `--dmabuf-mapping` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DmabufMapping::Default => "default",
+            DmabufMapping::Pcie => "pcie",
+        }
+    }
+
+    /// The `flags` argument of `cuMemGetHandleForAddressRange`.
+    pub fn flags(self) -> u64 {
+        match self {
+            DmabufMapping::Default => 0,
+            DmabufMapping::Pcie => {
+                sys::CUmemRangeFlags::CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE as u64
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pcie_mapping_flag_is_cudas() {
+        use super::DmabufMapping;
+        assert_eq!(DmabufMapping::Default.flags(), 0);
+        // CUDA 12.8's cuda.h: CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE = 0x1.
+        assert_eq!(DmabufMapping::Pcie.flags(), 1);
+        assert_eq!(super::version_str(super::PCIE_MAPPING_SINCE), "12.8");
+    }
+
     #[test]
     fn driver_version() {
         assert_eq!(super::version_str(13000), "13.0");

@@ -25,10 +25,17 @@ pub enum BenchError {
     Register(String),
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// `--dmabuf-mapping pcie` where the driver does not offer it.
+    #[error("--dmabuf-mapping pcie is not offered here: {0}")]
+    PcieMapping(String),
     #[error("memory: {0}")]
     Memory(String),
     #[error("peer: {0}")]
     Peer(String),
+    /// The control connection ended: the peer exited, was killed, or gave up after an error
+    /// of its own (which then explains more).
+    #[error("peer: {0}")]
+    PeerClosed(String),
     #[error("data verification failed: {0}")]
     Validation(String),
     #[error("{0}")]

@@ -13,7 +13,7 @@ use nix::sys::mman::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
 use nix::sys::stat::Mode;
 use serde::Serialize;
 
-use super::cuda::Cuda;
+use super::cuda::{Cuda, DmabufMapping};
 use super::cuda_alloc::{Allocation, CudaAlloc, PointerFacts, RegistrationPath};
 use super::BenchError;
 
@@ -34,8 +34,9 @@ pub enum RegPath {
     /// `ibv_reg_mr` on the VA: pinned host pages, or for GPU memory the peer-memory path
     /// (MOFED's core asks the peer clients: our module).
     RegMr,
-    /// `cuMemGetHandleForAddressRange` + `ibv_reg_dmabuf_mr` (upstream dma-buf path).
-    Dmabuf,
+    /// `cuMemGetHandleForAddressRange` (with this mapping type) + `ibv_reg_dmabuf_mr`
+    /// (upstream dma-buf path).
+    Dmabuf(DmabufMapping),
 }
 
 impl RegPath {
@@ -43,7 +44,10 @@ impl RegPath {
         match (self, kind) {
             (RegPath::RegMr, MemKind::Host) => "ibv_reg_mr (pinned host pages)",
             (RegPath::RegMr, _) => "ibv_reg_mr (peer memory: nvidia_peermem)",
-            (RegPath::Dmabuf, _) => "ibv_reg_dmabuf_mr (dma-buf)",
+            (RegPath::Dmabuf(DmabufMapping::Default), _) => "ibv_reg_dmabuf_mr (dma-buf)",
+            (RegPath::Dmabuf(DmabufMapping::Pcie), _) => {
+                "ibv_reg_dmabuf_mr (dma-buf, PCIe mapping type)"
+            }
         }
     }
 }

@@ -10,7 +10,8 @@
 //! This module's own files: `options.rs` (what to run), `client.rs` (buffers, sides, the
 //! loopback server thread and the connected client), `runner.rs` (the server, the client run,
 //! the selftest's transfer), `staged.rs` (the host bounce-buffer comparison), `results.rs`
-//! (what a run measured; `report.rs` prints it) and `error.rs`.
+//! (what a run measured; `report.rs` prints it, `plot.rs` draws it), `registration.rs` (the
+//! path a registration took) and `error.rs`.
 
 pub mod cuda;
 pub mod cuda_alloc;
@@ -18,7 +19,9 @@ pub mod engine;
 pub mod ibv;
 pub mod loopback_all;
 pub mod mem;
+pub mod plot;
 pub mod rdmacm;
+pub mod registration;
 pub mod report;
 pub mod stats;
 
@@ -34,4 +37,4 @@ pub use error::{describe_reg_error, BenchError};
 pub use options::{all_sizes, BenchOpts, Mode, Op, Progress};
 pub use results::{BenchReport, DirectionRow, Row, StagedRow, SCHEMA};
 pub use runner::{run, selftest_transfer, serve};
-pub use staged::{copy_time_us, recommend, staged_copy_times};
+pub use staged::{copy_time_us, crossover, recommend, staged_copy_times};

@@ -50,6 +50,10 @@ pub struct BenchOpts {
     pub iters: u64,
     pub latency: bool,
     pub validate: bool,
+    /// Before measuring each size, move this many messages one at a time with every byte
+    /// compared (`--loopback-all`'s verification pass; 0: none). The measured run then keeps
+    /// its depth, so its rate stays a bandwidth figure.
+    pub verify_first: u64,
     pub mem: MemKind,
     /// How CUDA memory is allocated (`--alloc`; --mem cuda only).
     pub alloc: cuda_alloc::CudaAlloc,

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::options::Op;
+use super::registration::Registration;
 use super::{cuda, stats};
 
 /// One measured size.
@@ -59,6 +60,8 @@ pub struct BenchReport {
     pub reg: String,
     pub peer_mem: String,
     pub peer_reg: String,
+    /// The local buffer's registration path.
+    pub registration: Registration,
     /// Queue pairs the messages were spread over.
     pub qps: usize,
     pub gpu: Option<cuda::GpuInfo>,

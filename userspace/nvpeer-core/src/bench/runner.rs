@@ -91,6 +91,7 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
         }
     };
     let info = client.side.info()?;
+    let registration = client.side.registration();
     let peer = client.peer.clone();
     client.finish()?;
 
@@ -110,6 +111,7 @@ pub fn run(opts: &BenchOpts, progress: Option<Progress<'_>>) -> Result<BenchRepo
         reg: info.reg,
         peer_mem: peer.mem,
         peer_reg: peer.reg,
+        registration,
         qps: info.qpns.len().max(1),
         gpu: cuda.as_ref().map(|c| c.info.clone()),
         validated: opts.validate,
@@ -137,6 +139,25 @@ pub(super) fn measure_all(
         if let Some(p) = progress {
             p(i, opts.sizes.len(), size);
         }
+        // The verification pass: one message at a time, every byte compared.
+        let verified_first = if opts.verify_first > 0 && !opts.validate {
+            engine::client_run(
+                &client.side,
+                &mut client.ch,
+                &client.peer,
+                engine::RunSpec {
+                    op: opts.op,
+                    size,
+                    iters: opts.verify_first,
+                    latency: false,
+                    validate: true,
+                    bidir: false,
+                },
+            )?
+            .verified_bytes
+        } else {
+            0
+        };
         // With --duration, batches of --iters are repeated until the time is up.
         let started = Instant::now();
         let mut m = engine::Measured::default();
@@ -189,7 +210,7 @@ pub(super) fn measure_all(
             iterations: m.iters,
             bandwidth,
             latency: stats::latency(&m.samples),
-            verified_bytes: m.verified_bytes + rev.verified_bytes,
+            verified_bytes: verified_first + m.verified_bytes + rev.verified_bytes,
             directions,
         });
     }

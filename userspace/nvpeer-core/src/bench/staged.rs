@@ -107,16 +107,23 @@ pub(super) fn compare_staged(
     Ok((rows, rec))
 }
 
+/// The crossover: the smallest size from which the direct path wins at every larger size, when
+/// the staged path wins somewhere below it (the threshold users pick a path by).
+pub fn crossover(rows: &[StagedRow]) -> Option<u64> {
+    let last_staged = rows.iter().rposition(|r| r.winner == "staged")?;
+    rows.get(last_staged + 1).map(|r| r.size)
+}
+
 /// The one-line recommendation: the size from which the direct path wins at every larger size.
 pub fn recommend(rows: &[StagedRow]) -> String {
-    let Some(last_staged) = rows.iter().rposition(|r| r.winner == "staged") else {
+    if !rows.iter().any(|r| r.winner == "staged") {
         return "direct path wins at every measured size: register GPU memory directly".to_owned();
-    };
-    match rows.get(last_staged + 1) {
+    }
+    match crossover(rows) {
         None => "staged path wins up to the largest measured size: the direct path did not pay off on this host".to_owned(),
-        Some(r) => format!(
+        Some(size) => format!(
             "use the direct path for messages of {} and larger, stage smaller ones through host memory",
-            report::size_str(r.size)
+            report::size_str(size)
         ),
     }
 }
@@ -149,6 +156,7 @@ mod tests {
             recommend(&rows),
             "use the direct path for messages of 64 KiB and larger, stage smaller ones through host memory"
         );
+        assert_eq!(crossover(&rows), Some(65536));
         let all_direct = [row(2, 1.0, 3.0), row(4, 1.0, 3.0)];
         assert!(recommend(&all_direct).starts_with("direct path wins at every"));
         let none = [row(2, 5.0, 3.0)];

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::bench::cuda::Cuda;
+use crate::bench::cuda::{Cuda, DmabufMapping};
 use crate::bench::cuda_alloc::{CudaAlloc, RegistrationPath};
 use crate::bench::mem::{Buffer, MemKind, RegPath};
 use crate::bench::{self, BenchError};
@@ -272,7 +272,8 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         let dmabuf = if path == RegistrationPath::HostPages {
             Err(None)
         } else {
-            c.dmabuf_fd(buf.addr, buf.len).map_err(Some)
+            c.dmabuf_fd(buf.addr, buf.len, DmabufMapping::Default)
+                .map_err(Some)
         };
         match dmabuf {
             Ok(fd) => {

@@ -52,6 +52,7 @@ pub(super) fn verbs_register(
         iters: 4,
         latency: false,
         validate: true,
+        verify_first: 0,
         mem,
         alloc: opts.alloc,
         reg: RegPath::RegMr,

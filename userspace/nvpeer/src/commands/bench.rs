@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use nvpeer_core::bench::cuda_alloc::CudaAlloc;
 use nvpeer_core::bench::engine::SideOpts;
 use nvpeer_core::bench::mem::{MemKind, RegPath};
+use nvpeer_core::bench::plot::Plot;
 use nvpeer_core::bench::{self, BenchError, BenchOpts, Mode, Op};
 use nvpeer_core::host::Host;
 
-use crate::cli::{BenchArgs, FormatArg, OpArg, RegArg};
+use crate::cli::{BenchArgs, DmabufMappingArg, FormatArg, OpArg, RegArg};
 use crate::output::{to_json, Out};
 
 fn bench_opts(a: &BenchArgs) -> BenchOpts {
@@ -37,16 +38,16 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
     };
     BenchOpts {
         mode,
-        op: match a.op {
-            OpArg::Write => Op::Write,
-            OpArg::Read => Op::Read,
-            OpArg::Send => Op::Send,
-            OpArg::WriteImm => Op::WriteImm,
-        },
+        op: a.op.map_or(Op::Write, op),
         sizes,
         iters: a.iters.unwrap_or(if a.lat { 1000 } else { 5000 }),
         latency: a.lat,
         validate: a.validate,
+        verify_first: if a.loopback_all && !a.no_validate {
+            bench::loopback_all::VERIFY_MESSAGES
+        } else {
+            0
+        },
         mem: a.mem.map_or(
             if a.loopback_all {
                 MemKind::Cuda
@@ -58,7 +59,7 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
         alloc: a.alloc.into(),
         reg: match a.reg {
             RegArg::Mr => RegPath::RegMr,
-            RegArg::Dmabuf => RegPath::Dmabuf,
+            RegArg::Dmabuf => RegPath::Dmabuf(a.dmabuf_mapping.into()),
         },
         gpu: a.gpu,
         side: SideOpts {
@@ -77,6 +78,34 @@ fn bench_opts(a: &BenchArgs) -> BenchOpts {
     }
 }
 
+fn op(o: OpArg) -> Op {
+    match o {
+        OpArg::Write => Op::Write,
+        OpArg::Read => Op::Read,
+        OpArg::Send => Op::Send,
+        OpArg::WriteImm => Op::WriteImm,
+    }
+}
+
+/// The checks every bench run makes before it starts: one line and exit 2 when one fails.
+fn usage_error(a: &BenchArgs, opts: &BenchOpts) -> Option<String> {
+    if opts.alloc != CudaAlloc::Device && opts.mem != MemKind::Cuda {
+        return Some("--alloc is how CUDA memory is allocated: it needs --mem cuda".to_owned());
+    }
+    if matches!(a.dmabuf_mapping, DmabufMappingArg::Pcie) && !matches!(a.reg, RegArg::Dmabuf) {
+        return Some(
+            "--dmabuf-mapping is the mapping type of a dma-buf export: it needs --reg dmabuf"
+                .to_owned(),
+        );
+    }
+    if let Some(m) = a.mtu {
+        if bench::engine::mtu_enum(m).is_none() {
+            return Some(format!("--mtu {m}: use 256, 512, 1024, 2048 or 4096"));
+        }
+    }
+    None
+}
+
 /// Exit code of a bench/selftest error: 1 when data did not verify, 2 otherwise.
 fn fail(cmd: &str, e: &BenchError) -> ExitCode {
     eprintln!("nvpeer {cmd}: {e}");
@@ -89,19 +118,13 @@ fn fail(cmd: &str, e: &BenchError) -> ExitCode {
 
 pub fn run(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
     let opts = bench_opts(a);
-    if opts.alloc != CudaAlloc::Device && opts.mem != MemKind::Cuda {
-        eprintln!("nvpeer bench: --alloc is how CUDA memory is allocated: it needs --mem cuda");
+    if let Some(e) = usage_error(a, &opts) {
+        eprintln!("nvpeer bench: {e}");
         return Ok(ExitCode::from(2));
     }
     if a.bidirectional && a.lat {
         eprintln!("nvpeer bench: -b/--bidirectional is for bandwidth runs, not with --lat");
         return Ok(ExitCode::from(2));
-    }
-    if let Some(m) = a.mtu {
-        if bench::engine::mtu_enum(m).is_none() {
-            eprintln!("nvpeer bench: --mtu {m}: use 256, 512, 1024, 2048 or 4096");
-            return Ok(ExitCode::from(2));
-        }
     }
     if opts.sizes.iter().any(|&s| s > opts.max_size) && !matches!(opts.mode, Mode::Client { .. }) {
         eprintln!(
@@ -138,7 +161,16 @@ pub fn run(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
         Err(e) => {
             if matches!(e, BenchError::NoDevice(_) | BenchError::NoVerbs(_)) && opts.compare_staged
             {
-                staged_only(&opts);
+                if let Some(copies) = staged_only(&opts) {
+                    if let Some(path) = &a.plot {
+                        let why = match &e {
+                            BenchError::NoDevice(_) => "no RDMA device",
+                            _ => "no libibverbs",
+                        };
+                        // Exit 2 either way: a failed write is one more line.
+                        let _ = write_plot(path, &Plot::of_copies(opts.mem.label(), &copies, why));
+                    }
+                }
             }
             return Ok(fail("bench", &e));
         }
@@ -149,6 +181,12 @@ pub fn run(a: &BenchArgs, out: &mut Out) -> std::io::Result<ExitCode> {
         out.print(&bench::report::perftest(&report))?;
     } else {
         out.print(&bench::report::human(&report))?;
+    }
+    // After the report: a plot that cannot be written loses no measurement.
+    if let Some(path) = &a.plot {
+        if let Err(code) = write_plot(path, &Plot::of_report(&report)) {
+            return Ok(code);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -163,15 +201,9 @@ pub fn run_loopback_all(host: &Host, a: &BenchArgs, out: &mut Out) -> std::io::R
         return Ok(ExitCode::from(2));
     }
     let opts = bench_opts(a);
-    if opts.alloc != CudaAlloc::Device && opts.mem != MemKind::Cuda {
-        eprintln!("nvpeer bench: --alloc is how CUDA memory is allocated: it needs --mem cuda");
+    if let Some(e) = usage_error(a, &opts) {
+        eprintln!("nvpeer bench: {e}");
         return Ok(ExitCode::from(2));
-    }
-    if let Some(m) = a.mtu {
-        if bench::engine::mtu_enum(m).is_none() {
-            eprintln!("nvpeer bench: --mtu {m}: use 256, 512, 1024, 2048 or 4096");
-            return Ok(ExitCode::from(2));
-        }
     }
     if opts.sizes.iter().any(|&s| s > opts.max_size) {
         eprintln!(
@@ -186,7 +218,10 @@ pub fn run_loopback_all(host: &Host, a: &BenchArgs, out: &mut Out) -> std::io::R
             eprintln!("[{}/{}] {name}...", i + 1, n);
         }
     };
-    let report = match bench::loopback_all::run(host, &opts, a.min_gbps, &progress) {
+    // Both directions unless one operation is asked for.
+    let ops =
+        a.op.map_or_else(|| vec![Op::Write, Op::Read], |o| vec![op(o)]);
+    let report = match bench::loopback_all::run(host, &opts, &ops, a.min_gbps, &progress) {
         Ok(r) => r,
         Err(e) => return Ok(fail("bench", &e)),
     };
@@ -205,13 +240,25 @@ pub fn run_loopback_all(host: &Host, a: &BenchArgs, out: &mut Out) -> std::io::R
     })
 }
 
-/// Without an RDMA device, --compare-staged still measures the staging copies.
-fn staged_only(opts: &BenchOpts) {
+/// Writes the plot's SVG to `path`; the exit code of a failure, said in one line.
+fn write_plot(path: &std::path::Path, plot: &Plot) -> Result<(), ExitCode> {
+    let written = plot
+        .svg()
+        .and_then(|svg| std::fs::write(path, svg).map_err(|e| e.to_string()));
+    written.map_err(|e| {
+        eprintln!("nvpeer bench: --plot {}: {e}", path.display());
+        ExitCode::from(2)
+    })
+}
+
+/// Without an RDMA device, --compare-staged still measures the staging copies: printed on
+/// stderr, and returned (size, microseconds) for the plot.
+fn staged_only(opts: &BenchOpts) -> Option<Vec<(usize, f64)>> {
     let cuda = match bench::open_cuda(opts.mem, opts.gpu) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("nvpeer bench: {e}");
-            return;
+            return None;
         }
     };
     match bench::staged_copy_times(opts.mem, opts.alloc, cuda.as_ref(), &opts.sizes) {
@@ -223,7 +270,7 @@ fn staged_only(opts: &BenchOpts) {
                 "copy us",
                 "GB/s"
             );
-            for (size, us) in rows {
+            for &(size, us) in &rows {
                 s.push_str(&format!(
                     "{:>10} {:>11.2} {:>11.3}\n",
                     bench::report::size_str(size as u64),
@@ -232,7 +279,11 @@ fn staged_only(opts: &BenchOpts) {
                 ));
             }
             eprint!("{s}");
+            Some(rows)
         }
-        Err(e) => eprintln!("nvpeer bench: staging copies: {e}"),
+        Err(e) => {
+            eprintln!("nvpeer bench: staging copies: {e}");
+            None
+        }
     }
 }

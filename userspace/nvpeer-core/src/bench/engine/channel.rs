@@ -115,12 +115,12 @@ impl Channel {
     pub fn recv(&mut self) -> Result<Msg, BenchError> {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
-            Ok(0) => Err(BenchError::Peer(
+            Ok(0) => Err(BenchError::PeerClosed(
                 "the peer closed the connection (killed or exited)".to_owned(),
             )),
             Ok(_) => serde_json::from_str(&line)
                 .map_err(|e| BenchError::Peer(format!("unexpected message from the peer: {e}"))),
-            Err(e) => Err(BenchError::Peer(format!(
+            Err(e) => Err(BenchError::PeerClosed(format!(
                 "lost the connection to the peer: {e}"
             ))),
         }

@@ -14,6 +14,7 @@ use super::validate::{self, check_completion};
 use crate::bench::ibv::{self, sys, Context, Cq, Mr, Qp, QpAttr, Sge, Wc};
 use crate::bench::mem::{Buffer, RegPath};
 use crate::bench::rdmacm;
+use crate::bench::registration::Registration;
 use crate::bench::{describe_reg_error, BenchError, Op};
 
 /// Most QPs one side creates (`--qps`).
@@ -114,7 +115,7 @@ impl Side {
         buf: Buffer,
         half: usize,
         reg: RegPath,
-        dmabuf: Option<(i32, u64)>,
+        dmabuf: Option<(OwnedFdGuard, u64)>,
     ) -> Result<Self, BenchError> {
         let ctx = Context::open(opts.device.as_deref())?;
         let (state, _, _, _) = ctx.port(opts.port)?;
@@ -125,11 +126,11 @@ impl Side {
             )));
         }
         let (mr, fd_guard) = match (reg, dmabuf) {
-            (RegPath::Dmabuf, Some((fd, offset))) => (
-                Mr::register_dmabuf(&ctx, fd, offset, buf.len, buf.addr).map_err(|e| {
+            (RegPath::Dmabuf(_), Some((fd, offset))) => (
+                Mr::register_dmabuf(&ctx, fd.0, offset, buf.len, buf.addr).map_err(|e| {
                     BenchError::Register(describe_reg_error("ibv_reg_dmabuf_mr", &e, &buf))
                 })?,
-                Some(OwnedFdGuard(fd)),
+                Some(fd),
             ),
             _ => (
                 Mr::register(&ctx, buf.addr, buf.len).map_err(|e| {
@@ -226,6 +227,11 @@ impl Side {
             reg: self.buf.reg_label(self.reg).to_owned(),
             device: self.ctx.name.clone(),
         })
+    }
+
+    /// The registration path this side's buffer took.
+    pub fn registration(&self) -> Registration {
+        Registration::of(self.reg, self.buf.kind, self.buf.facts().map(|f| f.path()))
     }
 
     /// INIT -> RTR -> RTS against the peer.

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Runs every pair: the CUDA ordinal of its GPU, a thread pinned to its NIC's NUMA node, the
-//! loopback transfer, and the verdict against `--min-gbps`.
+//! loopback transfer of each operation (each with its verification pass), and the verdict of
+//! each direction against `--min-gbps`.
 
 use super::pinning::pin_current_thread;
+use super::report::DirectionResult;
 use super::{
     match_ordinal, pinning, plan, LoopbackAllReport, Pair, PairResult, PairStatus, Pinning, SCHEMA,
 };
 use crate::bench::mem::MemKind;
-use crate::bench::{BenchError, BenchOpts, BenchReport, Mode};
+use crate::bench::registration::Registration;
+use crate::bench::{BenchError, BenchOpts, BenchReport, Mode, Op};
 use crate::host::Host;
 
 /// CUDA's GPUs: (ordinal, PCI domain, bus, device).
@@ -56,14 +59,21 @@ fn report_gbps(r: &BenchReport) -> Option<f64> {
         .map(|b| b.avg_gbps)
 }
 
-/// Runs every pair: `base` is the transfer (its device, GPU and mode are set per pair).
-/// `progress(i, n, name)` is called before each pair.
+/// Runs every pair: `base` is the transfer (its device, GPU, mode and operation are set per
+/// pair and direction), `ops` the directions each pair runs, in order. `progress(i, n, name)` is
+/// called before each pair.
 pub fn run(
     host: &Host,
     base: &BenchOpts,
+    ops: &[Op],
     min_gbps: Option<f64>,
     progress: &dyn Fn(usize, usize, &str),
 ) -> Result<LoopbackAllReport, BenchError> {
+    if ops.is_empty() {
+        return Err(BenchError::Usage(
+            "--loopback-all: no operation to run".to_owned(),
+        ));
+    }
     if base.latency {
         return Err(BenchError::Usage(
             "--loopback-all measures bandwidth: not with --lat".to_owned(),
@@ -110,6 +120,7 @@ pub fn run(
                 }
                 None => {
                     results.push(not_measured(
+                        base,
                         name,
                         pair,
                         None,
@@ -122,6 +133,7 @@ pub fn run(
         };
         let Some(nic) = pair.nic.clone() else {
             results.push(not_measured(
+                base,
                 name,
                 pair,
                 ordinal,
@@ -144,14 +156,22 @@ pub fn run(
         // CUDA context current in it end with it.
         let cpus = pin.cpus.clone();
         let live = host.is_live_sysfs();
-        let (pinned, outcome) = std::thread::scope(|s| {
+        let (pinned, outcomes) = std::thread::scope(|s| {
             s.spawn(|| {
                 let pinned = if cpus.is_empty() || !live {
                     Ok(())
                 } else {
                     pin_current_thread(&cpus)
                 };
-                (pinned, crate::bench::run(&opts, None))
+                let outcomes: Vec<_> = ops
+                    .iter()
+                    .map(|&op| {
+                        let mut o = opts.clone();
+                        o.op = op;
+                        (op, crate::bench::run(&o, None))
+                    })
+                    .collect();
+                (pinned, outcomes)
             })
             .join()
         })
@@ -163,28 +183,30 @@ pub fn run(
                 opts.side.device.as_deref().unwrap_or("")
             ));
         }
-        let (gbps, status, error, bench) = match outcome {
-            Ok(r) => {
-                let g = report_gbps(&r);
-                let status = match (g, min_gbps) {
-                    (Some(g), Some(m)) if g < m => PairStatus::Below,
-                    (Some(_), _) => PairStatus::Ok,
-                    (None, _) => PairStatus::Error,
-                };
-                let error = g.is_none().then(|| "no bandwidth measured".to_owned());
-                (g, status, error, Some(r))
-            }
-            Err(e) => (None, PairStatus::Error, Some(e.to_string()), None),
-        };
+        let directions: Vec<DirectionResult> = outcomes
+            .into_iter()
+            .map(|(op, outcome)| direction(op, outcome, min_gbps))
+            .collect();
+        // What the first run that got that far registered, else what was asked for.
+        let registration = directions
+            .iter()
+            .find_map(|d| d.bench.as_ref().map(|b| b.registration))
+            .unwrap_or_else(|| Registration::of(base.reg, base.mem, None));
+        let status = directions
+            .iter()
+            .map(|d| d.status)
+            .max()
+            .unwrap_or(PairStatus::Error);
         results.push(PairResult {
             name,
             pair,
             cuda_ordinal: ordinal,
             pinning: pin,
-            gbps,
+            registration,
             status,
-            error,
-            bench,
+            error: None,
+            known_issue: PairResult::classify(&directions, base.mem),
+            directions,
         });
     }
     if results.is_empty() {
@@ -199,10 +221,12 @@ pub fn run(
         .count();
     Ok(LoopbackAllReport {
         schema: SCHEMA,
-        op: base.op,
+        ops: ops.to_vec(),
         mem: base.mem,
         sizes: base.sizes.iter().map(|&s| s as u64).collect(),
         iterations: base.iters,
+        verified_messages: if base.validate { 0 } else { base.verify_first },
+        validated: base.validate,
         min_gbps,
         pairs: results,
         failed,
@@ -210,15 +234,56 @@ pub fn run(
     })
 }
 
-fn not_measured(name: String, pair: Pair, ordinal: Option<i32>, why: &str) -> PairResult {
+/// The result of one direction: its rate against `--min-gbps`, or why it failed.
+fn direction(
+    op: Op,
+    outcome: Result<BenchReport, BenchError>,
+    min_gbps: Option<f64>,
+) -> DirectionResult {
+    match outcome {
+        Ok(r) => {
+            let g = report_gbps(&r);
+            let status = match (g, min_gbps) {
+                (Some(g), Some(m)) if g < m => PairStatus::Below,
+                (Some(_), _) => PairStatus::Ok,
+                (None, _) => PairStatus::Error,
+            };
+            DirectionResult {
+                op,
+                status,
+                gbps: g,
+                verified_bytes: r.rows.iter().map(|row| row.verified_bytes).sum(),
+                error: g.is_none().then(|| "no bandwidth measured".to_owned()),
+                bench: Some(r),
+            }
+        }
+        Err(e) => DirectionResult {
+            op,
+            status: PairStatus::Error,
+            gbps: None,
+            verified_bytes: 0,
+            error: Some(e.to_string()),
+            bench: None,
+        },
+    }
+}
+
+fn not_measured(
+    base: &BenchOpts,
+    name: String,
+    pair: Pair,
+    ordinal: Option<i32>,
+    why: &str,
+) -> PairResult {
     PairResult {
         name,
         pair,
         cuda_ordinal: ordinal,
         pinning: Pinning::default(),
-        gbps: None,
+        registration: Registration::of(base.reg, base.mem, None),
         status: PairStatus::Error,
         error: Some(why.to_owned()),
-        bench: None,
+        directions: Vec::new(),
+        known_issue: None,
     }
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""plot_check.py SVG REPORT.json: checks that `nvpeer bench --plot SVG --json` drew what the
+report measured: both panels (bandwidth, time per message) with the message-size axis, the
+direct series and, when the report has a staged comparison, the staged one, each in both
+legends with a curve, and the crossover labelled in both panels exactly when the report's
+recommendation names a size (and nowhere otherwise). Prints what it found; exits 1 with the
+first thing missing."""
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+DIRECT = "direct"
+STAGED = "staged through host memory (copy included)"
+
+
+def main():
+    svg, report = sys.argv[1], json.load(open(sys.argv[2]))
+    root = ET.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [(t.text or "").strip() for t in root.iter(ns + "text")]
+    curves = len(list(root.iter(ns + "polyline")))
+    want = {"message size": 2, "Gb/s": 1, "us per message": 1, DIRECT: 2}
+    if report.get("staged"):
+        want[STAGED] = 2
+    m = re.match(r"use the direct path for messages of (.+) and larger", report.get("recommendation") or "")
+    crossover = f"crossover {m.group(1)}: staged wins below" if m else None
+    if crossover:
+        want[crossover] = 2
+    print(f"{svg}: {len(texts)} texts, {curves} polylines; recommendation: {report.get('recommendation')}")
+    for text, n in want.items():
+        got = texts.count(text)
+        if got != n:
+            sys.exit(f"FAIL: {text!r} appears {got} times, expected {n}")
+    series = 2 if report.get("staged") else 1
+    if curves < 2 * series:
+        sys.exit(f"FAIL: {curves} curves for {series} series in two panels")
+    if not crossover and any(t.startswith("crossover ") for t in texts):
+        sys.exit("FAIL: a crossover is drawn but the report names none")
+    print("ok: " + ", ".join(want))
+
+
+if __name__ == "__main__":
+    main()
