@@ -17,7 +17,10 @@ use crate::provenance::{self, Verdict};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attach {
     /// A peer-memory module is loaded already (ours or another's): nothing done.
-    AlreadyLoaded { module: String, implementation: Implementation },
+    AlreadyLoaded {
+        module: String,
+        implementation: Implementation,
+    },
     /// Loaded now.
     Loaded { verdict: Verdict },
     /// `--dry-run`: would load.
@@ -45,11 +48,19 @@ impl Attach {
             other => format!("provenance {other}; the kernel judges the load"),
         };
         match self {
-            Self::AlreadyLoaded { module, implementation } => {
-                format!("{module} ({}) is already loaded: nothing to do", implementation.describe())
+            Self::AlreadyLoaded {
+                module,
+                implementation,
+            } => {
+                format!(
+                    "{module} ({}) is already loaded: nothing to do",
+                    implementation.describe()
+                )
             }
             Self::Loaded { verdict } => format!("loaded {name} ({})", why(verdict)),
-            Self::WouldLoad { verdict } => format!("would load {name} ({}) [dry run]", why(verdict)),
+            Self::WouldLoad { verdict } => {
+                format!("would load {name} ({}) [dry run]", why(verdict))
+            }
             Self::Refused { why } => format!("not loading {name}: {why}"),
             Self::LoadFailed { verdict, error } => {
                 format!("loading {name} failed ({}): {error}", why(verdict))
@@ -75,7 +86,10 @@ pub fn attach(host: &Host, tools: &dyn ModuleTools, name: &str, dry_run: bool) -
     };
     if !facts.ours && facts.modinfo_error.is_none() {
         return Ok(Attach::Refused {
-            why: format!("modprobe {name} would load {}, which is not nvpeer's", facts.file),
+            why: format!(
+                "modprobe {name} would load {}, which is not nvpeer's",
+                facts.file
+            ),
         });
     }
     let verdict = provenance::verdict(&facts);
@@ -106,14 +120,20 @@ mod tests {
         let t = tree(0x11);
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
         assert_eq!(a.exit_code(), 0);
-        assert_eq!(a.line("nvidia_peermem"), "loaded nvidia_peermem (provenance compatible)");
+        assert_eq!(
+            a.line("nvidia_peermem"),
+            "loaded nvidia_peermem (provenance compatible)"
+        );
         assert_eq!(*t.tools.loaded.borrow(), vec!["nvidia_peermem"]);
 
         let t = tree(0x99);
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
         assert_eq!(a.exit_code(), 1);
         let line = a.line("nvidia_peermem");
-        assert!(line.starts_with("not loading nvidia_peermem: rebuild: built against ib_uverbs"), "{line}");
+        assert!(
+            line.starts_with("not loading nvidia_peermem: rebuild: built against ib_uverbs"),
+            "{line}"
+        );
         assert!(t.tools.loaded.borrow().is_empty());
     }
 
@@ -126,10 +146,16 @@ mod tests {
         // Unknown provenance (built before it): loaded, the line says the kernel judges.
         t.tools.modinfo.insert(
             "nvidia_peermem.ko".into(),
-            ours_modinfo("0x11").into_iter().filter(|(k, _)| !k.starts_with("nvpeer_")).collect(),
+            ours_modinfo("0x11")
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with("nvpeer_"))
+                .collect(),
         );
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
-        assert!(a.line("nvidia_peermem").contains("provenance unknown"), "{a:?}");
+        assert!(
+            a.line("nvidia_peermem").contains("provenance unknown"),
+            "{a:?}"
+        );
         assert_eq!(a.exit_code(), 0);
         // Another's module in the modprobe path.
         t.tools.modinfo.insert(
@@ -137,16 +163,24 @@ mod tests {
             vec![("description".into(), "NVIDIA GPU memory plug-in".into())],
         );
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
-        assert!(a.line("nvidia_peermem").ends_with("which is not nvpeer's"), "{a:?}");
+        assert!(
+            a.line("nvidia_peermem").ends_with("which is not nvpeer's"),
+            "{a:?}"
+        );
         // Already loaded (any implementation): nothing done.
         t.write("sys/module/nvidia_peermem/version", "580.159.04\n");
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
-        assert_eq!(a.line("nvidia_peermem"), "nvidia_peermem (NVIDIA nvidia-peermem) is already loaded: nothing to do");
+        assert_eq!(
+            a.line("nvidia_peermem"),
+            "nvidia_peermem (NVIDIA nvidia-peermem) is already loaded: nothing to do"
+        );
         // Nothing in modules.dep.
         t.remove("sys/module/nvidia_peermem");
         t.write("lib/modules/7.2.0-test/modules.dep", "kernel/x.ko:\n");
         let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
         assert_eq!(a.exit_code(), 1);
-        assert!(a.line("nvidia_peermem").contains("finds no such module for kernel 7.2.0-test"));
+        assert!(a
+            .line("nvidia_peermem")
+            .contains("finds no such module for kernel 7.2.0-test"));
     }
 }

@@ -18,14 +18,25 @@ use crate::who;
 pub enum Detach {
     /// No peer-memory module is loaded.
     NothingLoaded,
-    Unloaded { module: String },
+    Unloaded {
+        module: String,
+    },
     /// `--dry-run`: would unload.
-    WouldUnload { module: String },
+    WouldUnload {
+        module: String,
+    },
     /// Registrations still live when the wait ended: `holders` names them (the records), or
     /// says why it cannot.
-    Held { module: String, live: u64, holders: String },
+    Held {
+        module: String,
+        live: u64,
+        holders: String,
+    },
     /// The kernel refused for another reason (permission, ...).
-    Failed { module: String, error: String },
+    Failed {
+        module: String,
+        error: String,
+    },
 }
 
 impl Detach {
@@ -43,8 +54,16 @@ impl Detach {
             Self::NothingLoaded => "no peer-memory module is loaded: nothing to detach".to_owned(),
             Self::Unloaded { module } => format!("unloaded {module}"),
             Self::WouldUnload { module } => format!("would unload {module} [dry run]"),
-            Self::Held { module, live, holders } => {
-                let regs = if *live == 1 { "registration" } else { "registrations" };
+            Self::Held {
+                module,
+                live,
+                holders,
+            } => {
+                let regs = if *live == 1 {
+                    "registration"
+                } else {
+                    "registrations"
+                };
                 format!("{module} not unloaded: {live} live {regs}: {holders}")
             }
             Self::Failed { module, error } => format!("{module} not unloaded: {error}"),
@@ -70,7 +89,10 @@ fn live(host: &Host, name: &str, implementation: Implementation) -> Result<u64> 
 /// Who holds them, in one line: the records' holders, or why they cannot be named.
 fn holders(host: &Host, implementation: Implementation) -> String {
     if implementation != Implementation::Nvpeer {
-        return format!("{} keeps no records of its holders", implementation.describe());
+        return format!(
+            "{} keeps no records of its holders",
+            implementation.describe()
+        );
     }
     match who::gather(host) {
         Ok(w) if w.registrations > 0 => who::brief(&w, 5),
@@ -136,9 +158,18 @@ mod tests {
         "# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n";
 
     fn loaded(t: &Tree, live: u64, records: &str) {
-        t.write("sys/module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.2.0\n");
-        t.write("sys/module/nvidia_peermem/nvpeer/stats/live_contexts", &format!("{live}\n"));
-        t.write("sys/kernel/debug/nvidia_peermem/registrations", &format!("{HEADER}{records}"));
+        t.write(
+            "sys/module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.2.0\n",
+        );
+        t.write(
+            "sys/module/nvidia_peermem/nvpeer/stats/live_contexts",
+            &format!("{live}\n"),
+        );
+        t.write(
+            "sys/kernel/debug/nvidia_peermem/registrations",
+            &format!("{HEADER}{records}"),
+        );
     }
 
     #[test]
@@ -153,7 +184,10 @@ mod tests {
         assert_eq!(d.line(), "would unload nvidia_peermem [dry run]");
         assert!(t.tools.unloaded.borrow().is_empty());
         let d = detach(&t.host(), &t.tools, Duration::ZERO, false, &mut |_| ()).unwrap();
-        assert_eq!((d.line().as_str(), d.exit_code()), ("unloaded nvidia_peermem", 0));
+        assert_eq!(
+            (d.line().as_str(), d.exit_code()),
+            ("unloaded nvidia_peermem", 0)
+        );
         assert_eq!(*t.tools.unloaded.borrow(), vec!["nvidia_peermem"]);
     }
 
@@ -175,7 +209,12 @@ mod tests {
         // Records unreadable: counted, not named.
         t.remove("sys/kernel/debug/nvidia_peermem/registrations");
         let d = detach(&t.host(), &t.tools, Duration::ZERO, false, &mut |_| ()).unwrap();
-        assert!(d.line().contains("1 live registration: holders not named: "), "{}", d.line());
+        assert!(
+            d.line()
+                .contains("1 live registration: holders not named: "),
+            "{}",
+            d.line()
+        );
     }
 
     #[test]
@@ -183,20 +222,41 @@ mod tests {
         let t = tree(0x11);
         loaded(&t, 2, "");
         let mut naps = Vec::new();
-        let live = t.dir.path().join("sys/module/nvidia_peermem/nvpeer/stats/live_contexts");
-        let d = detach(&t.host(), &t.tools, Duration::from_secs(5), false, &mut |d| {
-            naps.push(d);
-            if naps.len() == 3 {
-                std::fs::write(&live, "0\n").unwrap();
-            }
-        })
+        let live = t
+            .dir
+            .path()
+            .join("sys/module/nvidia_peermem/nvpeer/stats/live_contexts");
+        let d = detach(
+            &t.host(),
+            &t.tools,
+            Duration::from_secs(5),
+            false,
+            &mut |d| {
+                naps.push(d);
+                if naps.len() == 3 {
+                    std::fs::write(&live, "0\n").unwrap();
+                }
+            },
+        )
         .unwrap();
-        assert_eq!(d, Detach::Unloaded { module: "nvidia_peermem".into() });
+        assert_eq!(
+            d,
+            Detach::Unloaded {
+                module: "nvidia_peermem".into()
+            }
+        );
         assert_eq!(naps, vec![Duration::from_millis(250); 3]);
         // A holder that stays: the wait ends at the deadline.
         loaded(&t, 2, "");
         let mut slept = Duration::ZERO;
-        let d = detach(&t.host(), &t.tools, Duration::from_millis(600), false, &mut |d| slept += d).unwrap();
+        let d = detach(
+            &t.host(),
+            &t.tools,
+            Duration::from_millis(600),
+            false,
+            &mut |d| slept += d,
+        )
+        .unwrap();
         assert!(matches!(d, Detach::Held { live: 2, .. }), "{d:?}");
         assert_eq!(slept, Duration::from_millis(600));
     }
@@ -212,7 +272,13 @@ mod tests {
         let t = tree(0x11);
         t.write("sys/module/nvidia_peermem/refcnt", "3\n");
         let d = detach(&t.host(), &t.tools, Duration::ZERO, false, &mut |_| ()).unwrap();
-        assert!(d.line().ends_with("3 live registrations: NVIDIA nvidia-peermem keeps no records of its holders"), "{}", d.line());
+        assert!(
+            d.line().ends_with(
+                "3 live registrations: NVIDIA nvidia-peermem keeps no records of its holders"
+            ),
+            "{}",
+            d.line()
+        );
         t.write("sys/module/nvidia_peermem/refcnt", "lots\n");
         assert!(detach(&t.host(), &t.tools, Duration::ZERO, false, &mut |_| ()).is_err());
     }

@@ -166,7 +166,10 @@ impl ModuleTools for Kmod {
     }
 
     fn exports(&self, file: &Path) -> Result<BTreeMap<String, u32>, ToolError> {
-        let out = run(&self.modprobe, &["--show-exports".as_ref(), file.as_os_str()])?;
+        let out = run(
+            &self.modprobe,
+            &["--show-exports".as_ref(), file.as_os_str()],
+        )?;
         let command = format!(
             "{} --show-exports {}",
             self.modprobe.display(),
@@ -212,13 +215,22 @@ mod tests {
         let kv = parse_modinfo(out);
         assert_eq!(kv.len(), 3);
         assert_eq!(kv[0].0, "vermagic");
-        assert_eq!(kv[2], ("nvpeer_import".into(), "nvidia_p2p_get_pages - nvidia".into()));
+        assert_eq!(
+            kv[2],
+            (
+                "nvpeer_import".into(),
+                "nvidia_p2p_get_pages - nvidia".into()
+            )
+        );
     }
 
     #[test]
     fn exports_and_crcs() {
-        let e = parse_exports("x", "0x1a2b3c4d\tib_register_peer_memory_client\n0x00000000\tfoo\n")
-            .unwrap();
+        let e = parse_exports(
+            "x",
+            "0x1a2b3c4d\tib_register_peer_memory_client\n0x00000000\tfoo\n",
+        )
+        .unwrap();
         assert_eq!(e["ib_register_peer_memory_client"], 0x1a2b3c4d);
         assert_eq!(e["foo"], 0);
         assert!(parse_exports("x", "0xzz\tfoo\n").is_err());

@@ -3,8 +3,8 @@
 //! (`Key: \t value` lines; the 580 layout of a real H200, `../shared/REAL-HOST-H200.txt`):
 //!
 //! ```text
-//! GPU UUID: 	 GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab
-//! Bus Location: 	 0000:00:06.0
+//! GPU UUID: <TAB> GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab
+//! Bus Location: <TAB> 0000:00:06.0
 //! ```
 //!
 //! Only what `who` and the per-GPU metrics need: a GPU's UUID (as the module's records name it)
@@ -43,9 +43,10 @@ pub fn parse_information(path: &str, bus_id: &str, text: &str) -> Result<GpuInfo
         match k.trim() {
             "GPU UUID" if !v.is_empty() => uuid = Some(v.to_owned()),
             "Bus Location" if !v.is_empty() => {
-                bus_location = Some(v.parse::<PciAddress>().map_err(|_| {
-                    Error::parse(path, v, "a PCI address after \"Bus Location:\"")
-                })?)
+                bus_location =
+                    Some(v.parse::<PciAddress>().map_err(|_| {
+                        Error::parse(path, v, "a PCI address after \"Bus Location:\"")
+                    })?)
             }
             _ => {}
         }

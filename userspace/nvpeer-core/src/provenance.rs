@@ -215,7 +215,9 @@ pub fn gather(host: &Host, tools: &dyn ModuleTools, name: &str) -> Result<Option
         }
     }
     for m in names {
-        facts.exporters.push(exporter(host, tools, &release, &m, &wanted)?);
+        facts
+            .exporters
+            .push(exporter(host, tools, &release, &m, &wanted)?);
     }
     Ok(Some(facts))
 }
@@ -273,7 +275,14 @@ fn exporter(
             .iter()
             .find(|c| c.root == "/")
             .unwrap_or(&candidates[0]);
-        (c, if loaded && srcversion.is_some() { Some(false) } else { None })
+        (
+            c,
+            if loaded && srcversion.is_some() {
+                Some(false)
+            } else {
+                None
+            },
+        )
     });
     ex.file = Some(file.path.display().to_string());
     ex.file_is_loaded = is_loaded;
@@ -341,7 +350,10 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
         if *owner == Owner::Kernel {
             // Built into the kernel: no module file to read; only a CRC-less build can be judged.
             if i.crc.is_some_and(|c| c != 0) {
-                unknowns.push(format!("{} is built into the kernel: its CRC is not readable", i.symbol));
+                unknowns.push(format!(
+                    "{} is built into the kernel: its CRC is not readable",
+                    i.symbol
+                ));
             }
             continue;
         }
@@ -469,18 +481,24 @@ pub(crate) mod tests {
 
     impl ModuleTools for FakeTools {
         fn modinfo(&self, file: &Path) -> std::result::Result<Vec<(String, String)>, ToolError> {
-            self.modinfo.get(&key(file)).cloned().ok_or(ToolError::Failed {
-                command: format!("modinfo -0 {}", file.display()),
-                code: 1,
-                message: "modinfo: ERROR: could not get modinfo: Exec format error".into(),
-            })
+            self.modinfo
+                .get(&key(file))
+                .cloned()
+                .ok_or(ToolError::Failed {
+                    command: format!("modinfo -0 {}", file.display()),
+                    code: 1,
+                    message: "modinfo: ERROR: could not get modinfo: Exec format error".into(),
+                })
         }
         fn exports(&self, file: &Path) -> std::result::Result<BTreeMap<String, u32>, ToolError> {
-            self.exports.get(&key(file)).cloned().ok_or(ToolError::Failed {
-                command: format!("modprobe --show-exports {}", file.display()),
-                code: 1,
-                message: "modprobe: FATAL: could not get symbols".into(),
-            })
+            self.exports
+                .get(&key(file))
+                .cloned()
+                .ok_or(ToolError::Failed {
+                    command: format!("modprobe --show-exports {}", file.display()),
+                    code: 1,
+                    message: "modprobe: FATAL: could not get symbols".into(),
+                })
         }
         fn load(&self, name: &str) -> std::result::Result<(), ToolError> {
             self.loaded.borrow_mut().push(name.to_owned());
@@ -527,7 +545,10 @@ pub(crate) mod tests {
 
     pub(crate) fn ours_modinfo(core_crc: &str) -> Vec<(String, String)> {
         [
-            ("description", "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)"),
+            (
+                "description",
+                "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer, Rust)",
+            ),
             ("vermagic", "7.2.0-test SMP mod_unload modversions"),
             ("nvpeer_import", &format!("{REG} {core_crc} ib_uverbs")),
             ("nvpeer_import", &format!("{UNREG} 0x00000022 ib_uverbs")),
@@ -554,11 +575,12 @@ pub(crate) mod tests {
         );
         t.write(
             "proc/kallsyms",
-            &format!(
-                "0 T {REG}\t[ib_uverbs]\n0 T {UNREG}\t[ib_uverbs]\n0 T {GET}\t[nvidia]\n"
-            ),
+            &format!("0 T {REG}\t[ib_uverbs]\n0 T {UNREG}\t[ib_uverbs]\n0 T {GET}\t[nvidia]\n"),
         );
-        for (m, v, s) in [("ib_uverbs", "24.10-1.1.4", "AAA"), ("nvidia", "580.159.04", "NNN")] {
+        for (m, v, s) in [
+            ("ib_uverbs", "24.10-1.1.4", "AAA"),
+            ("nvidia", "580.159.04", "NNN"),
+        ] {
             t.write(&format!("sys/module/{m}/version"), &format!("{v}\n"));
             t.write(&format!("sys/module/{m}/srcversion"), &format!("{s}\n"));
         }
@@ -570,12 +592,17 @@ pub(crate) mod tests {
             "ib_uverbs.ko.xz".into(),
             vec![("srcversion".into(), "AAA".into())],
         );
-        tools
-            .modinfo
-            .insert("nvidia.ko.zst".into(), vec![("srcversion".into(), "NNN".into())]);
+        tools.modinfo.insert(
+            "nvidia.ko.zst".into(),
+            vec![("srcversion".into(), "NNN".into())],
+        );
         tools.exports.insert(
             "ib_uverbs.ko.xz".into(),
-            BTreeMap::from([(REG.into(), core_crc), (UNREG.into(), 0x22), ("other".into(), 1)]),
+            BTreeMap::from([
+                (REG.into(), core_crc),
+                (UNREG.into(), 0x22),
+                ("other".into(), 1),
+            ]),
         );
         tools
             .exports
@@ -584,19 +611,34 @@ pub(crate) mod tests {
     }
 
     fn judge(t: &Tree) -> Verdict {
-        verdict(&gather(&t.host(), &t.tools, "nvidia_peermem").unwrap().unwrap())
+        verdict(
+            &gather(&t.host(), &t.tools, "nvidia_peermem")
+                .unwrap()
+                .unwrap(),
+        )
     }
 
     #[test]
     fn matching_crcs_are_compatible() {
         let t = tree(0x11);
-        let f = gather(&t.host(), &t.tools, "nvidia_peermem").unwrap().unwrap();
+        let f = gather(&t.host(), &t.tools, "nvidia_peermem")
+            .unwrap()
+            .unwrap();
         assert!(f.ours);
         assert_eq!(f.imports.len(), 3);
         assert_eq!(f.owners[REG], Owner::Module("ib_uverbs".into()));
-        let core = f.exporters.iter().find(|e| e.module == "ib_uverbs").unwrap();
+        let core = f
+            .exporters
+            .iter()
+            .find(|e| e.module == "ib_uverbs")
+            .unwrap();
         assert_eq!(core.file_is_loaded, Some(true));
-        assert_eq!(core.crcs.len(), 2, "only the imported symbols: {:?}", core.crcs);
+        assert_eq!(
+            core.crcs.len(),
+            2,
+            "only the imported symbols: {:?}",
+            core.crcs
+        );
         assert_eq!(verdict(&f), Verdict::Compatible { notes: vec![] });
         assert_eq!(verdict(&f).to_string(), "compatible");
         // Facts survive JSON (check --facts).
@@ -632,14 +674,22 @@ pub(crate) mod tests {
         let mut t = tree(0x11);
         t.write("proc/kallsyms", &format!("0 T {GET}\t[nvidia]\n"));
         let v = judge(&t).to_string();
-        assert!(v.starts_with("rebuild: ") && v.ends_with("running ib_uverbs 24.10-1.1.4 (no ib_register_peer_memory_client)"), "{v}");
+        assert!(
+            v.starts_with("rebuild: ")
+                && v.ends_with("running ib_uverbs 24.10-1.1.4 (no ib_register_peer_memory_client)"),
+            "{v}"
+        );
         // Not loaded, and its file does not export it either.
         t.remove("sys/module/ib_uverbs");
-        t.tools
-            .exports
-            .insert("ib_uverbs.ko.xz".into(), BTreeMap::from([(UNREG.into(), 0x22)]));
+        t.tools.exports.insert(
+            "ib_uverbs.ko.xz".into(),
+            BTreeMap::from([(UNREG.into(), 0x22)]),
+        );
         let v = judge(&t).to_string();
-        assert!(v.ends_with("running ib_uverbs (no ib_register_peer_memory_client)"), "{v}");
+        assert!(
+            v.ends_with("running ib_uverbs (no ib_register_peer_memory_client)"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -652,7 +702,9 @@ pub(crate) mod tests {
             vec![("srcversion".into(), "BBB".into())],
         );
         let v = judge(&t);
-        let Verdict::Unknown { why } = &v else { panic!("{v}") };
+        let Verdict::Unknown { why } = &v else {
+            panic!("{v}")
+        };
         assert!(why.contains("srcversion differs"), "{why}");
         // ... unless the old module's file is found in a driver container's root.
         t.write(
@@ -660,14 +712,29 @@ pub(crate) mod tests {
             "kernel/drivers/infiniband/core/ib_uverbs.ko:\n",
         );
         t.write("run/mellanox/drivers/lib/modules/7.2.0-test/kernel/drivers/infiniband/core/ib_uverbs.ko", "");
-        t.tools.modinfo.insert("ib_uverbs.ko".into(), vec![("srcversion".into(), "AAA".into())]);
+        t.tools.modinfo.insert(
+            "ib_uverbs.ko".into(),
+            vec![("srcversion".into(), "AAA".into())],
+        );
         t.tools.exports.insert(
             "ib_uverbs.ko".into(),
             BTreeMap::from([(REG.into(), 0x11), (UNREG.into(), 0x22)]),
         );
-        let f = gather(&t.host(), &t.tools, "nvidia_peermem").unwrap().unwrap();
-        let core = f.exporters.iter().find(|e| e.module == "ib_uverbs").unwrap();
-        assert!(core.file.as_deref().unwrap().contains("run/mellanox/drivers"), "{core:?}");
+        let f = gather(&t.host(), &t.tools, "nvidia_peermem")
+            .unwrap()
+            .unwrap();
+        let core = f
+            .exporters
+            .iter()
+            .find(|e| e.module == "ib_uverbs")
+            .unwrap();
+        assert!(
+            core.file
+                .as_deref()
+                .unwrap()
+                .contains("run/mellanox/drivers"),
+            "{core:?}"
+        );
         assert_eq!(verdict(&f), Verdict::Compatible { notes: vec![] });
     }
 
@@ -676,8 +743,13 @@ pub(crate) mod tests {
         let t = tree(0x11);
         t.remove("sys/module/ib_uverbs");
         t.write("proc/kallsyms", &format!("0 T {GET}\t[nvidia]\n"));
-        let Verdict::Compatible { notes } = judge(&t) else { panic!() };
-        assert!(notes[0].starts_with("ib_uverbs is not loaded: judged against"), "{notes:?}");
+        let Verdict::Compatible { notes } = judge(&t) else {
+            panic!()
+        };
+        assert!(
+            notes[0].starts_with("ib_uverbs is not loaded: judged against"),
+            "{notes:?}"
+        );
     }
 
     #[test]
@@ -709,7 +781,12 @@ pub(crate) mod tests {
         let mut t = tree(0x11);
         t.tools.exports.remove("ib_uverbs.ko.xz");
         let v = judge(&t).to_string();
-        assert!(v.starts_with("unknown: CRC of ib_register_peer_memory_client in ib_uverbs not readable"), "{v}");
+        assert!(
+            v.starts_with(
+                "unknown: CRC of ib_register_peer_memory_client in ib_uverbs not readable"
+            ),
+            "{v}"
+        );
         // No nvidia_peermem in modules.dep, or no modules.dep at all: nothing to judge.
         t.write("lib/modules/7.2.0-test/modules.dep", "kernel/x.ko:\n");
         assert_eq!(gather(&t.host(), &t.tools, "nvidia_peermem").unwrap(), None);
@@ -735,11 +812,19 @@ pub(crate) mod tests {
     fn imports_parse() {
         assert_eq!(
             parse_import("a 0x0000abcd ib_core"),
-            Some(Import { symbol: "a".into(), crc: Some(0xabcd), module: Some("ib_core".into()) })
+            Some(Import {
+                symbol: "a".into(),
+                crc: Some(0xabcd),
+                module: Some("ib_core".into())
+            })
         );
         assert_eq!(
             parse_import("a - -"),
-            Some(Import { symbol: "a".into(), crc: None, module: None })
+            Some(Import {
+                symbol: "a".into(),
+                crc: None,
+                module: None
+            })
         );
         for bad in ["", "a", "a 0x1", "a zz m", "a 0x1 m extra"] {
             assert_eq!(parse_import(bad), None, "{bad}");

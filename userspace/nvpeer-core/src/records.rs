@@ -124,7 +124,10 @@ pub fn parse(path: &std::path::Path, text: &str) -> std::result::Result<Vec<Reco
         path: path.to_owned(),
         why,
     };
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let Some((_, header)) = lines.next() else {
         return Err(malformed("empty: no header line".to_owned()));
     };
@@ -155,16 +158,15 @@ pub fn parse(path: &std::path::Path, text: &str) -> std::result::Result<Vec<Reco
         }
         let f = |c: usize| fields[at[c]];
         let bad = |c: usize, what: &str| {
-            malformed(format!(
-                "line {n}: {} {:?} is not {what}",
-                COLUMNS[c],
-                f(c)
-            ))
+            malformed(format!("line {n}: {} {:?} is not {what}", COLUMNS[c], f(c)))
         };
         let num = |c: usize| f(c).parse::<u64>().map_err(|_| bad(c, "a number"));
         let opt_num = |c: usize| match f(c) {
             "-" => Ok(None),
-            t => t.parse::<u64>().map(Some).map_err(|_| bad(c, "a number or -")),
+            t => t
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| bad(c, "a number or -")),
         };
         let opt_text = |c: usize| match f(c) {
             "-" => None,
@@ -315,10 +317,16 @@ mod tests {
         assert_eq!(r[0].tgid, Some(4242));
         assert_eq!(r[0].gpu.as_deref(), Some(UUID));
         assert_eq!(r[0].va, 0x7f3a_4000_0000);
-        assert_eq!((r[0].pin, r[0].pin_bytes, r[0].shares), (Some(9), Some(2097152), Some(2)));
+        assert_eq!(
+            (r[0].pin, r[0].pin_bytes, r[0].shares),
+            (Some(9), Some(2097152), Some(2))
+        );
         assert_eq!(r[0].nic.as_deref(), Some("0000:04:00.0"));
         assert_eq!(r[1].comm, "-");
-        assert_eq!((r[1].tgid, r[1].gpu.as_deref(), r[1].pin), (None, None, None));
+        assert_eq!(
+            (r[1].tgid, r[1].gpu.as_deref(), r[1].pin),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -334,15 +342,35 @@ mod tests {
             ("", "no header"),
             ("17 4242 x\n", "not a '# id tgid"),
             ("# id tgid comm\n", "no column \"cgroup\""),
-            (&format!("{HEADER}17 4242 python3 / {UUID} 0x7f3a40000000 2097\n"), "line 2: 7 fields"),
-            (&format!("{HEADER}x 1 a / - 0x0 1 nv_mem - s 0 - - -\n"), "id \"x\" is not a number"),
-            (&format!("{HEADER}1 1 a / - 7f 1 nv_mem - s 0 - - -\n"), "0x-prefixed"),
-            (&format!("{HEADER}1 1 a / nvidia0 0x0 1 nv_mem - s 0 - - -\n"), "GPU-<uuid>"),
-            (&format!("{HEADER}1 99999999999 a / - 0x0 1 nv_mem - s 0 - - -\n"), "pid"),
+            (
+                &format!("{HEADER}17 4242 python3 / {UUID} 0x7f3a40000000 2097\n"),
+                "line 2: 7 fields",
+            ),
+            (
+                &format!("{HEADER}x 1 a / - 0x0 1 nv_mem - s 0 - - -\n"),
+                "id \"x\" is not a number",
+            ),
+            (
+                &format!("{HEADER}1 1 a / - 7f 1 nv_mem - s 0 - - -\n"),
+                "0x-prefixed",
+            ),
+            (
+                &format!("{HEADER}1 1 a / nvidia0 0x0 1 nv_mem - s 0 - - -\n"),
+                "GPU-<uuid>",
+            ),
+            (
+                &format!("{HEADER}1 99999999999 a / - 0x0 1 nv_mem - s 0 - - -\n"),
+                "pid",
+            ),
         ];
         for (text, want) in cases {
-            let e = parse(Path::new("/d/registrations"), text).unwrap_err().to_string();
-            assert!(e.contains(want) && e.starts_with("/d/registrations: "), "{e}");
+            let e = parse(Path::new("/d/registrations"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(want) && e.starts_with("/d/registrations: "),
+                "{e}"
+            );
         }
     }
 
@@ -399,8 +427,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = dir.path();
         let host = Host::new(s, "/nonexistent");
-        write(s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.1.0\n");
-        assert_eq!(our_module(&host).unwrap().as_deref(), Some("nvidia_peermem"));
+        write(
+            s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.1.0\n",
+        );
+        assert_eq!(
+            our_module(&host).unwrap().as_deref(),
+            Some("nvidia_peermem")
+        );
         let e = read(&host, "nvidia_peermem").unwrap_err();
         assert!(matches!(e, RecordsError::NoDebugfs { .. }), "{e}");
         write(s, "kernel/debug/other/file", "");

@@ -231,9 +231,17 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (s, p) = (root.path().join("sys"), root.path().join("proc"));
         let uuid = "GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab";
-        write(&s, "module/nvidia_peermem/nvpeer/implementation", "nvpeer 0.2.0\n");
+        write(
+            &s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.2.0\n",
+        );
         let g = format!("module/nvidia_peermem/nvpeer/gpus/{uuid}");
-        for (f, v) in [("pinned_bytes", "131072"), ("pins", "2"), ("registrations", "3")] {
+        for (f, v) in [
+            ("pinned_bytes", "131072"),
+            ("pins", "2"),
+            ("registrations", "3"),
+        ] {
             write(&s, &format!("{g}/{f}"), &format!("{v}\n"));
         }
         let host = Host::new(&s, &p);

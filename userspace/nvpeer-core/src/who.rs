@@ -115,8 +115,15 @@ impl GpuMap {
     }
 
     #[cfg(test)]
-    pub(crate) fn insert(&mut self, uuid: &str, label: &str, address: PciAddress, bar1: Option<u64>) {
-        self.gpus.insert(uuid.to_owned(), (label.to_owned(), address, bar1));
+    pub(crate) fn insert(
+        &mut self,
+        uuid: &str,
+        label: &str,
+        address: PciAddress,
+        bar1: Option<u64>,
+    ) {
+        self.gpus
+            .insert(uuid.to_owned(), (label.to_owned(), address, bar1));
     }
 }
 
@@ -128,7 +135,9 @@ pub fn nic_names(host: &Host, notes: &mut Vec<String>) -> BTreeMap<String, Strin
             .filter_map(|d| Some((d.pci?.address.to_string(), d.name)))
             .collect(),
         Err(e) => {
-            notes.push(format!("RDMA devices not read (NICs shown as DMA devices): {e}"));
+            notes.push(format!(
+                "RDMA devices not read (NICs shown as DMA devices): {e}"
+            ));
             BTreeMap::new()
         }
     }
@@ -193,7 +202,11 @@ pub fn build(
         }
     }
     let mut holders: Vec<Holder> = groups.into_values().map(|(h, _)| h).collect();
-    holders.sort_by(|a, b| b.pinned_bytes.cmp(&a.pinned_bytes).then(b.bytes.cmp(&a.bytes)));
+    holders.sort_by(|a, b| {
+        b.pinned_bytes
+            .cmp(&a.pinned_bytes)
+            .then(b.bytes.cmp(&a.bytes))
+    });
 
     let mut uuids: BTreeSet<String> = per_gpu.keys().cloned().collect();
     uuids.extend(totals.iter().map(|t| t.uuid.clone()));
@@ -286,7 +299,11 @@ pub fn brief(who: &Who, limit: usize) -> String {
         .iter()
         .take(limit)
         .map(|(p, cg, n, b)| {
-            let regs = if *n == 1 { "registration" } else { "registrations" };
+            let regs = if *n == 1 {
+                "registration"
+            } else {
+                "registrations"
+            };
             format!("{p} in {cg}: {n} {regs}, {}", human_bytes(*b))
         })
         .collect();
@@ -303,7 +320,15 @@ mod tests {
     const U0: &str = "GPU-00000000-0000-0000-0000-000000000000";
     const U1: &str = "GPU-11111111-1111-1111-1111-111111111111";
 
-    fn rec(id: u64, tgid: u32, comm: &str, cg: &str, gpu: &str, pin: u64, pin_bytes: u64) -> Record {
+    fn rec(
+        id: u64,
+        tgid: u32,
+        comm: &str,
+        cg: &str,
+        gpu: &str,
+        pin: u64,
+        pin_bytes: u64,
+    ) -> Record {
         Record {
             id,
             tgid: Some(tgid),
@@ -337,7 +362,10 @@ mod tests {
         assert_eq!(who.registrations, 4);
         assert_eq!(who.holders.len(), 3);
         let serve = &who.holders[0];
-        assert_eq!((serve.comm.as_str(), serve.pinned_bytes), ("serve", 4 << 20));
+        assert_eq!(
+            (serve.comm.as_str(), serve.pinned_bytes),
+            ("serve", 4 << 20)
+        );
         let train0 = who
             .holders
             .iter()
@@ -350,7 +378,10 @@ mod tests {
         assert_eq!(train0.nics, vec!["mlx5_0"]);
         assert_eq!(train0.gpu_label.as_deref(), Some("GPU0"));
         let g0 = who.gpus.iter().find(|g| g.uuid == U0).unwrap();
-        assert_eq!((g0.pinned_bytes, g0.pins, g0.registrations), (6 << 20, 2, 3));
+        assert_eq!(
+            (g0.pinned_bytes, g0.pins, g0.registrations),
+            (6 << 20, 2, 3)
+        );
         assert_eq!(g0.bar1_bytes, Some(256 << 20));
         let g1 = who.gpus.iter().find(|g| g.uuid == U1).unwrap();
         assert_eq!((g1.label.as_deref(), g1.bar1_bytes), (None, None));
@@ -375,7 +406,14 @@ mod tests {
             rec(3, 200, "serve", "/job/2", U0, 9, 1 << 20),
             rec(4, 300, "x\u{1b}y", "/job/3", U0, 10, 1 << 16),
         ];
-        let who = build("m", records, &[], &GpuMap::default(), &BTreeMap::new(), vec![]);
+        let who = build(
+            "m",
+            records,
+            &[],
+            &GpuMap::default(),
+            &BTreeMap::new(),
+            vec![],
+        );
         let line = brief(&who, 2);
         assert!(
             line.starts_with("train[100] in /job/1: 2 registrations, 4 MiB; serve[200] in /job/2: 1 registration"),

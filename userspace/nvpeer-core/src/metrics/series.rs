@@ -458,15 +458,26 @@ mod tests {
         copy(&src.join("sys"), &dir.path().join("sys"));
         copy(&src.join("proc"), &dir.path().join("proc"));
         let uuid = "GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab";
-        let g = dir.path().join(format!("sys/module/nvidia_peermem/nvpeer/gpus/{uuid}"));
+        let g = dir
+            .path()
+            .join(format!("sys/module/nvidia_peermem/nvpeer/gpus/{uuid}"));
         fs::create_dir_all(&g).unwrap();
-        for (f, v) in [("pinned_bytes", "4194304"), ("pins", "2"), ("registrations", "2")] {
+        for (f, v) in [
+            ("pinned_bytes", "4194304"),
+            ("pins", "2"),
+            ("registrations", "2"),
+        ] {
             fs::write(g.join(f), format!("{v}\n")).unwrap();
         }
         let host = Host::new(dir.path().join("sys"), dir.path().join("proc"));
-        let text = render(&crate::stats::read(&host), &check::run(&host, &Inputs::fixture()));
+        let text = render(
+            &crate::stats::read(&host),
+            &check::run(&host, &Inputs::fixture()),
+        );
         assert!(
-            text.contains(&format!("nvpeer_gpu_pinned_bytes{{gpu=\"\",pci_bus_id=\"\",UUID=\"{uuid}\"}} 4194304")),
+            text.contains(&format!(
+                "nvpeer_gpu_pinned_bytes{{gpu=\"\",pci_bus_id=\"\",UUID=\"{uuid}\"}} 4194304"
+            )),
             "{text}"
         );
         let info = dir.path().join("proc/driver/nvidia/gpus/0000:03:00.0");
@@ -476,7 +487,10 @@ mod tests {
             format!("GPU UUID: \t {uuid}\nBus Location: \t 0000:03:00.0\n"),
         )
         .unwrap();
-        let text = render(&crate::stats::read(&host), &check::run(&host, &Inputs::fixture()));
+        let text = render(
+            &crate::stats::read(&host),
+            &check::run(&host, &Inputs::fixture()),
+        );
         let (types, _) = parse(&text);
         assert_eq!(types["nvpeer_gpu_pinned_bytes"], "gauge");
         assert!(
