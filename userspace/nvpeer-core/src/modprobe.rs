@@ -134,9 +134,14 @@ pub fn running_release(host: &Host) -> Result<Option<String>> {
 /// the running release, in that order. A root without `modules.dep` is skipped.
 pub fn module_files(host: &Host, release: &str, name: &str) -> Result<Vec<ModuleFile>> {
     let mut found = Vec::new();
+    // Beside the sysfs root: / on a host, <fixture> in tests.
+    let sys = host.sys_path("");
+    let beside = match sys.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
     for root in MODULE_ROOTS {
-        // /lib beside the sysfs root: /sys/../lib on a host, <fixture>/lib in tests.
-        let base = host.sys_path("..").join(root);
+        let base = beside.join(root);
         let dir = base.join("lib/modules").join(release);
         let dep = dir.join("modules.dep");
         let text = match std::fs::read_to_string(&dep) {

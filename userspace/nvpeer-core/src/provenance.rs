@@ -388,8 +388,7 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
         if !file_readable {
             if i.crc.is_some_and(|c| c != 0) {
                 unknowns.push(format!(
-                    "CRC of {} in {} not readable: {}",
-                    i.symbol,
+                    "CRCs of {} not readable: {}",
                     ex.module,
                     ex.unreadable.as_deref().unwrap_or("no module file")
                 ));
@@ -410,10 +409,9 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
             }
             if i.crc.is_some_and(|c| c != 0) {
                 unknowns.push(format!(
-                    "the loaded {} is not {} (srcversion differs): its CRC of {} is not readable",
+                    "the loaded {} is not {} (srcversion differs): its CRCs are not readable",
                     ex.module,
                     ex.file.as_deref().unwrap_or("?"),
-                    i.symbol
                 ));
             }
             continue;
@@ -441,11 +439,19 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
             ));
         }
     }
+    // One line per exporter, however many of its symbols it concerns.
+    let once = |v: Vec<String>| {
+        v.into_iter().fold(Vec::new(), |mut acc: Vec<String>, m| {
+            if !acc.contains(&m) {
+                acc.push(m);
+            }
+            acc
+        })
+    };
     if !unknowns.is_empty() {
-        unknowns.dedup();
-        return unknown(unknowns.join("; "));
+        return unknown(once(unknowns).join("; "));
     }
-    notes.dedup();
+    let notes = once(notes);
     Verdict::Compatible { notes }
 }
 
