@@ -185,8 +185,9 @@ impl ModuleTools for Kmod {
     fn unload(&self, name: &str) -> Result<(), UnloadError> {
         use nix::errno::Errno;
         use nix::kmod::{delete_module, DeleteModuleFlags};
-        let c_name = CString::new(name).map_err(|_| UnloadError::NotLoaded {
+        let c_name = CString::new(name).map_err(|_| UnloadError::Other {
             name: name.to_owned(),
+            errno: "a module name cannot contain NUL".to_owned(),
         })?;
         let name = name.to_owned();
         match delete_module(&c_name, DeleteModuleFlags::O_NONBLOCK) {

@@ -265,12 +265,17 @@ pub fn gather(host: &Host) -> Result<Who, RecordsError> {
     Ok(build(&module, records, &totals, &gpus, &nics, notes))
 }
 
+/// Control characters (the module escapes them; unescaped they could end a log line or move a
+/// terminal's cursor) as `?`.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// `python3[4242]`, or `python3[exited]`.
 pub fn process(tgid: Option<u32>, comm: &str) -> String {
-    let comm: String = comm
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
+    let comm = printable(comm);
     match tgid {
         Some(t) => format!("{comm}[{t}]"),
         None => format!("{comm}[exited]"),
@@ -284,12 +289,15 @@ pub fn brief(who: &Who, limit: usize) -> String {
     let mut merged: Vec<(String, String, u64, u64)> = Vec::new();
     for h in &who.holders {
         let p = process(h.tgid, &h.comm);
-        match merged.iter_mut().find(|m| m.0 == p && m.1 == h.cgroup) {
+        match merged
+            .iter_mut()
+            .find(|m| m.0 == p && m.1 == printable(&h.cgroup))
+        {
             Some(m) => {
                 m.2 += h.registrations;
                 m.3 += h.pinned_bytes;
             }
-            None => merged.push((p, h.cgroup.clone(), h.registrations, h.pinned_bytes)),
+            None => merged.push((p, printable(&h.cgroup), h.registrations, h.pinned_bytes)),
         }
     }
     if merged.is_empty() {
@@ -404,7 +412,7 @@ mod tests {
             rec(1, 100, "train", "/job/1", U0, 7, 2 << 20),
             rec(2, 100, "train", "/job/1", U1, 8, 2 << 20),
             rec(3, 200, "serve", "/job/2", U0, 9, 1 << 20),
-            rec(4, 300, "x\u{1b}y", "/job/3", U0, 10, 1 << 16),
+            rec(4, 300, "x\u{1b}y", "/job/\n3", U0, 10, 1 << 16),
         ];
         let who = build(
             "m",
@@ -420,6 +428,7 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("; +1 more"), "{line}");
+        assert!(brief(&who, 5).ends_with("x?y[300] in /job/?3: 1 registration, 64 KiB"));
         assert_eq!(process(Some(300), "x\u{1b}y"), "x?y[300]");
         assert_eq!(process(None, "a"), "a[exited]");
     }

@@ -31,7 +31,7 @@ fn table(w: &Who) -> String {
         };
         t.row([
             who::process(h.tgid, &h.comm),
-            sanitize(&h.cgroup),
+            who::printable(&h.cgroup),
             gpu,
             h.registrations.to_string(),
             human_bytes(h.bytes),
