@@ -89,13 +89,6 @@ fn table(w: &Who) -> String {
     out
 }
 
-/// Control characters of a cgroup path (the module escapes them; a reader unescapes) shown as `?`.
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 /// Exit 0 with the records shown, 2 when they cannot be read (one line).
 pub fn run(host: &Host, json: bool, brief: bool, out: &mut Out) -> std::io::Result<ExitCode> {
     let w = match who::gather(host) {
