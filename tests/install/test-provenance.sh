@@ -93,7 +93,7 @@ rm -f "$lib/kernel/"ib_uverbs.ko.*; deps ib_uverbs.ko; echo 24.10-1.1.4 >"$t/sys
 # MOFED upgraded on disk (new file, srcversion BBBB), the old core still loaded (AAAA).
 core "$lib/kernel/ib_uverbs.ko" 0x77777777 BBBB
 attach "core upgraded on disk, not reloaded: unknown, loads (the kernel judges)" 0 \
-    "nvpeer attach: would load nvidia_peermem (provenance unknown: the loaded ib_uverbs is not $lib/kernel/ib_uverbs.ko (srcversion differs): its CRCs are not readable; the kernel judges the load) [dry run]"
+    "nvpeer attach: would load nvidia_peermem (provenance unknown: the loaded ib_uverbs is not $lib/kernel/ib_uverbs.ko (srcversion differs): its CRCs are not readable; the next reload of ib_uverbs brings $lib/kernel/ib_uverbs.ko (0x77777777): rebuild before it; the kernel judges the load) [dry run]"
 # ... found as the loaded one in the DOCA driver container's root.
 dl=$t/run/mellanox/drivers/lib/modules/$rel
 mkdir -p "$dl/kernel"; cp "$t/ib_uverbs.ko" "$dl/kernel/"; printf 'kernel/ib_uverbs.ko:\n' >"$dl/modules.dep"

@@ -449,7 +449,10 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
         })
     };
     if !unknowns.is_empty() {
-        return unknown(once(unknowns).join("; "));
+        // The notes say what is known anyway (e.g. that the exporter's next reload needs a rebuild).
+        let mut why = once(unknowns);
+        why.extend(once(notes));
+        return unknown(why.join("; "));
     }
     let notes = once(notes);
     Verdict::Compatible { notes }
@@ -712,6 +715,11 @@ pub(crate) mod tests {
             panic!("{v}")
         };
         assert!(why.contains("srcversion differs"), "{why}");
+        assert!(
+            why.contains("the next reload of ib_uverbs brings ")
+                && why.contains("(0x00000099): rebuild before it"),
+            "{why}"
+        );
         // ... unless the old module's file is found in a driver container's root.
         t.write(
             "run/mellanox/drivers/lib/modules/7.2.0-test/modules.dep",
