@@ -21,20 +21,24 @@ step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
 step "install: find-deps discovery and refusals (fake trees)" tests/install/test-discovery.sh
 step "install: nvpeer-migrate plan, run, revert (fake /etc trees)" tests/install/test-migrate.sh
 step "install: DKMS add/build/install/remove (temp trees)" tests/install/test-dkms.sh "$KDIR"
+step "install: re-attach udev rule, attach/rebuild units, nvpeer-rebuild (DESTDIR, udevadm test, systemd-analyze)" tests/install/test-units.sh
 step "install: make deb, package contents, lintian" tests/install/test-deb.sh
 step "cli: cargo fmt --check" bash -c 'cd userspace && cargo fmt --all --check'
 step "cli: cargo clippy -D warnings" bash -c 'cd userspace && cargo clippy --locked --all-targets -q -- -D warnings'
 step "cli: cargo test" bash -c 'cd userspace && cargo test --locked -q 2>&1'
 fatal "cli: cargo build --release" bash -c 'cd userspace && cargo build --locked --release -q'
 step "cli: nvpeer --version/--help" tests/cli-smoke.sh
+step "cli: attach judges build provenance with modinfo/modprobe on built module files" tests/install/test-provenance.sh
 step "bench: summary lines and target verdicts from planted results" python3 tests/bench_summary.py --self-test
 step "docs: every documented nvpeer flag and JSON field exists" tests/docs/check-docs.sh
 step "docs: self-test (planted bogus flag and fields fail the check)" tests/docs/check-docs.sh --self-test
 step "fleet: stats --format prometheus / --textfile: promtool, scraped from a real node_exporter" tests/fleet/test-metrics.sh
 step "fleet: NHC check file (check_nvpeer, check_nvpeer_bw) under an NHC harness" tests/fleet/test-nhc.sh
 step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak drains once" tests/fleet/test-slurm-epilog.sh
+step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
-    dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh
+    dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak

@@ -9,7 +9,8 @@
 2. Every field of the JSON schemas in userspace/README.md, as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
    `failures` file, an empty procfs and NCCL variables set), selftest on this host, nccl-log on
-   every tests/fixtures/nccl-logs/*.log. Fields that no
+   every tests/fixtures/nccl-logs/*.log; who, detach and attach (--dry-run) on a copy of the pix
+   tree with the module's records and per-GPU totals. Fields that no
    run here can produce (all of bench; a few of check, listed in STATIC) are resolved instead
    through the #[derive(Serialize)] types of userspace/nvpeer-core/src: the path must exist field
    by field in the serialized shape. A field that is in neither fails.
@@ -513,6 +514,17 @@ def outputs(binary, tmp):
     shutil.copytree(os.path.join(FIXTURES, "pix", "sys"), sys_copy, symlinks=True)
     with open(os.path.join(sys_copy, "module/nvidia_peermem/nvpeer/failures"), "w") as f:
         f.write("dma_map 14 2\nget_pages other 1\n")
+    # The module's records and per-GPU totals (issue 37; no fixture has them): stats, who, detach.
+    gpu = os.path.join(sys_copy, "module/nvidia_peermem/nvpeer/gpus/GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab")
+    os.makedirs(gpu)
+    for name, value in (("pinned_bytes", "65536"), ("pins", "1"), ("registrations", "1")):
+        with open(os.path.join(gpu, name), "w") as f:
+            f.write(value + "\n")
+    os.makedirs(os.path.join(sys_copy, "kernel/debug/nvidia_peermem"))
+    with open(os.path.join(sys_copy, "kernel/debug/nvidia_peermem/registrations"), "w") as f:
+        f.write("# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n"
+                "1 4242 train /slurm/job_1 GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab 0x7f0000000000 65536 "
+                "nv_mem 0000:04:00.0 mapped 10 1 65536 1\n")
     empty_proc = os.path.join(tmp, "proc")
     os.mkdir(empty_proc)
     trees += [(sys_copy, os.path.join(FIXTURES, "pix", "proc")), (sys_copy, empty_proc)]
@@ -523,6 +535,10 @@ def outputs(binary, tmp):
         for cmd, schema in (("check", "nvpeer.check/1"), ("topo", "nvpeer.topo/1"), ("stats", "nvpeer.stats/1")):
             runs[schema].append(run_json(binary, [cmd, "--json"] + roots, nccl))
     runs["nvpeer.check/1"].append(run_json(binary, ["check", "--json"]))  # this host: verbs probed
+    ops = ["--sysfs-root", sys_copy, "--procfs-root", os.path.join(FIXTURES, "pix", "proc")]
+    runs["nvpeer.who/1"] = [run_json(binary, ["who", "--json"] + ops)]
+    runs["nvpeer.detach/1"] = [run_json(binary, ["detach", "--dry-run", "--json"] + ops)]
+    runs["nvpeer.attach/1"] = [run_json(binary, ["attach", "--dry-run", "--json"] + ops)]
     runs["nvpeer.selftest/1"].append(run_json(binary, ["selftest", "--json"]))
     logs = os.path.join(FIXTURES, "nccl-logs")
     runs["nvpeer.nccl-log/1"] = [run_json(binary, ["nccl-log", os.path.join(logs, f), "--json"])
@@ -539,7 +555,7 @@ def outputs(binary, tmp):
 def check_schemas(binary, root, tmp):
     docs = documented_schemas(root)
     for schema in ("nvpeer.check/1", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
-                   "nvpeer.nccl-log/1"):
+                   "nvpeer.nccl-log/1", "nvpeer.who/1", "nvpeer.detach/1", "nvpeer.attach/1"):
         if schema not in docs:
             fail(f"{SCHEMA_DOC}: schema {schema} is not documented")
     seen = outputs(binary, tmp)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `nvpeer stats --format prometheus` / `--textfile DIR` (issue 16, item 2): every fixture tree's
+# `nvpeer stats --format prometheus` / `--textfile DIR` (issue 16, item 2; issue 37: pinned bytes
+# per GPU next to BAR1, on a copy of the pix fixture with the module's per-GPU totals): every fixture tree's
 # output passes Debian's `promtool check metrics`, has one nvpeer_check_status series per check
 # of `nvpeer check --json` and the paths per GPU-NIC pair with the verdict (issue 35), and bad
 # usage is one line and exit 2; then the textfile of the ready
@@ -98,6 +99,21 @@ grep -qx 'nvpeer_gdr_path{gpu="0",device="rdmap83s0",path="efa"} 1' "$tmp/efa.pr
 grep -qx 'nvpeer_verdict_info{verdict="not ready: paths (GPU0-mlx5_0 has no path)"} 1' "$tmp/topo-refused.prom" \
     || fail "topo-refused: verdict series: $(grep '^nvpeer_verdict_info' "$tmp/topo-refused.prom")"
 ! grep -q 'path="efa"' "$tmp/pix.prom" || fail "pix has no EFA device, yet an efa path series"
+# Pinned bytes per GPU next to BAR1 (issue 37): the module's nvpeer/gpus/<UUID>/pinned_bytes, the
+# UUID mapped to its PCI function through /proc/driver/nvidia/gpus/*/information.
+mkdir -p "$tmp/gpu"
+cp -a "$fixtures/pix/sys" "$fixtures/pix/proc" "$tmp/gpu/"
+uuid=GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab
+g=$tmp/gpu/sys/module/nvidia_peermem/nvpeer/gpus/$uuid
+mkdir -p "$g" "$tmp/gpu/proc/driver/nvidia/gpus/0000:03:00.0"
+echo 4194304 >"$g/pinned_bytes"; echo 2 >"$g/pins"; echo 3 >"$g/registrations"
+printf 'GPU UUID: \t %s\nBus Location: \t 0000:03:00.0\n' "$uuid" >"$tmp/gpu/proc/driver/nvidia/gpus/0000:03:00.0/information"
+"$bin" --sysfs-root "$tmp/gpu/sys" --procfs-root "$tmp/gpu/proc" stats --format prometheus >"$tmp/gpu.prom" 2>"$tmp/gpu.err" \
+    || fail "stats --format prometheus with per-GPU totals: $(cat "$tmp/gpu.err")"
+"$promtool" check metrics <"$tmp/gpu.prom" >"$tmp/promtool.out" 2>&1 || fail "promtool rejects the per-GPU series: $(cat "$tmp/promtool.out")"
+grep -qx "nvpeer_gpu_pinned_bytes{gpu=\"0\",pci_bus_id=\"00000000:03:00.0\",UUID=\"$uuid\"} 4194304" "$tmp/gpu.prom" \
+    || fail "no nvpeer_gpu_pinned_bytes with DCGM's labels: $(grep pinned "$tmp/gpu.prom")"
+grep -q '^nvpeer_gpu_bar1_bytes{gpu="0",pci_bus_id="00000000:03:00.0"} ' "$tmp/gpu.prom" || fail "no BAR1 series beside it"
 # The checker is not blind: a timestamp and a duplicate TYPE are rejected by promtool.
 sed 's/^nvpeer_ready 1$/nvpeer_ready 1 1700000000000/' "$tmp/pix.prom" >"$tmp/bad.prom"
 printf '# TYPE nvpeer_ready gauge\n' >>"$tmp/bad.prom"

@@ -7,9 +7,10 @@
 # it parses is the real schema) reading a copy of the pix fixture whose live_contexts and
 # pinned_bytes the test sets; `scontrol` is a fake that records its arguments. Asserts: no leak,
 # no scontrol call; a leak that clears after a few reads (teardown lag), none; a leak that
-# stays, exactly one drain with the reason; nvpeer missing, one clear log line and no retry
-# loop; a shared node is judged only by the last job; a prolog problem never fails the job; a
-# host without the module logs check's verdict (a dma-buf host: ready).
+# stays, exactly one drain with the reason (naming the holders when the module's records say);
+# nvpeer missing, one clear log line and no retry loop; a shared node is judged only by the last
+# job; a prolog problem never fails the job; a host without the module logs check's verdict (a
+# dma-buf host: ready).
 # Needs the built CLI (userspace/target/release/nvpeer, or $NVPEER_BIN).
 # shellcheck disable=SC2015  # `a && b || fail`: fail is what should run when either fails
 set -uo pipefail
@@ -108,11 +109,28 @@ took=$((SECONDS - start))
 [ "$(drains)" -eq 1 ] || fail "a leak gave $(drains) scontrol calls, want 1"
 want='update nodename=node001 state=drain reason=nvpeer: leak after job 103: live_contexts +3 pinned_bytes +196608'
 [ "$(cat "$tmp/scontrol.calls")" = "$want" ] || fail "scontrol ran '$(cat "$tmp/scontrol.calls")', want '$want'"
-[ "$(calls)" -eq 6 ] || fail "leak: nvpeer ran $(calls) times, want 6 (prolog, 5 epilog reads)"
+[ "$(calls)" -eq 7 ] || fail "leak: nvpeer ran $(calls) times, want 7 (prolog, 5 epilog reads, who)"
 [ "$took" -lt 10 ] || fail "the epilog took ${took}s"
 [ "$(cat "$tmp/log")" = "nvpeer-epilog: drained node001: nvpeer: leak after job 103: live_contexts +3 pinned_bytes +196608" ] \
     || fail "the drain is not logged as one line: $(cat "$tmp/log")"
 [ ! -e "$tmp/state/103" ] || fail "the epilog left its state behind after the drain"
+# With the module's records readable, the reason names the process and cgroup holding them.
+reset
+records=$tmp/sys/kernel/debug/nvidia_peermem/registrations
+mkdir -p "${records%/*}"
+printf '%s\n' '# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares' \
+    '9 4242 train /slurm/uid_1000/job_108/step_0 GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab 0x7f0000000000 196608 nv_mem 0000:04:00.0 mapped 5000 4 196608 1' \
+    >"$records"
+job 108 1 196608
+want='update nodename=node001 state=drain reason=nvpeer: leak after job 108: live_contexts +1 pinned_bytes +196608; held by train[4242] in /slurm/uid_1000/job_108/step_0: 1 registration, 192 KiB'
+[ "$(cat "$tmp/scontrol.calls")" = "$want" ] || fail "records: scontrol ran '$(cat "$tmp/scontrol.calls")', want '$want'"
+# A truncated records file: who fails, the reason is the counters alone.
+reset
+printf '# id tgid comm\n9 4242\n' >"$records"
+job 109 1 65536
+grep -q 'reason=nvpeer: leak after job 109: live_contexts +1 pinned_bytes +65536$' "$tmp/scontrol.calls" \
+    || fail "broken records: $(cat "$tmp/scontrol.calls" 2>/dev/null)"
+rm -rf "$tmp/sys/kernel/debug"
 # Only pinned bytes left behind: drained too, live_contexts +0.
 reset
 job 104 0 65536

@@ -3,7 +3,8 @@
 # test-deb.sh: `make deb` (dist/debian/make-deb.sh) builds nvpeer and nvpeer-dkms into build/deb/
 # (where tests/scenarios/deb.sh, in the VM, takes them from); their contents (dpkg-deb -c/-x):
 # the CLI, one man page per subcommand of the packaged binary, the bash/zsh/fish completions, the
-# unit with its placeholders filled, the NHC and Slurm files, the DKMS source tree with
+# units (nvpeer.service, nvpeer-attach.service, nvpeer-rebuild.path/.service) with their
+# placeholders filled, the udev rule 90-nvpeer.rules and nvpeer-rebuild, the NHC and Slurm files, the DKMS source tree with
 # kmod/dkms.conf and BUILD_EXCLUSIVE_CONFIG="CONFIG_RUST" (dkms skips a kernel without Rust:
 # exit 77, temp DKMS trees only), the dh_dkms maintainer scripts; lintian without errors.
 set -uo pipefail
@@ -71,6 +72,22 @@ expect "unit: ExecStartPost=-/usr/bin/nvpeer check" grep -qx 'ExecStartPost=-/us
 expect_fail_grep "unit: every @PLACEHOLDER@ filled" '@[A-Z]*@' "$t/cli/$unit"
 # Opt-in, as with make install (dh_installsystemd --no-enable --no-start).
 expect_fail_grep "postinst does not start nvpeer.service" 'deb-systemd-invoke' "$t/cli/DEBIAN/postinst"
+# Re-attach and rebuild (issue 37): the udev rule, the static attach unit, the rebuild path unit
+# (installed, not enabled) and its script.
+rules=$(grep -oE '(usr/)?lib/udev/rules.d/90-nvpeer.rules$' "$t/cli.list")
+expect "udev rule 90-nvpeer.rules" test -n "$rules"
+expect "udev rule = kmod/packaging/90-nvpeer.rules" cmp "$repo/kmod/packaging/90-nvpeer.rules" "$t/cli/$rules"
+for u in nvpeer-attach.service nvpeer-rebuild.path nvpeer-rebuild.service; do
+    f=$(grep -oE "(usr/)?lib/systemd/system/$u\$" "$t/cli.list")
+    expect "unit $u" test -n "$f"
+    expect_fail_grep "$u: every @PLACEHOLDER@ filled" '@[A-Z]*@' "$t/cli/$f"
+    cp "$t/cli/$f" "$t/$u"
+done
+expect "attach unit: ExecStart=/usr/bin/nvpeer attach --module nvidia_peermem" grep -qx 'ExecStart=/usr/bin/nvpeer attach --module nvidia_peermem' "$t/nvpeer-attach.service"
+expect "rebuild unit: /usr/lib/nvpeer/nvpeer-rebuild through DKMS (no checkout)" bash -c \
+    "grep -qx 'ExecStart=/usr/lib/nvpeer/nvpeer-rebuild' '$t/nvpeer-rebuild.service' && grep -qx 'Environment=NVPEER_MODULE=nvidia_peermem NVPEER=/usr/bin/nvpeer NVPEER_SRC=' '$t/nvpeer-rebuild.service'"
+expect "rebuild path unit: this architecture's MOFED directory" grep -qx "PathChanged=/usr/src/ofa_kernel/$(dpkg-architecture -qDEB_HOST_GNU_CPU)/%v/Module.symvers" "$t/nvpeer-rebuild.path"
+expect "usr/lib/nvpeer/nvpeer-rebuild, executable" has cli '-rwxr-xr-x' usr/lib/nvpeer/nvpeer-rebuild
 expect "NHC file etc/nhc/scripts/nvpeer.nhc = dist/nhc/nvpeer.nhc" cmp "$repo/dist/nhc/nvpeer.nhc" "$t/cli/etc/nhc/scripts/nvpeer.nhc"
 expect "NHC file is a conffile" grep -qx /etc/nhc/scripts/nvpeer.nhc "$t/cli/DEBIAN/conffiles"
 for s in prolog epilog; do

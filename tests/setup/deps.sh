@@ -13,7 +13,8 @@ log() { printf 'deps: %s\n' "$*"; }
 APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libssl-dev xz-utils zstd
           python3 qemu-system-x86 busybox-static rdma-core ibverbs-utils libibverbs-dev dkms
           librdmacm-dev libclang-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
-          prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian linux-perf)
+          prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian linux-perf
+          yamllint)
 # --cross arm64 (make ARCH=arm64, make test-matrix): the cross compiler and the arm64 QEMU.
 if [ "${1:-}" = --cross ]; then
     case "${2:-}" in
@@ -49,5 +50,10 @@ if ! "$NVPEER_TOOLS/venv/bin/python" -c 'import clang' 2>/dev/null; then
     log "pip install libclang==$LIBCLANG_VERSION"
     python3 -m venv "$NVPEER_TOOLS/venv"
     "$NVPEER_TOOLS/venv/bin/pip" install --quiet "libclang==$LIBCLANG_VERSION"
+fi
+# The Kubernetes schemas for dist/k8s/ (tests/fleet/test-k8s.sh), pinned.
+if ! "$NVPEER_TOOLS/venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$KUBERNETES_VALIDATE_VERSION"; then
+    log "pip install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+    "$NVPEER_TOOLS/venv/bin/pip" install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 log "ok (tools in $NVPEER_TOOLS)"

@@ -95,12 +95,73 @@ pub fn modprobe_target(host: &Host) -> Result<Option<ModprobeTarget>> {
 /// The `modules.dep` entry of `nvidia_peermem`: depmod lists one file per module name, the one
 /// its search order (updates/ before the kernel's own tree by default) chose.
 fn chosen(modules_dep: &str) -> Option<&str> {
+    dep_entry(modules_dep, MODULE)
+}
+
+/// The `modules.dep` entry of module `name` (`-` and `_` alike, as modprobe treats them).
+fn dep_entry<'a>(modules_dep: &'a str, name: &str) -> Option<&'a str> {
+    let name = name.replace('-', "_");
     modules_dep.lines().find_map(|line| {
         let (path, _deps) = line.split_once(':')?;
         let file = path.rsplit('/').next()?;
         let stem = file.split(".ko").next()?;
-        (file.contains(".ko") && stem.replace('-', "_") == MODULE).then_some(path.trim())
+        (file.contains(".ko") && stem.replace('-', "_") == name).then_some(path.trim())
     })
+}
+
+/// Roots whose `lib/modules/<release>` may hold the module files of what is loaded: the host's
+/// own, then the roots that the NVIDIA Network Operator's DOCA driver container and the GPU
+/// Operator's driver container share with the host (they load modules from there).
+pub const MODULE_ROOTS: [&str; 3] = ["", "run/mellanox/drivers", "run/nvidia/driver"];
+
+/// A module file that `modprobe <name>` would load from one of [`MODULE_ROOTS`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleFile {
+    /// The root it was found under (`/`, `/run/mellanox/drivers`, ...).
+    pub root: String,
+    /// The file, as an absolute path on this host (under the sysfs root's parent in tests).
+    pub path: std::path::PathBuf,
+}
+
+/// The running kernel's release (`/proc/sys/kernel/osrelease`); `None` when it cannot be read.
+pub fn running_release(host: &Host) -> Result<Option<String>> {
+    Ok(host
+        .read_proc("sys/kernel/osrelease")?
+        .map(|r| r.trim().to_owned()))
+}
+
+/// Every file that `modules.dep` names for module `name` under each of [`MODULE_ROOTS`], for
+/// the running release, in that order. A root without `modules.dep` is skipped.
+pub fn module_files(host: &Host, release: &str, name: &str) -> Result<Vec<ModuleFile>> {
+    let mut found = Vec::new();
+    // Beside the sysfs root: / on a host, <fixture> in tests.
+    let sys = host.sys_path("");
+    let beside = match sys.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    for root in MODULE_ROOTS {
+        let base = beside.join(root);
+        let dir = base.join("lib/modules").join(release);
+        let dep = dir.join("modules.dep");
+        let text = match std::fs::read_to_string(&dep) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(Error::Read { path: dep, source }),
+        };
+        if let Some(rel) = dep_entry(&text, name) {
+            let path = if rel.starts_with('/') {
+                base.join(rel.trim_start_matches('/'))
+            } else {
+                dir.join(rel)
+            };
+            found.push(ModuleFile {
+                root: format!("/{root}"),
+                path,
+            });
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::pci::PciAddress;
 use crate::peermem::{self, Implementation};
+use crate::{nvidia_proc, records};
 
 /// The counter files of `/sys/kernel/mm/memory_peers/<client>/` (CONTRACT 1.9; the eighth
 /// file is `version`).
@@ -37,6 +39,17 @@ pub struct PeerClient {
     pub counters: BTreeMap<String, u64>,
 }
 
+/// GPU memory pinned on one GPU (`/sys/module/<name>/nvpeer/gpus/GPU-<uuid>/`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuPinned {
+    pub uuid: String,
+    /// From `/proc/driver/nvidia/gpus/*/information`; `None` when the UUID is not there.
+    pub pci_bus_id: Option<PciAddress>,
+    pub pinned_bytes: u64,
+    pub pins: u64,
+    pub registrations: u64,
+}
+
 /// The schema of `nvpeer stats --json`.
 pub const SCHEMA: &str = "nvpeer.stats/1";
 
@@ -53,6 +66,8 @@ pub struct Stats {
     pub failures: Vec<Failure>,
     /// `None` when `/sys/kernel/mm/memory_peers` does not exist.
     pub memory_peers: Option<Vec<PeerClient>>,
+    /// Per GPU, from our module's `nvpeer/gpus/` (empty for a module without it).
+    pub gpus: Vec<GpuPinned>,
 }
 
 fn parse_u64(host: &Host, rel: &str, text: &str) -> Result<u64> {
@@ -97,7 +112,9 @@ pub fn read(host: &Host) -> Result<Stats> {
         .find(|m| m.implementation == Implementation::Nvpeer);
     let mut counters = BTreeMap::new();
     let mut failures = Vec::new();
+    let mut gpus = Vec::new();
     if let Some(m) = &ours {
+        gpus = gpu_pinned(host, &m.name)?;
         let dir = format!("module/{}/nvpeer/stats", m.name);
         for name in host.list_sys(&dir)? {
             let rel = format!("{dir}/{name}");
@@ -141,7 +158,32 @@ pub fn read(host: &Host) -> Result<Stats> {
         counters,
         failures,
         memory_peers,
+        gpus,
     })
+}
+
+/// The module's per-GPU totals, each with its PCI address where the driver names the UUID (a
+/// `/proc/driver/nvidia` that cannot be read leaves the addresses out: the totals still count).
+fn gpu_pinned(host: &Host, name: &str) -> Result<Vec<GpuPinned>> {
+    let totals = records::gpu_totals(host, name)?;
+    let proc = if totals.is_empty() {
+        None
+    } else {
+        nvidia_proc::read(host).ok().flatten()
+    };
+    Ok(totals
+        .into_iter()
+        .map(|t| GpuPinned {
+            pci_bus_id: proc
+                .as_ref()
+                .and_then(|p| p.gpu_by_uuid(&t.uuid))
+                .and_then(|g| g.bus_location),
+            uuid: t.uuid,
+            pinned_bytes: t.pinned_bytes,
+            pins: t.pins,
+            registrations: t.registrations,
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -181,6 +223,39 @@ mod tests {
         let mp = st.memory_peers.unwrap();
         assert_eq!(mp[0].name, "nv_mem");
         assert_eq!(mp[0].counters["num_alloc_mrs"], 3);
+        assert!(st.gpus.is_empty());
+    }
+
+    #[test]
+    fn reads_the_per_gpu_totals_with_their_pci_address() {
+        let root = tempfile::tempdir().unwrap();
+        let (s, p) = (root.path().join("sys"), root.path().join("proc"));
+        let uuid = "GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab";
+        write(
+            &s,
+            "module/nvidia_peermem/nvpeer/implementation",
+            "nvpeer 0.2.0\n",
+        );
+        let g = format!("module/nvidia_peermem/nvpeer/gpus/{uuid}");
+        for (f, v) in [
+            ("pinned_bytes", "131072"),
+            ("pins", "2"),
+            ("registrations", "3"),
+        ] {
+            write(&s, &format!("{g}/{f}"), &format!("{v}\n"));
+        }
+        let host = Host::new(&s, &p);
+        let st = read(&host).unwrap();
+        assert_eq!(st.gpus[0].pinned_bytes, 131072);
+        assert_eq!(st.gpus[0].pci_bus_id, None);
+        write(
+            &p,
+            "driver/nvidia/gpus/0000:03:00.0/information",
+            &format!("GPU UUID: \t {uuid}\nBus Location: \t 0000:03:00.0\n"),
+        );
+        let st = read(&host).unwrap();
+        assert_eq!(st.gpus[0].pci_bus_id, Some("0000:03:00.0".parse().unwrap()));
+        assert_eq!((st.gpus[0].pins, st.gpus[0].registrations), (2, 3));
     }
 
     #[test]

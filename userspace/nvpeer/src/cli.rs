@@ -99,6 +99,44 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Who holds pinned GPU memory: the module's registration records grouped by process,
+    /// cgroup and GPU, and each GPU's pinned bytes next to its BAR1 size (root: the records are
+    /// in debugfs).
+    Who {
+        /// Print the records and groups as JSON (schema nvpeer.who/1).
+        #[arg(long)]
+        json: bool,
+        /// Print one line naming the biggest holders (for drain reasons and logs).
+        #[arg(long, conflicts_with = "json")]
+        brief: bool,
+    },
+    /// Unload the peer-memory module (before a network-stack or driver reload) when no
+    /// registration is live; otherwise name the holders and exit 1.
+    Detach {
+        /// Wait up to this many seconds for the registrations to go.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86400))]
+        wait: u64,
+        /// Say what would be done; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the result as JSON (schema nvpeer.detach/1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load the peer-memory module if its build provenance fits the running IB core, NVIDIA
+    /// driver and kernel; otherwise say why in one line and exit 1 (run by nvpeer-attach.service
+    /// when ib_core or ib_uverbs is loaded).
+    Attach {
+        /// The module name to load.
+        #[arg(long, default_value = "nvidia_peermem", value_parser = ["nvidia_peermem", "nv_peer_mem"])]
+        module: String,
+        /// Judge and say what would be done; load nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the result as JSON (schema nvpeer.attach/1).
+        #[arg(long)]
+        json: bool,
+    },
     /// Prove that a GPU registration goes through the module: allocate, register, move a
     /// verified pattern, deregister, free, and compare the module's counters.
     Selftest {

@@ -32,6 +32,18 @@ fn check_root(flag: &str, path: &std::path::Path) -> Result<(), String> {
     }
 }
 
+/// `attach` and `detach` load and unload modules of the running kernel: with another sysfs root
+/// (a fixture, a container's copy) that would act on a host the tree does not describe.
+fn changes_this_host(host: &Host, command: &str, dry_run: bool) -> Result<(), String> {
+    if host.is_live_sysfs() || dry_run {
+        Ok(())
+    } else {
+        Err(format!(
+            "nvpeer {command}: --sysfs-root names another tree than this host's /sys: add --dry-run"
+        ))
+    }
+}
+
 fn main() -> ExitCode {
     // `nvpeer __generate-docs OUTDIR`: man pages and completions (packaging).
     if let Some(code) = gendocs::intercept::<Cli>() {
@@ -95,6 +107,29 @@ fn main() -> ExitCode {
             )
         }
         Command::Topo { json } => commands::topo::run(&host, json, &mut out),
+        Command::Who { json, brief } => commands::who::run(&host, json, brief, &mut out),
+        Command::Detach {
+            wait,
+            dry_run,
+            json,
+        } => {
+            if let Err(e) = changes_this_host(&host, "detach", dry_run) {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+            commands::detach::run(&host, wait, dry_run, json, &mut out)
+        }
+        Command::Attach {
+            module,
+            dry_run,
+            json,
+        } => {
+            if let Err(e) = changes_this_host(&host, "attach", dry_run) {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+            commands::attach::run(&host, &module, dry_run, json, &mut out)
+        }
         Command::Stats {
             json,
             watch,

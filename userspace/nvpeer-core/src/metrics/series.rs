@@ -289,6 +289,21 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
         e.family(&format!("nvpeer_module_{name}"), kind, &module_help(name))
             .set(&[], *value);
     }
+    // GPU memory the module pins per GPU, next to nvpeer_gpu_bar1_bytes (same gpu and pci_bus_id
+    // labels; DCGM's UUID label too, so a GPU the driver does not name still has one).
+    for g in &st.gpus {
+        let gpu = g
+            .pci_bus_id
+            .and_then(|a| facts.gpus.iter().find(|f| f.address == a))
+            .map_or("", |f| gpu_index(&f.label));
+        let bus = g.pci_bus_id.as_ref().map(nvml_bus_id).unwrap_or_default();
+        e.family(
+            "nvpeer_gpu_pinned_bytes",
+            Kind::Gauge,
+            "GPU memory the module pins now on this GPU, each NVIDIA pin once (/sys/module/<name>/nvpeer/gpus/<UUID>/pinned_bytes); compare with nvpeer_gpu_bar1_bytes",
+        )
+        .set(&[("gpu", gpu), ("pci_bus_id", &bus), ("UUID", &g.uuid)], g.pinned_bytes);
+    }
     for f in &st.failures {
         let errno = f
             .errno
@@ -451,6 +466,66 @@ mod tests {
         assert!(
             !text.contains("nvpeer_peer_core_info") || types["nvpeer_peer_core_info"] == "gauge"
         );
+    }
+
+    #[test]
+    fn pinned_bytes_per_gpu_next_to_bar1() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pix");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = |from: &Path, to: &Path| {
+            let status = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(from)
+                .arg(to)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        copy(&src.join("sys"), &dir.path().join("sys"));
+        copy(&src.join("proc"), &dir.path().join("proc"));
+        let uuid = "GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab";
+        let g = dir
+            .path()
+            .join(format!("sys/module/nvidia_peermem/nvpeer/gpus/{uuid}"));
+        fs::create_dir_all(&g).unwrap();
+        for (f, v) in [
+            ("pinned_bytes", "4194304"),
+            ("pins", "2"),
+            ("registrations", "2"),
+        ] {
+            fs::write(g.join(f), format!("{v}\n")).unwrap();
+        }
+        let host = Host::new(dir.path().join("sys"), dir.path().join("proc"));
+        let text = render(
+            &crate::stats::read(&host),
+            &check::run(&host, &Inputs::fixture()),
+        );
+        assert!(
+            text.contains(&format!(
+                "nvpeer_gpu_pinned_bytes{{gpu=\"\",pci_bus_id=\"\",UUID=\"{uuid}\"}} 4194304"
+            )),
+            "{text}"
+        );
+        let info = dir.path().join("proc/driver/nvidia/gpus/0000:03:00.0");
+        fs::create_dir_all(&info).unwrap();
+        fs::write(
+            info.join("information"),
+            format!("GPU UUID: \t {uuid}\nBus Location: \t 0000:03:00.0\n"),
+        )
+        .unwrap();
+        let text = render(
+            &crate::stats::read(&host),
+            &check::run(&host, &Inputs::fixture()),
+        );
+        let (types, _) = parse(&text);
+        assert_eq!(types["nvpeer_gpu_pinned_bytes"], "gauge");
+        assert!(
+            text.contains(&format!(
+                "nvpeer_gpu_pinned_bytes{{gpu=\"0\",pci_bus_id=\"00000000:03:00.0\",UUID=\"{uuid}\"}} 4194304"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("nvpeer_gpu_bar1_bytes{gpu=\"0\",pci_bus_id=\"00000000:03:00.0\"}"));
     }
 
     #[test]
