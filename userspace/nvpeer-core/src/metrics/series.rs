@@ -498,7 +498,7 @@ mod tests {
         let host = Host::new(dir.path().join("sys"), dir.path().join("proc"));
         let text = render(
             &crate::stats::read(&host),
-            &check::run(&host, &Inputs::fixture()),
+            &check::run(&host, &Inputs::fixture(), &check::Options::default()),
         );
         assert!(
             text.contains(&format!(
@@ -515,7 +515,7 @@ mod tests {
         .unwrap();
         let text = render(
             &crate::stats::read(&host),
-            &check::run(&host, &Inputs::fixture()),
+            &check::run(&host, &Inputs::fixture(), &check::Options::default()),
         );
         let (types, _) = parse(&text);
         assert_eq!(types["nvpeer_gpu_pinned_bytes"], "gauge");
