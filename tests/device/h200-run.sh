@@ -38,7 +38,7 @@ NVPEER_LIBIBVERBS=libibverbs-absent.so.1 "$nvpeer" bench --mem cuda; echo rc=$?
 # does not offer the PCIe type is one line instead. The flag without --reg dmabuf is a usage error.
 "$nvpeer" bench --mem cuda --reg dmabuf -s 1M; echo rc=$?
 "$nvpeer" bench --mem cuda --reg dmabuf --dmabuf-mapping pcie -s 1M; echo rc=$?
-"$nvpeer" bench --mem cuda --alloc vmm --reg dmabuf --dmabuf-mapping pcie -s 64M; echo rc=$?
+"$nvpeer" bench --mem cuda --alloc vmm --reg dmabuf --dmabuf-mapping pcie -s 8M; echo rc=$?
 "$nvpeer" bench --mem cuda --dmabuf-mapping pcie; echo rc=$?
 # Both directions per GPU-NIC pair: no NIC here, one line.
 "$nvpeer" bench --loopback-all; echo rc=$?
