@@ -254,6 +254,11 @@ pub struct Facts {
     pub efa_nv_peermem: bool,
     /// Our modules' [`MODULE_COUNTERS`] as written: module name -> counter -> value.
     pub module_counters: BTreeMap<String, BTreeMap<String, String>>,
+    /// The build provenance of the module file `modprobe nvidia_peermem` would load, as
+    /// [`crate::provenance::gather`] reads it (`modinfo`, the exporters' files); `None`: no
+    /// `nvidia_peermem` in `modules.dep`. Unreadable: `unreadable["provenance"]`.
+    #[serde(default)]
+    pub provenance: Option<crate::provenance::ProvenanceFacts>,
     /// What `modprobe nvidia-peermem` would load (depmod's entry); `None`: no `modules.dep`.
     #[serde(default)]
     pub modprobe_target: Option<crate::modprobe::ModprobeTarget>,

@@ -153,6 +153,7 @@ fn ready_facts() -> Facts {
         },
         nccl_env,
         module_counters: BTreeMap::new(),
+        provenance: None,
         modprobe_target: None,
         unreadable: BTreeMap::new(),
     }
@@ -775,4 +776,122 @@ fn memlock_limits() {
     let c = status(Some(8 << 20));
     assert_eq!(c.status, Status::Warn);
     assert!(c.detail.contains("8 MiB"));
+}
+
+/// The `provenance` row judges the file `modprobe nvidia_peermem` would load, from the facts
+/// `provenance::gather` reads (here with fake kmod tools): compatible, rebuild (fail before load,
+/// warn while ours is loaded, not needed where dma-buf carries), what a build without the
+/// provenance keys can and cannot be judged on, and nothing without an installed module.
+#[test]
+fn the_provenance_row_judges_the_installed_module_before_load() {
+    use crate::provenance::tests::{ours_modinfo, tree, Tree};
+    let gathered =
+        |t: &Tree| crate::provenance::gather(&t.host(), &t.tools, "nvidia_peermem").unwrap();
+    let row = |mut f: Facts, p| {
+        f.provenance = p;
+        judge(&f, &Options::default())
+            .checks
+            .into_iter()
+            .find(|c| c.id == "provenance")
+    };
+    let unloaded = || {
+        let mut f = ready_facts();
+        f.modules.clear();
+        f
+    };
+    let c = row(ready_facts(), gathered(&tree(0x11))).unwrap();
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.detail.starts_with("compatible: ")
+            && c.detail.contains("(built for kernel 7.2.0-test; 3 of 3 imported symbols with a CRC, each as ib_uverbs 24.10-1.1.4 and nvidia 580.159.04 export it)"),
+        "{}",
+        c.detail
+    );
+    let rebuild = gathered(&tree(0x99));
+    let c = row(unloaded(), rebuild.clone()).unwrap();
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(
+        c.detail.starts_with("rebuild: built against ib_uverbs 24.10-1.1.4 (ib_register_peer_memory_client 0x00000011), running ib_uverbs 24.10-1.1.4 (0x00000099): `modprobe nvidia_peermem` would be refused"),
+        "{}",
+        c.detail
+    );
+    assert!(c.fix.unwrap().contains("nvpeer-rebuild.service"));
+    let c = row(ready_facts(), rebuild.clone()).unwrap();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(
+        c.detail.contains("works until it is unloaded"),
+        "{}",
+        c.detail
+    );
+    let c = row(dmabuf_facts(), rebuild).unwrap();
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.detail.starts_with("not needed: dma-buf ready; rebuild: "),
+        "{}",
+        c.detail
+    );
+    // A build before the provenance keys: the kernel release is judged, the CRCs are not.
+    let mut t = tree(0x11);
+    let no_keys: Vec<(String, String)> = ours_modinfo("0x11")
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("nvpeer_"))
+        .collect();
+    t.tools
+        .modinfo
+        .insert("nvidia_peermem.ko".into(), no_keys.clone());
+    let c = row(unloaded(), gathered(&t)).unwrap();
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.detail.contains("nvidia_peermem.ko is built for kernel 7.2.0-test, the running one; the CRCs of the symbols it imports from the IB core and the NVIDIA driver: not judged: it records none"),
+        "{}",
+        c.detail
+    );
+    let mut old = no_keys;
+    old[1].1 = "7.1.9 SMP".into();
+    t.tools.modinfo.insert("nvidia_peermem.ko".into(), old);
+    let c = row(unloaded(), gathered(&t)).unwrap();
+    assert_eq!(
+        (
+            c.status,
+            c.detail
+                .starts_with("rebuild: built against kernel 7.1.9, running kernel 7.2.0-test")
+        ),
+        (Status::Fail, true),
+        "{c:?}"
+    );
+    // What cannot be read is a warning with the reason; NVIDIA's module is nothing to judge.
+    let mut t = tree(0x11);
+    t.tools.exports.remove("ib_uverbs.ko.xz");
+    let c = row(unloaded(), gathered(&t)).unwrap();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(
+        c.detail
+            .starts_with("unknown: CRCs of ib_uverbs not readable"),
+        "{}",
+        c.detail
+    );
+    t.tools.modinfo.insert(
+        "nvidia_peermem.ko".into(),
+        vec![("description".into(), "NVIDIA GPU memory plug-in".into())],
+    );
+    let c = row(unloaded(), gathered(&t)).unwrap();
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(
+        c.detail
+            .ends_with("which is not nvpeer's: it records no provenance to judge"),
+        "{}",
+        c.detail
+    );
+    assert!(row(unloaded(), None).is_none());
+    let mut f = unloaded();
+    f.unreadable.insert(
+        "provenance".into(),
+        "cannot read /lib/modules/7.2.0/modules.dep: EACCES".into(),
+    );
+    let c = row(f, None).unwrap();
+    assert!(
+        c.detail
+            .starts_with("could not check: cannot read /lib/modules"),
+        "{c:?}"
+    );
 }

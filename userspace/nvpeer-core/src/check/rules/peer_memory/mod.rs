@@ -65,6 +65,7 @@ pub(super) fn is_peer_memory_row(id: &str) -> bool {
             | "peer_clients"
             | "ib_core"
             | "modprobe"
+            | "provenance"
             | "driver_reload"
             | "core_bugs"
             | "ucx"
