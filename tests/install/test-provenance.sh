@@ -101,6 +101,12 @@ row "matching CRCs: compatible" ok "compatible: $lib/updates/nvidia_peermem.ko (
 core "$lib/kernel/ib_uverbs.ko" 0x77777777 AAAA; echo 25.04-0.6.1 >"$t/sys/module/ib_uverbs/version"
 want="nvpeer attach: not loading nvidia_peermem: rebuild: built against ib_uverbs 24.10-1.1.4 ($REG 0x1a2b3c4d), running ib_uverbs 25.04-0.6.1 (0x77777777)"
 attach "the core's CRC changed: rebuild, exit 1" 1 "$want"
+"$bin" --sysfs-root "$t/sys" --procfs-root "$t/proc" attach --dry-run --json >"$t/out" 2>&1
+python3 - "$t/out" "${want#nvpeer attach: not loading nvidia_peermem: }" <<'PY' && ok "... attach --json keeps the rebuild verdict" || bad "attach --json on a rebuild: $(cat "$t/out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["result"] == "refused" and r["verdict"] == sys.argv[2], r
+PY
 row "the core's CRC changed: rebuild before load" fail "${want#nvpeer attach: not loading nvidia_peermem: }: \`modprobe nvidia_peermem\` would be refused"
 for z in xz zstd; do
     rm -f "$lib/kernel/"ib_uverbs.ko.*
