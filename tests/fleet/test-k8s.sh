@@ -53,8 +53,8 @@ PY
 bin=${NVPEER_BIN:-$repo/userspace/target/release/nvpeer}
 [ -x "$bin" ] || { echo "FAIL  $bin is missing: build it (cargo build --release)"; exit 1; }
 probe=$(cat "$t/out"); probe=${probe#/usr/bin/nvpeer }
-on() { "$bin" --sysfs-root "$repo/tests/fixtures/$1/sys" --procfs-root "$repo/tests/fixtures/$1/proc" $probe >"$t/probe" 2>&1; }
 # shellcheck disable=SC2086  # the probe's words
+on() { "$bin" --sysfs-root "$repo/tests/fixtures/$1/sys" --procfs-root "$repo/tests/fixtures/$1/proc" $probe >"$t/probe" 2>&1; }
 on inbox-dmabuf && bad "the probe passes a dma-buf-only host without the module: $(cat "$t/probe")" \
     || ok "the probe fails where only dma-buf is left: $(cat "$t/probe")"
 on doca && ok "the probe passes a host with peer memory on every pair" || bad "the probe on doca: $(cat "$t/probe")"
