@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+#[path = "../../nvpeer-core/tests/common/mod.rs"]
+mod common;
+
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures")
@@ -282,9 +285,12 @@ fn bench_plot_without_an_rdma_device_draws_the_staging_copies() {
             .starts_with("nvpeer bench: libibverbs unavailable"),
         "{err}"
     );
-    let d = nvpeer_core::bench::plot::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
+    let d = common::svg::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
     assert_eq!(
-        d.missing(&[nvpeer_core::bench::plot::COPY], None),
+        d.missing(
+            &[(nvpeer_core::bench::plot::COPY, common::svg::FIRST, 23)],
+            None
+        ),
         None,
         "{:?}",
         d.texts

@@ -895,3 +895,34 @@ fn the_provenance_row_judges_the_installed_module_before_load() {
         "{c:?}"
     );
 }
+
+/// On a coherent platform NCCL forces the PCIe mapping for a NIC below the GPU's switch; outside
+/// the GPU's IOMMU group the attach fails (524) and NCCL does not fall back: no dma-buf for the
+/// pair. In the group: the PCIe mapping; a NIC on the GPU's CPU: C2C.
+#[test]
+fn a_coherent_pair_below_the_gpus_switch_needs_its_iommu_group() {
+    let run = |common: bool, nic_group: &str| {
+        let mut f = dmabuf_facts();
+        f.pairs[0].coherent = true;
+        f.pairs[0].common_bridge = common;
+        f.pairs[0].nic_iommu_group = Some(nic_group.to_owned());
+        report(f, &Options::default())
+    };
+    let r = run(true, "1");
+    assert!(r.pairs[0].paths.is_empty(), "{:?}", r.pairs[0]);
+    let w = why_not(&r, GdrPath::Dmabuf);
+    assert!(
+        w.starts_with("NCCL forces the PCIe mapping for a NIC below the GPU's switch")
+            && w.contains("error 524"),
+        "{w}"
+    );
+    assert!(!r.ready);
+    let r = run(true, "0");
+    assert_eq!(
+        (r.pairs[0].paths.as_slice(), r.pairs[0].mapping),
+        (&[GdrPath::Dmabuf][..], Some(Mapping::Pcie))
+    );
+    let r = run(false, "1");
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
+    assert!(r.ready);
+}
