@@ -319,6 +319,21 @@ pub fn ucx_gpu_direct_rdma(vars: &BTreeMap<String, String>) -> Option<bool> {
     }
 }
 
+/// `UCX_CUDA_COPY_DMABUF` (UCX's cuda_copy `DMABUF`, a ternary, default `try`; `uct/cuda/cuda_copy/
+/// cuda_copy_md.c`): `Some(false)` for no (UCX then registers no GPU memory as dma-buf),
+/// `Some(true)` for yes, `None` for try / unset / an unknown value.
+pub fn ucx_cuda_copy_dmabuf(vars: &BTreeMap<String, String>) -> Option<bool> {
+    match vars
+        .get("UCX_CUDA_COPY_DMABUF")?
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "y" | "yes" | "on" | "1" => Some(true),
+        "n" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// The environment variables nvpeer looks at, from the process environment.
 pub fn relevant_env() -> BTreeMap<String, String> {
     std::env::vars()
@@ -332,6 +347,7 @@ pub fn relevant_env() -> BTreeMap<String, String> {
                     | "NCCL_NET_GDR_C2C"
                     | "NCCL_IB_DATA_DIRECT"
                     | "UCX_IB_GPU_DIRECT_RDMA"
+                    | "UCX_CUDA_COPY_DMABUF"
             )
         })
         .collect()

@@ -248,6 +248,9 @@ pub struct Facts {
     pub ucx: PeerMemoryVerdict,
     /// `UCX_IB_GPU_DIRECT_RDMA`: `Some(false)` = disabled by the user.
     pub ucx_gpu_direct_rdma: Option<bool>,
+    /// `UCX_CUDA_COPY_DMABUF`: `Some(false)` = UCX registers no dma-buf.
+    #[serde(default)]
+    pub ucx_cuda_copy_dmabuf: Option<bool>,
     pub dmabuf: DmabufFacts,
     /// `/sys/module/efa_nv_peermem` exists: AWS's GPUDirect shim for EFA is loaded.
     #[serde(default)]

@@ -154,6 +154,7 @@ fn ready_facts() -> Facts {
         nccl_env,
         module_counters: BTreeMap::new(),
         provenance: None,
+        ucx_cuda_copy_dmabuf: None,
         modprobe_target: None,
         unreadable: BTreeMap::new(),
     }
@@ -925,4 +926,79 @@ fn a_coherent_pair_below_the_gpus_switch_needs_its_iommu_group() {
     let r = run(false, "1");
     assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
     assert!(r.ready);
+}
+
+/// `NCCL_DMABUF_ENABLE=0` keeps NCCL off dma-buf: on a dma-buf-only host NCCL uses no GPUDirect
+/// path (`preferred` none) and its peer-memory rows are not "not needed" (the host is not ready
+/// for NCCL); `UCX_CUDA_COPY_DMABUF=no` does the same to UCX and its row; where both paths
+/// work, each consumer's choice is named.
+#[test]
+fn the_consumers_own_dma_buf_switches() {
+    let with = |f: &mut Facts, vars: &[(&str, &str)]| {
+        let env: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        f.nccl_env = nccl::nccl_env(&env);
+        f.ucx_cuda_copy_dmabuf = nccl::ucx_cuda_copy_dmabuf(&env);
+        f.ucx_gpu_direct_rdma = nccl::ucx_gpu_direct_rdma(&env);
+    };
+    let mut f = dmabuf_facts();
+    with(&mut f, &[("NCCL_DMABUF_ENABLE", "0")]);
+    let r = report(f, &Options::default());
+    assert_eq!(r.pairs[0].paths, [GdrPath::Dmabuf]);
+    assert_eq!((r.pairs[0].preferred, r.pairs[0].mapping), (None, None));
+    assert_eq!(r.verdict.text, "not ready: nccl>=2.23.4 (no peer memory)");
+    let c = r.get("nccl>=2.23.4").unwrap();
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.detail.starts_with("NCCL_DMABUF_ENABLE=0 keeps it off dma-buf, which carries every pair, so it needs peer memory: "),
+        "{}",
+        c.detail
+    );
+    assert!(c
+        .fix
+        .as_deref()
+        .unwrap()
+        .starts_with("unset NCCL_DMABUF_ENABLE"));
+    assert!(r
+        .get("module")
+        .unwrap()
+        .detail
+        .starts_with("not needed: dma-buf ready"));
+    assert!(r
+        .get("ucx")
+        .unwrap()
+        .detail
+        .starts_with("not needed: dma-buf ready"));
+    assert!(
+        r.pairs[0]
+            .notes
+            .iter()
+            .any(|n| n == "UCX uses dma-buf here"),
+        "{:?}",
+        r.pairs[0].notes
+    );
+    let mut f = dmabuf_facts();
+    with(&mut f, &[("UCX_CUDA_COPY_DMABUF", "no")]);
+    let r = report(f, &Options::default());
+    assert_eq!(r.pairs[0].preferred, Some(GdrPath::Dmabuf));
+    assert_eq!(r.verdict.text, "not ready: ucx (no peer memory)");
+    assert!(r
+        .get("ucx")
+        .unwrap()
+        .detail
+        .starts_with("UCX_CUDA_COPY_DMABUF=no"));
+    // Both paths: NCCL without dma-buf takes peer memory; UCX without it too.
+    let mut f = ready_facts();
+    f.nvidia_proc = Some(proc_580("580.159.04", true, ""));
+    with(&mut f, &[("NCCL_DMABUF_ENABLE", "0")]);
+    let r = report(f, &Options::default());
+    assert_eq!(r.pairs[0].paths, [GdrPath::Dmabuf, GdrPath::PeerMemory]);
+    assert_eq!(r.pairs[0].preferred, Some(GdrPath::PeerMemory));
+    assert!(r.ready, "{}", r.verdict.text);
+    assert!(r.pairs[0]
+        .notes
+        .iter()
+        .any(|n| n == "UCX uses dma-buf here"));
 }

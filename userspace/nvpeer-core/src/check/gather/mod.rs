@@ -170,6 +170,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         nccl: verdicts,
         ucx: nccl::replay(&nccl::UCX_RULE, &present),
         ucx_gpu_direct_rdma: nccl::ucx_gpu_direct_rdma(&inputs.env),
+        ucx_cuda_copy_dmabuf: nccl::ucx_cuda_copy_dmabuf(&inputs.env),
         dmabuf,
         efa_nv_peermem: host.sys_exists("module/efa_nv_peermem"),
         module_counters,

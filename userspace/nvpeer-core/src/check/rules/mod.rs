@@ -237,6 +237,6 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(grace::rows(&ctx, &pairs));
     rows.extend(consumers::rows(&ctx));
     rows.push(stack::memlock(&ctx));
-    settle(&mut rows, &pairs, options.require, !f.modules.is_empty());
+    settle(&mut rows, &pairs, options.require, f);
     (rows, pairs)
 }
