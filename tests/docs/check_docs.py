@@ -538,6 +538,10 @@ def outputs(binary, tmp):
     ops = ["--sysfs-root", sys_copy, "--procfs-root", os.path.join(FIXTURES, "pix", "proc")]
     runs["nvpeer.who/1"] = [run_json(binary, ["who", "--json"] + ops)]
     runs["nvpeer.detach/1"] = [run_json(binary, ["detach", "--dry-run", "--json"] + ops)]
+    # ... and held by that registration: the holders.
+    with open(os.path.join(sys_copy, "module/nvidia_peermem/nvpeer/stats/live_contexts"), "w") as f:
+        f.write("1\n")
+    runs["nvpeer.detach/1"].append(run_json(binary, ["detach", "--dry-run", "--json"] + ops))
     runs["nvpeer.attach/1"] = [run_json(binary, ["attach", "--dry-run", "--json"] + ops)]
     runs["nvpeer.selftest/1"].append(run_json(binary, ["selftest", "--json"]))
     logs = os.path.join(FIXTURES, "nccl-logs")

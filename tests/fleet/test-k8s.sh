@@ -2,8 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # test-k8s.sh: dist/k8s/nvpeer-daemonset.yaml (issue 37) is valid YAML (yamllint, Debian) and a
 # valid DaemonSet (kubernetes-validate, PyPI, strict: unknown fields rejected) for the oldest and
-# newest Kubernetes versions it knows; its probes are `nvpeer check --brief` (no modprobe
-# anywhere), it attaches at start and detaches before stopping, through the host's own nvpeer.
+# newest Kubernetes versions it knows; its probes are `nvpeer check --brief --require peermem`
+# (so a node where dma-buf also works still fails them when the module is gone; no modprobe
+# anywhere), each with a timeout, it attaches at start through the host's own nvpeer, and it
+# leaves the module loaded when the pod stops (no preStop detach: a rolling update must not
+# unload it under the jobs). Then the probe's command is run on fixture trees: it fails a
+# dma-buf-only host (the module gone) and passes one where peer memory carries every pair.
 # The checks are not blind: a misspelled field and a broken indent must be rejected.
 # Needs yamllint and kubernetes-validate (tests/setup/deps.sh).
 # shellcheck disable=SC2015  # `a && ok || bad`: bad is what should run when either fails
@@ -28,20 +32,32 @@ for v in $versions; do
     kv -k "$v" "$ds" >"$t/out" 2>&1 && ok "kubernetes-validate --strict: a valid DaemonSet for Kubernetes $v" \
         || bad "kubernetes-validate $v: $(cat "$t/out")"
 done
-python3 - "$ds" >"$t/out" 2>&1 <<'PY' && ok "probes are 'nvpeer check --brief', attach at start, detach before stop, no modprobe" || bad "$(cat "$t/out")"
+python3 - "$ds" >"$t/out" 2>"$t/err" <<'PY' && ok "probes are 'nvpeer check --brief --require peermem' with timeouts, attach at start, no detach, no modprobe" || bad "$(cat "$t/out" "$t/err")"
 import sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 assert doc["kind"] == "DaemonSet", doc["kind"]
 c = doc["spec"]["template"]["spec"]["containers"][0]
-brief = ["chroot", "/host", "/usr/bin/nvpeer", "check", "--brief"]
+probe_cmd = ["chroot", "/host", "/usr/bin/nvpeer", "check", "--brief", "--require", "peermem"]
 for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-    assert c[probe]["exec"]["command"] == brief, (probe, c[probe])
+    assert c[probe]["exec"]["command"] == probe_cmd, (probe, c[probe])
+    assert c[probe].get("timeoutSeconds", 1) >= 5, (probe, "timeoutSeconds (default 1 s)")
 assert "nvpeer attach" in " ".join(c["args"]), c["args"]
-assert c["lifecycle"]["preStop"]["exec"]["command"][2:4] == ["/usr/bin/nvpeer", "detach"], c["lifecycle"]
+assert "lifecycle" not in c, ("the pod must not detach when it stops", c["lifecycle"])
 code = [l for l in open(sys.argv[1]) if not l.lstrip().startswith("#")]
-assert not [l for l in code if "modprobe" in l], "a modprobe in the manifest"
+assert not [l for l in code if "modprobe" in l or "detach" in l], "a modprobe or detach in the manifest"
 assert c["securityContext"]["privileged"] is True
+print(" ".join(probe_cmd[2:]))
 PY
+# The probe on fixture trees (the real CLI): a host whose pairs dma-buf carries and whose peer
+# module is gone fails it; a host with peer memory on every pair passes it.
+bin=${NVPEER_BIN:-$repo/userspace/target/release/nvpeer}
+[ -x "$bin" ] || { echo "FAIL  $bin is missing: build it (cargo build --release)"; exit 1; }
+probe=$(cat "$t/out"); probe=${probe#/usr/bin/nvpeer }
+# shellcheck disable=SC2086  # the probe's words
+on() { "$bin" --sysfs-root "$repo/tests/fixtures/$1/sys" --procfs-root "$repo/tests/fixtures/$1/proc" $probe >"$t/probe" 2>&1; }
+on inbox-dmabuf && bad "the probe passes a dma-buf-only host without the module: $(cat "$t/probe")" \
+    || ok "the probe fails where only dma-buf is left: $(cat "$t/probe")"
+on doca && ok "the probe passes a host with peer memory on every pair" || bad "the probe on doca: $(cat "$t/probe")"
 sed 's/livenessProbe:/livenesProbe:/' "$ds" >"$t/typo.yaml"
 ! kv "$t/typo.yaml" >/dev/null 2>&1 && ok "kubernetes-validate rejects a misspelled field" || bad "a misspelled field passed"
 sed 's/^  selector:/ selector:/' "$ds" >"$t/indent.yaml"

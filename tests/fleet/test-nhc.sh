@@ -5,9 +5,10 @@
 # as NHC sources /etc/nhc/scripts/*.nhc, each check run in a subshell with NHC's minimal PATH.
 # A fake `nvpeer` prints a given line and exits with a given code: ready, not ready, a usage
 # error, too slow (must be cut off well inside NHC's 5 s), missing; check_nvpeer_bw against a
-# CLI without `bench --loopback-all` (the real one, when built) and with pairs below the limit.
-# The real CLI on fixture trees: a dma-buf-only host passes, a host NVIDIA's topology rule
-# refuses fails with its brief line. The harness is checked too: a check that does not call die
+# CLI without `bench --loopback-all` and with pairs below the limit; the registration path it
+# measures (dma-buf where `check --brief` says dma-buf is ready, else ibv_reg_mr; --reg).
+# The real CLI (required: missing, the test fails) on fixture trees: a dma-buf-only host passes,
+# a host NVIDIA's topology rule refuses fails with its brief line. The harness is checked too: a check that does not call die
 # on failure is caught.
 # shellcheck disable=SC2015  # `a && b || fail`: fail is what should run when either fails
 set -uo pipefail
@@ -94,17 +95,17 @@ took=$(run_check 1 "1|check_nvpeer: $slow check --brief did not finish within 3s
 if [ ! -e /usr/bin/nvpeer ]; then
     run_check 1 "1|check_nvpeer: /usr/bin/nvpeer is missing or not executable (set NVPEER)" "" check_nvpeer >/dev/null
 fi
+# The real CLI is part of the acceptance below: without it the test fails, never skips.
+[ -x "$real_bin" ] || fail "$real_bin is missing: build it (cd userspace && cargo build --release)"
 # The real CLI on this bare machine: not ready, its own brief line, in well under 5 s.
-if [ -x "$real_bin" ]; then
-    line=$("$real_bin" check --brief)
-    took=$(run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer)
-    [ "$took" -lt 5 ] || fail "check_nvpeer with the real CLI took ${took}s"
-fi
+line=$("$real_bin" check --brief)
+took=$(run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer)
+[ "$took" -lt 5 ] || fail "check_nvpeer with the real CLI took ${took}s"
 
 # The real CLI on fixture trees (issue 35): a host ready through dma-buf alone passes (no
 # peer-memory module, which the CLI once failed), one NVIDIA's topology rule refuses does not,
 # and --require passes through.
-if [ -x "$real_bin" ]; then
+{
     fixtures=$repo/tests/fixtures
     dmabuf_only=(--sysfs-root "$fixtures/inbox-dmabuf/sys" --procfs-root "$fixtures/inbox-dmabuf/proc")
     refused=(--sysfs-root "$fixtures/topo-refused/sys" --procfs-root "$fixtures/topo-refused/proc")
@@ -117,34 +118,44 @@ if [ -x "$real_bin" ]; then
     run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer "${refused[@]}" >/dev/null
     line=$("$real_bin" check --brief --require peermem "${dmabuf_only[@]}")
     run_check 1 "1|check_nvpeer: $line" "$real_bin" check_nvpeer --require peermem "${dmabuf_only[@]}" >/dev/null
-fi
+}
 
-# check_nvpeer_bw over `bench --loopback-all --min-gbps X`.
+# check_nvpeer_bw over `bench --loopback-all --reg REG --min-gbps X`, REG from `check --brief`.
 bw_ok=$(fake bw_ok 'GPU0 mlx5_0 PIX 180.2 Gb/s ok' 0)
 run_check 0 "" "$bw_ok" check_nvpeer_bw 150 >/dev/null
-[ "$(cat "$tmp/bw_ok.args")" = "bench --loopback-all --min-gbps 150" ] || fail "check_nvpeer_bw ran '$(cat "$tmp/bw_ok.args")'"
+[ "$(cat "$tmp/bw_ok.args")" = $'check --brief\nbench --loopback-all --reg mr --min-gbps 150' ] || fail "check_nvpeer_bw ran '$(cat "$tmp/bw_ok.args")'"
+# A host check calls ready through dma-buf: the pairs are measured through dma-buf (ibv_reg_mr of
+# GPU memory fails without a peer-memory module); --reg chooses.
+# shellcheck disable=SC2016  # expanded by the fake when it runs
+printf '#!/bin/bash\nprintf "%%s\\n" "$*" >>%q\ncase $1 in check) echo "nvpeer: ready (dma-buf)" ;; *) echo "GPU0 mlx5_0 PIX 180.2 Gb/s ok" ;; esac\n' \
+    "$tmp/bw_dmabuf.args" >"$tmp/bw_dmabuf"
+chmod +x "$tmp/bw_dmabuf"
+run_check 0 "" "$tmp/bw_dmabuf" check_nvpeer_bw 150 >/dev/null
+[ "$(tail -n1 "$tmp/bw_dmabuf.args")" = "bench --loopback-all --reg dmabuf --min-gbps 150" ] || fail "check_nvpeer_bw on a dma-buf host ran '$(cat "$tmp/bw_dmabuf.args")'"
+: >"$tmp/bw_dmabuf.args"
+run_check 0 "" "$tmp/bw_dmabuf" check_nvpeer_bw 150 --reg mr >/dev/null
+[ "$(cat "$tmp/bw_dmabuf.args")" = "bench --loopback-all --reg mr --min-gbps 150" ] || fail "check_nvpeer_bw --reg mr ran '$(cat "$tmp/bw_dmabuf.args")'"
+run_check 1 "1|check_nvpeer_bw: usage: check_nvpeer_bw MIN_GBPS [--reg mr|dmabuf] (got --reg 'peermem')" "$bw_ok" check_nvpeer_bw 150 --reg peermem >/dev/null
+# The real CLI on the dma-buf-only fixture: its brief line is what selects dma-buf.
+case $("$real_bin" check --brief --sysfs-root "$repo/tests/fixtures/inbox-dmabuf/sys" --procfs-root "$repo/tests/fixtures/inbox-dmabuf/proc") in
+    "nvpeer: ready (dma-buf)") ;;
+    *) fail "the dma-buf-only fixture's brief line no longer selects --reg dmabuf" ;;
+esac
 bw_low=$(fake bw_low $'GPU0 mlx5_0 PIX 180.2 Gb/s ok\nGPU1 mlx5_1 PIX 42.0 Gb/s below 150 Gb/s\n1 of 2 pairs below 150 Gb/s' 1)
 run_check 1 "1|check_nvpeer_bw: below 150 Gb/s: GPU1 mlx5_1 PIX 42.0 Gb/s below 150 Gb/s" "$bw_low" check_nvpeer_bw 150 >/dev/null
 old=$(fake old "error: unexpected argument '--loopback-all' found" 2)
 run_check 1 "1|check_nvpeer_bw: $old does not support bench --loopback-all --min-gbps (a newer nvpeer is needed)" \
     "$old" check_nvpeer_bw 150 >/dev/null
-run_check 1 "1|check_nvpeer_bw: usage: check_nvpeer_bw MIN_GBPS (a number, got 'fast')" "$bw_ok" check_nvpeer_bw fast >/dev/null
-run_check 1 "1|check_nvpeer_bw: usage: check_nvpeer_bw MIN_GBPS (a number, got '')" "$bw_ok" check_nvpeer_bw >/dev/null
+run_check 1 "1|check_nvpeer_bw: usage: check_nvpeer_bw MIN_GBPS [--reg mr|dmabuf] (a number, got 'fast')" "$bw_ok" check_nvpeer_bw fast >/dev/null
+run_check 1 "1|check_nvpeer_bw: usage: check_nvpeer_bw MIN_GBPS [--reg mr|dmabuf] (a number, got '')" "$bw_ok" check_nvpeer_bw >/dev/null
 run_check 1 "1|check_nvpeer_bw: $tmp/missing is missing or not executable (set NVPEER)" "$tmp/missing" check_nvpeer_bw 100 >/dev/null
 nodev=$(fake nodev 'nvpeer bench: no RDMA device' 2)
 run_check 1 "1|check_nvpeer_bw: $nodev bench --loopback-all failed (exit 2): nvpeer bench: no RDMA device" \
     "$nodev" check_nvpeer_bw 100 >/dev/null
-# The real CLI: until it has `bench --loopback-all`, the check must say so (and once it has it,
-# this machine has no RDMA device: a failure that is not the "does not support" one).
-if [ -x "$real_bin" ]; then
-    if "$real_bin" bench --help | grep -q -- '--loopback-all'; then
-        run_check 1 "*" "$real_bin" check_nvpeer_bw 1 >/dev/null
-        ! grep -q 'does not support' "$tmp/die.log" || fail "check_nvpeer_bw: the real CLI has --loopback-all but the check says it does not"
-    else
-        run_check 1 "1|check_nvpeer_bw: $real_bin does not support bench --loopback-all --min-gbps (a newer nvpeer is needed)" \
-            "$real_bin" check_nvpeer_bw 1 >/dev/null
-    fi
-fi
+# The real CLI has `bench --loopback-all`; this machine has no RDMA device: a failure that is not
+# the "does not support" one.
+run_check 1 "*" "$real_bin" check_nvpeer_bw 1 >/dev/null
+! grep -q 'does not support' "$tmp/die.log" || fail "check_nvpeer_bw: the real CLI has --loopback-all but the check says it does not"
 
 # The harness itself: a check that fails without calling die, or calls it with another text,
 # is caught.

@@ -9,7 +9,9 @@
 # against ..., running ..." exit 1; the same with the core compressed (.ko.xz, .ko.zst); a core
 # upgraded on disk but not reloaded (srcversion differs) -> unknown, loads; a module built before
 # provenance -> unknown, loads; another kernel release -> rebuild; NVIDIA's module in our place ->
-# refused. Needs gcc, kmod, xz, zstd and the built CLI.
+# refused. `nvpeer check`'s `provenance` row says the same before anyone loads the module (the
+# facts gathered with the same tools, judged again alike from the saved JSON by `check --facts`).
+# Needs gcc, kmod, xz, zstd, python3 and the built CLI.
 # shellcheck disable=SC2015  # `a && ok || bad`: bad is what should run when either fails
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -79,10 +81,33 @@ attach() {
     if [ "$rc" = "$2" ] && [ "$(wc -l <<<"$line")" = 1 ] && [ "$line" = "$3" ]; then ok "$1"
     else bad "$1: exit $rc, '$line' (want exit $2, '$3')"; fi
 }
+# row CASE STATUS DETAIL-START: the `provenance` row of `nvpeer check --json` on the tree, and the
+# same row from `nvpeer check --facts` of that JSON.
+row() {
+    "$bin" --sysfs-root "$t/sys" --procfs-root "$t/proc" check --json >"$t/check.json" 2>"$t/check.err"
+    "$bin" check --facts "$t/check.json" --json >"$t/again.json" 2>>"$t/check.err"
+    python3 - "$t/check.json" "$t/again.json" "$2" "$3" <<'PY' >"$t/row.out" 2>&1 && ok "check: $1" || bad "check: $1: $(cat "$t/row.out" "$t/check.err")"
+import json, sys
+live, again = (json.load(open(f)) for f in sys.argv[1:3])
+row = lambda r: next((c for c in r["checks"] if c["id"] == "provenance"), None)
+c = row(live)
+assert c is not None, "no provenance row"
+assert c["status"] == sys.argv[3] and c["detail"].startswith(sys.argv[4]), c
+assert row(again) == c, ("--facts judged it otherwise", row(again))
+PY
+}
 attach "matching CRCs: compatible, would load" 0 "nvpeer attach: would load nvidia_peermem (provenance compatible) [dry run]"
+row "matching CRCs: compatible" ok "compatible: $lib/updates/nvidia_peermem.ko (built for kernel $rel; 3 of 3 imported symbols with a CRC, each as ib_uverbs 24.10-1.1.4 and nvidia 580.159.04 export it)"
 core "$lib/kernel/ib_uverbs.ko" 0x77777777 AAAA; echo 25.04-0.6.1 >"$t/sys/module/ib_uverbs/version"
 want="nvpeer attach: not loading nvidia_peermem: rebuild: built against ib_uverbs 24.10-1.1.4 ($REG 0x1a2b3c4d), running ib_uverbs 25.04-0.6.1 (0x77777777)"
 attach "the core's CRC changed: rebuild, exit 1" 1 "$want"
+"$bin" --sysfs-root "$t/sys" --procfs-root "$t/proc" attach --dry-run --json >"$t/out" 2>&1
+python3 - "$t/out" "${want#nvpeer attach: not loading nvidia_peermem: }" <<'PY' && ok "... attach --json keeps the rebuild verdict" || bad "attach --json on a rebuild: $(cat "$t/out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["result"] == "refused" and r["verdict"] == sys.argv[2], r
+PY
+row "the core's CRC changed: rebuild before load" fail "${want#nvpeer attach: not loading nvidia_peermem: }: \`modprobe nvidia_peermem\` would be refused"
 for z in xz zstd; do
     rm -f "$lib/kernel/"ib_uverbs.ko.*
     $z -q -c "$lib/kernel/ib_uverbs.ko" >"$lib/kernel/ib_uverbs.ko.${z/zstd/zst}"
@@ -94,6 +119,8 @@ rm -f "$lib/kernel/"ib_uverbs.ko.*; deps ib_uverbs.ko; echo 24.10-1.1.4 >"$t/sys
 core "$lib/kernel/ib_uverbs.ko" 0x77777777 BBBB
 attach "core upgraded on disk, not reloaded: unknown, loads (the kernel judges)" 0 \
     "nvpeer attach: would load nvidia_peermem (provenance unknown: the loaded ib_uverbs is not $lib/kernel/ib_uverbs.ko (srcversion differs): its CRCs are not readable; the next reload of ib_uverbs brings $lib/kernel/ib_uverbs.ko (0x77777777): rebuild before it; the kernel judges the load) [dry run]"
+row "core upgraded on disk, not reloaded: unknown, says the next reload needs a rebuild" warn \
+    "unknown: the loaded ib_uverbs is not $lib/kernel/ib_uverbs.ko (srcversion differs): its CRCs are not readable; the next reload of ib_uverbs brings $lib/kernel/ib_uverbs.ko (0x77777777): rebuild before it"
 # ... found as the loaded one in the DOCA driver container's root.
 dl=$t/run/mellanox/drivers/lib/modules/$rel
 mkdir -p "$dl/kernel"; cp "$t/ib_uverbs.ko" "$dl/kernel/"; printf 'kernel/ib_uverbs.ko:\n' >"$dl/modules.dep"
@@ -101,13 +128,17 @@ attach "... its loaded file in /run/mellanox/drivers: compatible" 0 "nvpeer atta
 rm -rf "$t/run"; core "$lib/kernel/ib_uverbs.ko" 0x1a2b3c4d AAAA
 ours 7.1.0-old
 attach "built for another kernel: rebuild" 1 "nvpeer attach: not loading nvidia_peermem: rebuild: built against kernel 7.1.0-old, running kernel $rel"
+row "built for another kernel: rebuild" fail "rebuild: built against kernel 7.1.0-old, running kernel $rel"
 ours "$rel" ""
 attach "built before provenance: unknown, loads" 0 \
     "nvpeer attach: would load nvidia_peermem (provenance unknown: $lib/updates/nvidia_peermem.ko records no provenance (no nvpeer_import in its .modinfo: built before issue 37); the kernel judges the load) [dry run]"
+row "built before provenance: the kernel release judged, the CRCs not" ok \
+    "$lib/updates/nvidia_peermem.ko is built for kernel $rel, the running one; the CRCs of the symbols it imports from the IB core and the NVIDIA driver: not judged"
 mkmod "$lib/updates/nvidia_peermem.ko" "description=NVIDIA GPU memory plug-in
 vermagic=$rel SMP"
 attach "NVIDIA's nvidia-peermem in our place: refused" 1 \
     "nvpeer attach: not loading nvidia_peermem: modprobe nvidia_peermem would load $lib/updates/nvidia_peermem.ko, which is not nvpeer's"
+row "NVIDIA's nvidia-peermem in our place: nothing to judge" ok "\`modprobe nvidia_peermem\` loads $lib/updates/nvidia_peermem.ko, which is not nvpeer's"
 echo garbage >"$lib/updates/nvidia_peermem.ko"
 "$bin" --sysfs-root "$t/sys" --procfs-root "$t/proc" attach --dry-run --json >"$t/out" 2>&1
 python3 - "$t/out" <<'PY' && ok "an unreadable module file: JSON names modinfo's error" || bad "unreadable file: $(cat "$t/out")"

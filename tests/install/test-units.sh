@@ -7,12 +7,14 @@
 #  2. systemd-analyze verify accepts the three units (a planted relative path must be reported);
 #  3. udevadm test, in a private mount namespace whose /etc/udev/rules.d holds only our rule: a
 #     module "add" uevent of the core's module gets TAG systemd and SYSTEMD_WANTS=
-#     nvpeer-attach.service, a remove and another module do not (the rule's module names are
-#     ib_uverbs|ib_core, which this host has not loaded, so the event is replayed on a loaded
-#     module with the rule's name list extended by that module: everything else is the rule);
+#     nvpeer-attach.service, a remove and another module do not (the rule's module is ib_uverbs
+#     only, never ib_core: see the rule; this host has not loaded it, so the event is replayed on
+#     a loaded module with the rule's name extended by that module: everything else is the rule);
 #  4. nvpeer-rebuild with fake dkms, make and nvpeer: DKMS rebuild then attach; a ready
-#     containerised MOFED passes OFA_DIR; a make-install checkout rebuilds from it; nothing to
-#     rebuild from, a moved checkout, a failed build: one line, exit 1, no attach.
+#     containerised MOFED passes OFA_DIR; one that is there but not ready (the path unit fires
+#     on the ready file's removal too) rebuilds nothing, exit 0; a make-install checkout rebuilds
+#     from it; nothing to rebuild from, a moved checkout, a failed build: one line, exit 1, no
+#     attach.
 # Needs root (unshare -m) and systemd's udevadm/systemd-analyze.
 # shellcheck disable=SC2015  # `a && ok || bad`: bad is what should run when either fails
 set -uo pipefail
@@ -73,10 +75,10 @@ inst uninstall >/dev/null
 # --- 3. udevadm test ------------------------------------------------------------------------
 for m in /sys/module/*; do other=${m##*/}; break; done
 rule=$pk/90-nvpeer.rules
-grep -qx 'SUBSYSTEM=="module", ACTION=="add", KERNEL=="ib_uverbs|ib_core", TAG+="systemd", ENV{SYSTEMD_WANTS}+="nvpeer-attach.service"' <(grep -v '^#' "$rule") \
-    && ok "the rule matches module add of ib_uverbs|ib_core and wants nvpeer-attach.service" \
+grep -qx 'SUBSYSTEM=="module", ACTION=="add", KERNEL=="ib_uverbs", TAG+="systemd", ENV{SYSTEMD_WANTS}+="nvpeer-attach.service"' <(grep -v '^#' "$rule") \
+    && ok "the rule matches module add of ib_uverbs (not ib_core) and wants nvpeer-attach.service" \
     || bad "the rule is not the one line this test replays: $(grep -v '^#' "$rule")"
-sed "s/KERNEL==\"ib_uverbs|ib_core\"/KERNEL==\"ib_uverbs|ib_core|$other\"/" "$rule" >"$t/replay.rules"
+sed "s/KERNEL==\"ib_uverbs\"/KERNEL==\"ib_uverbs|$other\"/" "$rule" >"$t/replay.rules"
 # udevadm_test RULE ACTION MODULE: the properties udev gives the uevent with only RULE installed.
 udevadm_test() {
     # A private /run/udev too: udevadm test writes the device's database there.
@@ -110,7 +112,7 @@ EOF
     chmod +x "$t/bin/$tool"
 done
 rebuild() { rm -f "$t/calls"; env -i PATH=/usr/bin:/bin KVER=7.2.0-test NVPEER_MODULE=nvidia_peermem DKMS="$t/bin/dkms" MAKE="$t/bin/make" \
-    NVPEER="$t/bin/nvpeer" MOFED_READY="$t/ready" MOFED_CONTAINER_OFA="$t/ofa" "$@" "$pk/nvpeer-rebuild" >"$t/rb.out" 2>&1; }
+    NVPEER="$t/bin/nvpeer" MOFED_ROOT="$t/mofed" MOFED_READY="$t/ready" MOFED_CONTAINER_OFA="$t/ofa" "$@" "$pk/nvpeer-rebuild" >"$t/rb.out" 2>&1; }
 calls() { grep "^$1 " "$t/calls" 2>/dev/null; }
 echo "nvpeer/0.1.0, 7.2.0-test, x86_64: installed" >"$t/dkms-status"
 rebuild; rc=$?
@@ -123,6 +125,12 @@ expect_eq "containerised MOFED ready: the build gets OFA_DIR" "dkms install --fo
 rebuild OFA_DIR=/opt/ofa
 expect_eq "... an OFA_DIR from the caller wins" "OFA_DIR=/opt/ofa" "$(calls 'dkms install' | grep -o 'OFA_DIR=.*')"
 rm -f "$t/ready"
+# The path unit fires when the ready file goes too: a containerised MOFED there but not ready.
+mkdir -p "$t/mofed"
+rebuild; rc=$?
+expect_eq "containerised MOFED not ready: exit 0, one line, nothing built or attached" "0 1 0" "$rc $(wc -l <"$t/rb.out") $( (cat "$t/calls" 2>/dev/null || true) | wc -l)"
+expect "... saying so" grep -q "^nvpeer-rebuild: containerised MOFED at $t/mofed is not ready" "$t/rb.out"
+rmdir "$t/mofed"
 mkdir -p "$t/src/kmod"; : >"$t/src/Makefile"
 rebuild NVPEER_SRC="$t/src"; rc=$?
 expect_eq "make install checkout: make -C kmod clean, then make install" \

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! `nvpeer attach`: load the peer-memory module when its build provenance says it fits what runs
 //! (issue 37). Run by `nvpeer-attach.service`, which the udev rule `90-nvpeer.rules` starts when
-//! the peer-memory core's module (`ib_core`, `ib_uverbs`) is loaded: after `openibd restart`, a
-//! DOCA driver container or the Network Operator reloaded the network stack. A `compatible` or
-//! `unknown` verdict loads (`modprobe`, with softdeps and `modprobe.d` options; the kernel's
-//! loader stays the judge of what could not be read); `rebuild` does not, and says why in one
-//! line.
+//! `ib_uverbs` is loaded (the last of the RDMA core's modules: the peer-memory core is in it or in
+//! `ib_core` below it): after `openibd restart`, a DOCA driver container or the Network Operator
+//! reloaded the network stack, and at every boot. A `compatible` or `unknown` verdict loads
+//! (`modprobe`, with softdeps and `modprobe.d` options; the kernel's loader stays the judge of
+//! what could not be read); `rebuild` does not, and says why in one line. Where nothing exports
+//! the peer-memory core (an inbox RDMA stack: dma-buf only), there is nothing to attach to: one
+//! line and success, so the unit does not fail at every boot of such a host.
 
 use crate::error::Result;
 use crate::host::Host;
+use crate::kernel::{self, symbols};
 use crate::modtools::ModuleTools;
 use crate::peermem::{self, Implementation};
 use crate::provenance::{self, Verdict};
@@ -25,8 +28,15 @@ pub enum Attach {
     Loaded { verdict: Verdict },
     /// `--dry-run`: would load.
     WouldLoad { verdict: Verdict },
-    /// Not loaded, and why (a rebuild is needed, the file is not ours, there is none).
-    Refused { why: String },
+    /// Nothing exports `ib_register_peer_memory_client` (kallsyms read): no peer-memory core to
+    /// attach to (an inbox RDMA stack); nothing done.
+    NoPeerCore,
+    /// Not loaded, and why (a rebuild is needed, the file is not ours, there is none); the
+    /// provenance verdict when one was made.
+    Refused {
+        why: String,
+        verdict: Option<Verdict>,
+    },
     /// `modprobe` failed.
     LoadFailed { verdict: Verdict, error: String },
 }
@@ -35,7 +45,10 @@ impl Attach {
     /// 0 loaded or nothing to do, 1 refused or failed.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::AlreadyLoaded { .. } | Self::Loaded { .. } | Self::WouldLoad { .. } => 0,
+            Self::AlreadyLoaded { .. }
+            | Self::NoPeerCore
+            | Self::Loaded { .. }
+            | Self::WouldLoad { .. } => 0,
             Self::Refused { .. } | Self::LoadFailed { .. } => 1,
         }
     }
@@ -57,11 +70,15 @@ impl Attach {
                     implementation.describe()
                 )
             }
+            Self::NoPeerCore => format!(
+                "nothing exports {} (the RDMA stack has no peer-memory core, e.g. the kernel's own: dma-buf is its GPUDirect path): {name} not loaded, nothing to do",
+                symbols::REGISTER_PEER_MEMORY_CLIENT
+            ),
             Self::Loaded { verdict } => format!("loaded {name} ({})", why(verdict)),
             Self::WouldLoad { verdict } => {
                 format!("would load {name} ({}) [dry run]", why(verdict))
             }
-            Self::Refused { why } => format!("not loading {name}: {why}"),
+            Self::Refused { why, .. } => format!("not loading {name}: {why}"),
             Self::LoadFailed { verdict, error } => {
                 format!("loading {name} failed ({}): {error}", why(verdict))
             }
@@ -78,10 +95,17 @@ pub fn attach(host: &Host, tools: &dyn ModuleTools, name: &str, dry_run: bool) -
             implementation: m.implementation,
         });
     }
+    if matches!(
+        kernel::kallsyms(host).lookup(symbols::REGISTER_PEER_MEMORY_CLIENT),
+        Ok(None)
+    ) {
+        return Ok(Attach::NoPeerCore);
+    }
     let Some(facts) = provenance::gather(host, tools, name)? else {
         let release = crate::modprobe::running_release(host)?.unwrap_or_else(|| "?".into());
         return Ok(Attach::Refused {
             why: format!("modprobe {name} finds no such module for kernel {release} (modules.dep)"),
+            verdict: None,
         });
     };
     if !facts.ours && facts.modinfo_error.is_none() {
@@ -90,12 +114,14 @@ pub fn attach(host: &Host, tools: &dyn ModuleTools, name: &str, dry_run: bool) -
                 "modprobe {name} would load {}, which is not nvpeer's",
                 facts.file
             ),
+            verdict: None,
         });
     }
     let verdict = provenance::verdict(&facts);
     if let Verdict::Rebuild { .. } = verdict {
         return Ok(Attach::Refused {
             why: verdict.to_string(),
+            verdict: Some(verdict),
         });
     }
     if dry_run {
@@ -135,6 +161,40 @@ mod tests {
             "{line}"
         );
         assert!(t.tools.loaded.borrow().is_empty());
+        assert!(
+            matches!(
+                &a,
+                Attach::Refused {
+                    verdict: Some(Verdict::Rebuild { .. }),
+                    ..
+                }
+            ),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn nothing_to_attach_to_without_a_peer_memory_core() {
+        // The kernel's own RDMA stack: kallsyms read, no ib_register_peer_memory_client.
+        let t = tree(0x11);
+        t.write(
+            "proc/kallsyms",
+            "0 T nvidia_p2p_get_pages\t[nvidia]\n0 T ib_umem_dmabuf_get\t[ib_core]\n",
+        );
+        let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
+        assert_eq!(a, Attach::NoPeerCore);
+        assert_eq!(a.exit_code(), 0);
+        assert!(
+            a.line("nvidia_peermem")
+                .starts_with("nothing exports ib_register_peer_memory_client"),
+            "{}",
+            a.line("nvidia_peermem")
+        );
+        assert!(t.tools.loaded.borrow().is_empty());
+        // kallsyms not readable: judged as before (the loader decides).
+        t.remove("proc/kallsyms");
+        let a = attach(&t.host(), &t.tools, "nvidia_peermem", false).unwrap();
+        assert!(matches!(a, Attach::Loaded { .. }), "{a:?}");
     }
 
     #[test]

@@ -26,11 +26,12 @@ pub enum Detach {
         module: String,
     },
     /// Registrations still live when the wait ended: `holders` names them (the records), or
-    /// says why it cannot.
+    /// says why it cannot; `holder_list` is the records' holders (empty when not readable).
     Held {
         module: String,
         live: u64,
         holders: String,
+        holder_list: Vec<who::Holder>,
     },
     /// The kernel refused for another reason (permission, ...).
     Failed {
@@ -58,6 +59,7 @@ impl Detach {
                 module,
                 live,
                 holders,
+                ..
             } => {
                 let regs = if *live == 1 {
                     "registration"
@@ -86,18 +88,24 @@ fn live(host: &Host, name: &str, implementation: Implementation) -> Result<u64> 
         .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
 }
 
-/// Who holds them, in one line: the records' holders, or why they cannot be named.
-fn holders(host: &Host, implementation: Implementation) -> String {
+/// Who holds them: one line (the records' holders, or why they cannot be named) and the holders.
+fn holders(host: &Host, implementation: Implementation) -> (String, Vec<who::Holder>) {
     if implementation != Implementation::Nvpeer {
-        return format!(
-            "{} keeps no records of its holders",
-            implementation.describe()
+        return (
+            format!(
+                "{} keeps no records of its holders",
+                implementation.describe()
+            ),
+            Vec::new(),
         );
     }
     match who::gather(host) {
-        Ok(w) if w.registrations > 0 => who::brief(&w, 5),
-        Ok(_) => "none recorded (registrations in flight)".to_owned(),
-        Err(e) => format!("holders not named: {e}"),
+        Ok(w) if w.registrations > 0 => (who::brief(&w, 5), w.holders),
+        Ok(_) => (
+            "none recorded (registrations in flight)".to_owned(),
+            Vec::new(),
+        ),
+        Err(e) => (format!("holders not named: {e}"), Vec::new()),
     }
 }
 
@@ -137,8 +145,10 @@ pub fn detach(
         }
         if waited >= wait {
             let live = live(host, &m.name, m.implementation)?.max(1);
+            let (holders, holder_list) = holders(host, m.implementation);
             return Ok(Detach::Held {
-                holders: holders(host, m.implementation),
+                holders,
+                holder_list,
                 module: m.name,
                 live,
             });
@@ -206,6 +216,16 @@ mod tests {
             "nvidia_peermem not unloaded: 1 live registration: train[4242] in /slurm/job_9/step_0: 1 registration, 2 MiB"
         );
         assert!(t.tools.unloaded.borrow().is_empty());
+        let Detach::Held { holder_list, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            holder_list
+                .iter()
+                .map(|h| (h.tgid, h.comm.as_str(), h.cgroup.as_str(), h.bytes))
+                .collect::<Vec<_>>(),
+            [(Some(4242), "train", "/slurm/job_9/step_0", 2097152)]
+        );
         // Records unreadable: counted, not named.
         t.remove("sys/kernel/debug/nvidia_peermem/registrations");
         let d = detach(&t.host(), &t.tools, Duration::ZERO, false, &mut |_| ()).unwrap();

@@ -246,6 +246,13 @@ pub struct NcclEnv {
     pub gdr_c2c: bool,
     #[serde(default = "default_source")]
     pub gdr_c2c_source: Source,
+    /// `NCCL_IB_DATA_DIRECT` (default 1): a ConnectX-8 with a Data Direct DMA function is used
+    /// through it (NCCL places the NIC at the DMA function's PCI path and registers dma-bufs with
+    /// the PCIe mapping); 0: through the NIC function itself (`src/transport/net_ib`).
+    #[serde(default = "default_true")]
+    pub ib_data_direct: bool,
+    #[serde(default = "default_source")]
+    pub ib_data_direct_source: Source,
 }
 
 fn default_true() -> bool {
@@ -274,6 +281,7 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
     let (gdr_read, gdr_read_source) = int("NCCL_NET_GDR_READ", -2);
     let (dmabuf_enable, dmabuf_enable_source) = int("NCCL_DMABUF_ENABLE", 1);
     let (gdr_c2c, gdr_c2c_source) = int("NCCL_NET_GDR_C2C", 1);
+    let (ib_data_direct, ib_data_direct_source) = int("NCCL_IB_DATA_DIRECT", 1);
     let (gdr_level, gdr_level_source) = match vars.get("NCCL_NET_GDR_LEVEL") {
         None => (DEFAULT_GDR_LEVEL, Source::Default),
         Some(v) => match parse_gdr_level(v) {
@@ -292,6 +300,8 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
         dmabuf_enable_source,
         gdr_c2c: gdr_c2c != 0,
         gdr_c2c_source,
+        ib_data_direct: ib_data_direct != 0,
+        ib_data_direct_source,
     }
 }
 
@@ -300,6 +310,21 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
 pub fn ucx_gpu_direct_rdma(vars: &BTreeMap<String, String>) -> Option<bool> {
     match vars
         .get("UCX_IB_GPU_DIRECT_RDMA")?
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "y" | "yes" | "on" | "1" => Some(true),
+        "n" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// `UCX_CUDA_COPY_DMABUF` (UCX's cuda_copy `DMABUF`, a ternary, default `try`; `uct/cuda/cuda_copy/
+/// cuda_copy_md.c`): `Some(false)` for no (UCX then registers no GPU memory as dma-buf),
+/// `Some(true)` for yes, `None` for try / unset / an unknown value.
+pub fn ucx_cuda_copy_dmabuf(vars: &BTreeMap<String, String>) -> Option<bool> {
+    match vars
+        .get("UCX_CUDA_COPY_DMABUF")?
         .to_ascii_lowercase()
         .as_str()
     {
@@ -320,7 +345,9 @@ pub fn relevant_env() -> BTreeMap<String, String> {
                     | "NCCL_NET_GDR_READ"
                     | "NCCL_DMABUF_ENABLE"
                     | "NCCL_NET_GDR_C2C"
+                    | "NCCL_IB_DATA_DIRECT"
                     | "UCX_IB_GPU_DIRECT_RDMA"
+                    | "UCX_CUDA_COPY_DMABUF"
             )
         })
         .collect()

@@ -11,9 +11,8 @@ use nvpeer_core::topo::{self, NcclPathType, PathClass};
 use nvpeer_core::{render, stats};
 use proptest::prelude::*;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
+mod common;
+use common::{fixture_names, fixtures};
 
 fn host(name: &str) -> Host {
     let dir = fixtures().join(name);
@@ -506,22 +505,6 @@ fn stats_of_the_ready_fixture() {
     );
 }
 
-/// Every fixture tree's name.
-fn fixture_names() -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(fixtures())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.path()
-                .join("sys")
-                .is_dir()
-                .then(|| e.file_name().to_string_lossy().into_owned())
-        })
-        .collect();
-    names.sort();
-    names
-}
-
 /// `report`'s checks are what its saved JSON judges to (whole report and bare facts).
 fn assert_rejudged(report: &check::Report, what: &str) {
     let saved = serde_json::to_string_pretty(report).unwrap();
@@ -632,9 +615,11 @@ proptest! {
     }
 }
 
-/// The DMA function outside its GPU's IOMMU group: the PCIe mapping (Data Direct) cannot
-/// attach, so `grace` warns with rdma_topo's fix and the pair's dma-buf falls back to C2C;
-/// `GrdmaPciTopoCheckOverride=1` lifts NVIDIA's check.
+/// The DMA function outside its GPU's IOMMU group: NCCL registers through Data Direct with the
+/// PCIe mapping, the attach fails (error 524) and NCCL does not fall back, so the pair has no
+/// dma-buf (on this dma-buf-only host: not ready) and `grace` warns with rdma_topo's fix;
+/// `NCCL_IB_DATA_DIRECT=0` takes the NIC function with the C2C mapping; `GrdmaPciTopoCheckOverride=1`
+/// lifts NVIDIA's check.
 #[test]
 fn a_dma_function_outside_its_gpus_iommu_group() {
     let (_dir, sys, proc) = fixture_copy("gb300");
@@ -662,8 +647,30 @@ fn a_dma_function_outside_its_gpus_iommu_group() {
         .as_deref()
         .unwrap()
         .contains("pci=config_acs=\"xx111x0@0009:00:00.0;"));
+    assert!(!report.ready, "{}", report.verdict.text);
+    assert_eq!(
+        report.verdict.text,
+        "not ready: paths (GPU0-mlx5_0 has no path)"
+    );
+    let why = &report.pairs[0].why_not[&check::GdrPath::Dmabuf];
+    assert!(
+        why.reason.contains("error 524") && why.reason.contains("does not fall back"),
+        "{why:?}"
+    );
+    assert!(why.fix.contains("NCCL_IB_DATA_DIRECT=0"), "{why:?}");
+    // NCCL_IB_DATA_DIRECT=0: through the NIC function, the C2C mapping.
+    let mut inputs = Inputs::fixture();
+    inputs.env.insert("NCCL_IB_DATA_DIRECT".into(), "0".into());
+    let report = check::run(&Host::new(&sys, &proc), &inputs, &check::Options::default());
+    assert!(report.ready, "{}", report.verdict.text);
     assert_eq!(report.pairs[0].mapping, Some(check::Mapping::C2c));
-    assert!(report.ready, "C2C still carries it");
+    assert!(
+        report.pairs[0].notes.iter().any(|n| n.starts_with(
+            "NCCL_IB_DATA_DIRECT=0: dma-buf through the NIC function with the C2C mapping"
+        )),
+        "{:?}",
+        report.pairs[0].notes
+    );
     let params = proc.join("driver/nvidia/params");
     let text = fs::read_to_string(&params).unwrap().replace(
         "GrdmaPciTopoCheckOverride: 0",

@@ -125,7 +125,7 @@ pub enum Command {
     },
     /// Load the peer-memory module if its build provenance fits the running IB core, NVIDIA
     /// driver and kernel; otherwise say why in one line and exit 1 (run by nvpeer-attach.service
-    /// when ib_core or ib_uverbs is loaded).
+    /// when ib_uverbs is loaded).
     Attach {
         /// The module name to load.
         #[arg(long, default_value = "nvidia_peermem", value_parser = ["nvidia_peermem", "nv_peer_mem"])]

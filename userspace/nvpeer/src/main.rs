@@ -2,15 +2,15 @@
 //! `nvpeer`: the companion CLI of the nvpeer GPUDirect RDMA peer-memory module.
 //!
 //! Exit codes: 0 ready / success, 1 a check failed (`nccl-log`: not every network connection
-//! was GDRDMA), 2 usage error (clap) or an error that kept the command from running (one line
-//! on stderr); `check --exit-codes nagios`: 0 ok, 1 warning, 2 critical, 3 unknown.
+//! was GDRDMA), 2 usage error or an error that kept the command from running (one line on
+//! stderr, [`usage`]); `check --exit-codes nagios`: 0 ok, 1 warning, 2 critical, 3 unknown
+//! (usage errors too).
 //!
 //! The clap definitions are in [`cli`], each subcommand's printing and exit code in
 //! [`commands`]; what they compute is nvpeer-core's.
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use nvpeer_core::check::{self, brief::NAGIOS_UNKNOWN};
 use nvpeer_core::host::Host;
 use nvpeer_core::selftest;
@@ -19,6 +19,7 @@ mod cli;
 mod commands;
 mod gendocs;
 mod output;
+mod usage;
 
 use cli::{Cli, Command, ExitCodesArg};
 use output::Out;
@@ -49,7 +50,11 @@ fn main() -> ExitCode {
     if let Some(code) = gendocs::intercept::<Cli>() {
         return code;
     }
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match usage::parse(&args) {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     for (flag, path) in [
         ("--sysfs-root", &cli.sysfs_root),
         ("--procfs-root", &cli.procfs_root),

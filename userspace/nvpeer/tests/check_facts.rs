@@ -3,12 +3,11 @@
 //! every output form, and what is not such a report is one line and a non-zero exit.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
+#[path = "../../nvpeer-core/tests/common/mod.rs"]
+mod common;
+use common::{fixture_names, fixtures};
 
 fn nvpeer(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nvpeer"))
@@ -36,21 +35,6 @@ fn with_facts(file: &str, args: &[&str]) -> Output {
     let mut all = vec!["check", "--facts", file];
     all.extend_from_slice(args);
     nvpeer(&all)
-}
-
-fn fixture_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.path()
-                .join("sys")
-                .is_dir()
-                .then(|| e.file_name().to_string_lossy().into_owned())
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+#[path = "../../nvpeer-core/tests/common/mod.rs"]
+mod common;
+
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures")
@@ -118,6 +121,67 @@ fn bench_without_libibverbs_says_so() {
     );
 }
 
+/// A usage error of any subcommand is one line naming it and exit 2 (clap alone prints the usage
+/// and a tip on several lines); under `check --exit-codes nagios` exit 3 (UNKNOWN) with the line
+/// on stdout too; `--help` and `--version` still print and exit 0.
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    for (args, starts) in [
+        (
+            &["detach", "--wait", "abc"][..],
+            "nvpeer detach: invalid value 'abc' for '--wait",
+        ),
+        (
+            &["who", "--json", "--brief"],
+            "nvpeer who: the argument '--json' cannot be used with '--brief'",
+        ),
+        (
+            &["attach", "--module", "foo"],
+            "nvpeer attach: invalid value 'foo' for '--module",
+        ),
+        (
+            &["check", "--require", "nvlink"],
+            "nvpeer check: invalid value 'nvlink' for '--require",
+        ),
+        (
+            &["bench", "--loopback-all", "--bogus"],
+            "nvpeer bench: unexpected argument '--bogus' found",
+        ),
+        (
+            &["stats", "--watch", "0"],
+            "nvpeer stats: invalid value '0' for '--watch",
+        ),
+        (
+            &["topo", "extra"],
+            "nvpeer topo: unexpected argument 'extra' found",
+        ),
+        (&[], "nvpeer: a subcommand is required: check, topo"),
+    ] {
+        let out = nvpeer_env(&[], args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = one_line(&out);
+        assert!(err.starts_with(starts), "{args:?}: {err}");
+    }
+    let out = nvpeer_env(
+        &[],
+        &["check", "--exit-codes", "nagios", "--require", "nvlink"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(one_line(&out).starts_with("nvpeer check: invalid value 'nvlink'"));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("nvpeer: unknown: nvpeer check: invalid value")
+            && text.lines().count() == 1,
+        "{text}"
+    );
+    for args in [&["--version"][..], &["check", "--help"], &["help", "who"]] {
+        let out = nvpeer_env(&[], args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
+    }
+}
+
 #[test]
 fn bench_malformed_arguments_are_usage_errors() {
     for args in [
@@ -221,9 +285,12 @@ fn bench_plot_without_an_rdma_device_draws_the_staging_copies() {
             .starts_with("nvpeer bench: libibverbs unavailable"),
         "{err}"
     );
-    let d = nvpeer_core::bench::plot::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
+    let d = common::svg::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
     assert_eq!(
-        d.missing(&[nvpeer_core::bench::plot::COPY], None),
+        d.missing(
+            &[(nvpeer_core::bench::plot::COPY, common::svg::FIRST, 23)],
+            None
+        ),
         None,
         "{:?}",
         d.texts

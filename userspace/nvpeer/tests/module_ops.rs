@@ -255,6 +255,22 @@ fn detach_unloads_only_what_is_free_and_names_the_holders() {
         (Some("nvpeer.detach/1"), Some("held"), Some(3))
     );
     assert!(j["line"].as_str().unwrap().contains("serve[5151]"));
+    // The holders as `who --json` lists them, not only inside the line.
+    let holders: Vec<(String, u64)> = j["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["comm"].as_str().unwrap().to_owned(),
+                h["registrations"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        holders.contains(&("train".to_owned(), 2)) && holders.iter().any(|(c, _)| c == "serve"),
+        "{holders:?}"
+    );
 
     let bare = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(bare.path().join("sys")).unwrap();
@@ -296,6 +312,19 @@ fn attach_without_a_module_to_load_says_so() {
     assert_eq!(j["module"], "nv_peer_mem");
     assert_eq!(j["result"], "refused");
     assert!(j["verdict"].is_null());
+    // The kernel's own RDMA stack: no peer-memory core to attach to, nothing to do (exit 0).
+    write(
+        &bare.path().join("proc"),
+        "kallsyms",
+        "0000000000000000 T ib_umem_dmabuf_get\t[ib_core]\n",
+    );
+    let o = nvpeer(bare.path(), &["attach", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).starts_with("nvpeer attach: nothing exports ib_register_peer_memory_client"),
+        "{}",
+        stdout(&o)
+    );
     let h = host(0, Some(""));
     let o = nvpeer(h.path(), &["attach", "--dry-run"]);
     assert_eq!(

@@ -4,12 +4,11 @@
 //! and `--brief`, with the matching exit code; and what the Grace-Blackwell fixtures must and
 //! must not advise.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
+#[path = "../../nvpeer-core/tests/common/mod.rs"]
+mod common;
+use common::{fixture_names, fixtures};
 
 fn check(name: &str, args: &[&str]) -> Output {
     let dir = fixtures().join(name);
@@ -37,21 +36,6 @@ fn expected(name: &str) -> Option<(String, Vec<Vec<String>>)> {
         .map(|l| l.split_whitespace().map(str::to_owned).collect())
         .collect();
     Some((verdict, pairs))
-}
-
-fn fixture_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.path()
-                .join("sys")
-                .is_dir()
-                .then(|| e.file_name().to_string_lossy().into_owned())
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

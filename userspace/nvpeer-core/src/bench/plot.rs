@@ -145,7 +145,8 @@ impl Plot {
     }
 }
 
-/// The colour of the n-th curve.
+/// The colour of the n-th curve (`tests/plot.rs` and `tests/scenarios/plot_check.py` find the
+/// curves by it: keep them in step).
 fn colour(n: usize) -> RGBColor {
     [BLUE, RGBColor(230, 120, 0), RGBColor(0, 140, 70)][n % 3]
 }
@@ -274,187 +275,13 @@ where
     Ok(())
 }
 
-/// What an SVG written by [`Plot::svg`] shows, read back from the document: its texts and how
-/// many curves (polylines) it has. For tests.
-#[derive(Debug, Default)]
-pub struct Drawn {
-    pub texts: Vec<String>,
-    pub polylines: usize,
-}
-
-impl Drawn {
-    pub fn read(svg: &str) -> Self {
-        let mut d = Drawn::default();
-        let mut rest = svg;
-        while let Some(i) = rest.find("<text") {
-            rest = &rest[i..];
-            let (Some(open), Some(close)) = (rest.find('>'), rest.find("</text>")) else {
-                break;
-            };
-            if open < close {
-                d.texts.push(unescape(rest[open + 1..close].trim()));
-            }
-            rest = &rest[close..];
-        }
-        d.polylines = svg.matches("<polyline").count();
-        d
-    }
-
-    pub fn has_text(&self, t: &str) -> bool {
-        self.texts.iter().any(|x| x.contains(t))
-    }
-
-    /// Why this is not a plot of `series` (each in both panels' legends, each axis described,
-    /// the crossover labelled when `crossover` is given), if it is not.
-    pub fn missing(&self, series: &[&str], crossover: Option<&str>) -> Option<String> {
-        for want in ["message size", "Gb/s", "us per message", "bandwidth"] {
-            if !self.has_text(want) {
-                return Some(format!("no text {want:?}"));
-            }
-        }
-        for s in series {
-            let n = self.texts.iter().filter(|t| t.as_str() == *s).count();
-            if n != 2 {
-                return Some(format!("series {s:?} in {n} legends, not 2"));
-            }
-        }
-        // A curve per series in each panel, plus each legend's sample line (drawn as a path).
-        if self.polylines < 2 * series.len() {
-            return Some(format!(
-                "{} curves for {} series in two panels",
-                self.polylines,
-                series.len()
-            ));
-        }
-        if let Some(c) = crossover {
-            let label = format!("crossover {c}: staged wins below");
-            let n = self.texts.iter().filter(|t| **t == label).count();
-            if n != 2 {
-                return Some(format!("crossover label {label:?} in {n} panels, not 2"));
-            }
-        }
-        None
-    }
-}
-
-fn unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::StagedRow;
-
-    fn staged(size: u64, direct_us: f64, staged_us: f64) -> StagedRow {
-        StagedRow {
-            size,
-            direct_us,
-            copy_us: staged_us / 2.0,
-            staged_us,
-            direct_gbps: gbps(size, direct_us),
-            staged_gbps: gbps(size, staged_us),
-            winner: if direct_us <= staged_us {
-                "direct"
-            } else {
-                "staged"
-            },
-        }
-    }
-
-    fn comparison() -> Plot {
-        let rows: Vec<StagedRow> = (1..=23)
-            .map(|i| {
-                let size = 1u64 << i;
-                // Direct: 20 us fixed cost; staged: 5 us plus a slower per-byte cost.
-                staged(
-                    size,
-                    20.0 + size as f64 / 10_000.0,
-                    5.0 + size as f64 / 2_000.0,
-                )
-            })
-            .collect();
-        Plot {
-            title: "t".to_owned(),
-            latency_caption: "time per message".to_owned(),
-            series: vec![
-                Series {
-                    name: DIRECT.to_owned(),
-                    points: rows
-                        .iter()
-                        .map(|x| (x.size, x.direct_gbps, x.direct_us))
-                        .collect(),
-                },
-                Series {
-                    name: STAGED.to_owned(),
-                    points: rows
-                        .iter()
-                        .map(|x| (x.size, x.staged_gbps, x.staged_us))
-                        .collect(),
-                },
-            ],
-            crossover: crossover(&rows),
-            note: None,
-        }
-    }
 
     #[test]
     fn axis_numbers_keep_their_digits() {
         let n: Vec<String> = [0.0001, 0.005, 2.5, 40.0, 1200.0].map(number).into();
         assert_eq!(n, ["1e-4", "0.005", "2.5", "40", "1200"]);
-    }
-
-    #[test]
-    fn the_crossover_is_where_direct_starts_to_win() {
-        // 5 + s/2e3 < 20 + s/1e4 while s < 37500 bytes: staged wins up to 32 KiB.
-        assert_eq!(comparison().crossover, Some(65536));
-    }
-
-    #[test]
-    fn the_svg_shows_both_series_the_axes_and_the_crossover() {
-        let svg = comparison().svg().unwrap();
-        assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
-        let d = Drawn::read(&svg);
-        assert_eq!(
-            d.missing(&[DIRECT, STAGED], Some("64 KiB")),
-            None,
-            "{:?}",
-            d.texts
-        );
-        assert!(d.has_text("8 MiB") || d.has_text("4 MiB"), "{:?}", d.texts);
-    }
-
-    #[test]
-    fn the_check_fails_when_a_series_or_the_crossover_is_missing() {
-        let mut p = comparison();
-        p.series.pop();
-        let d = Drawn::read(&p.svg().unwrap());
-        let why = d
-            .missing(&[DIRECT, STAGED], Some("64 KiB"))
-            .expect("staged is missing");
-        assert!(why.contains(STAGED), "{why}");
-        let mut p = comparison();
-        p.crossover = None;
-        let d = Drawn::read(&p.svg().unwrap());
-        assert!(d.missing(&[DIRECT, STAGED], Some("64 KiB")).is_some());
-        assert_eq!(d.missing(&[DIRECT, STAGED], None), None);
-    }
-
-    #[test]
-    fn copies_alone_are_a_plot_of_one_series_that_says_why() {
-        let copies: Vec<(usize, f64)> = (1..=23).map(|i| (1usize << i, 8.0 + i as f64)).collect();
-        let p = Plot::of_copies("cuda", &copies, "no RDMA device");
-        let d = Drawn::read(&p.svg().unwrap());
-        assert_eq!(d.missing(&[COPY], None), None, "{:?}", d.texts);
-        assert!(
-            d.has_text("no RDMA transfer: no RDMA device"),
-            "{:?}",
-            d.texts
-        );
-        assert!(d.missing(&[DIRECT], None).is_some());
     }
 }

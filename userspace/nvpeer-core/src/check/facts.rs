@@ -248,12 +248,20 @@ pub struct Facts {
     pub ucx: PeerMemoryVerdict,
     /// `UCX_IB_GPU_DIRECT_RDMA`: `Some(false)` = disabled by the user.
     pub ucx_gpu_direct_rdma: Option<bool>,
+    /// `UCX_CUDA_COPY_DMABUF`: `Some(false)` = UCX registers no dma-buf.
+    #[serde(default)]
+    pub ucx_cuda_copy_dmabuf: Option<bool>,
     pub dmabuf: DmabufFacts,
     /// `/sys/module/efa_nv_peermem` exists: AWS's GPUDirect shim for EFA is loaded.
     #[serde(default)]
     pub efa_nv_peermem: bool,
     /// Our modules' [`MODULE_COUNTERS`] as written: module name -> counter -> value.
     pub module_counters: BTreeMap<String, BTreeMap<String, String>>,
+    /// The build provenance of the module file `modprobe nvidia_peermem` would load, as
+    /// [`crate::provenance::gather`] reads it (`modinfo`, the exporters' files); `None`: no
+    /// `nvidia_peermem` in `modules.dep`. Unreadable: `unreadable["provenance"]`.
+    #[serde(default)]
+    pub provenance: Option<crate::provenance::ProvenanceFacts>,
     /// What `modprobe nvidia-peermem` would load (depmod's entry); `None`: no `modules.dep`.
     #[serde(default)]
     pub modprobe_target: Option<crate::modprobe::ModprobeTarget>,

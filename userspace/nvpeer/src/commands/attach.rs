@@ -16,7 +16,8 @@ struct Report<'a> {
     schema: &'static str,
     module: &'a str,
     result: &'static str,
-    /// `compatible`, `rebuild: ...`, `unknown: ...`; `null` when not judged.
+    /// `compatible`, `rebuild: ...`, `unknown: ...` (also when refused for a rebuild); `null`
+    /// when not judged.
     verdict: Option<String>,
     line: String,
 }
@@ -42,9 +43,12 @@ pub fn run(
     if json {
         let (result, verdict) = match &a {
             Attach::AlreadyLoaded { .. } => ("already_loaded", None),
+            Attach::NoPeerCore => ("no_peer_core", None),
             Attach::Loaded { verdict } => ("loaded", Some(verdict.to_string())),
             Attach::WouldLoad { verdict } => ("would_load", Some(verdict.to_string())),
-            Attach::Refused { .. } => ("refused", None),
+            Attach::Refused { verdict, .. } => {
+                ("refused", verdict.as_ref().map(ToString::to_string))
+            }
             Attach::LoadFailed { verdict, .. } => ("load_failed", Some(verdict.to_string())),
         };
         out.print(&to_json(

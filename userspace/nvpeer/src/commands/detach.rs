@@ -8,18 +8,22 @@ use std::time::Duration;
 use nvpeer_core::detach::{self, Detach};
 use nvpeer_core::host::Host;
 use nvpeer_core::modtools::Kmod;
+use nvpeer_core::who;
 use serde::Serialize;
 
 use crate::output::{to_json, Out};
 
 /// `nvpeer detach --json`.
 #[derive(Serialize)]
-struct Report {
+struct Report<'a> {
     schema: &'static str,
     module: Option<String>,
     result: &'static str,
     /// Live registrations when it gave up (`held`).
     live: Option<u64>,
+    /// `held`: who holds them, as `nvpeer who --json` lists holders (empty when the records
+    /// cannot be read); `null` otherwise.
+    holders: Option<&'a [who::Holder]>,
     line: String,
 }
 
@@ -48,12 +52,22 @@ pub fn run(
     let line = d.line();
     let code = d.exit_code();
     if json {
-        let (module, result, live) = match &d {
-            Detach::NothingLoaded => (None, "nothing_loaded", None),
-            Detach::Unloaded { module } => (Some(module.clone()), "unloaded", None),
-            Detach::WouldUnload { module } => (Some(module.clone()), "would_unload", None),
-            Detach::Held { module, live, .. } => (Some(module.clone()), "held", Some(*live)),
-            Detach::Failed { module, .. } => (Some(module.clone()), "failed", None),
+        let (module, result, live, holders) = match &d {
+            Detach::NothingLoaded => (None, "nothing_loaded", None, None),
+            Detach::Unloaded { module } => (Some(module.clone()), "unloaded", None, None),
+            Detach::WouldUnload { module } => (Some(module.clone()), "would_unload", None, None),
+            Detach::Held {
+                module,
+                live,
+                holder_list,
+                ..
+            } => (
+                Some(module.clone()),
+                "held",
+                Some(*live),
+                Some(holder_list.as_slice()),
+            ),
+            Detach::Failed { module, .. } => (Some(module.clone()), "failed", None, None),
         };
         out.print(&to_json(
             &Report {
@@ -61,6 +75,7 @@ pub fn run(
                 module,
                 result,
                 live,
+                holders,
                 line,
             },
             true,

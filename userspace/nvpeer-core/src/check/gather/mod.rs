@@ -4,7 +4,8 @@
 //! field it would have filled) for the rules to report.
 //!
 //! Sources: [`modules`] (`/sys/module`, `/sys/kernel/mm/memory_peers`), [`devices`] (the PCI
-//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), and here the
+//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes),
+//! [`provenance`] (the installed module's build provenance, through the kmod tools), and here the
 //! kernel (`/proc/kallsyms`, `/proc/sys/kernel/osrelease`, `/proc/cpuinfo`, the IOMMU), the
 //! NVIDIA driver (`/sys/module/nvidia`, `/proc/driver/nvidia`), the RDMA devices, and the
 //! process ([`Inputs`]: environment, memlock, the libibverbs probe).
@@ -12,6 +13,7 @@
 mod devices;
 mod grace;
 mod modules;
+mod provenance;
 
 use std::collections::BTreeMap;
 
@@ -115,6 +117,10 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         _ => Vec::new(),
     };
     let module_counters = modules::module_counters(host, &loaded);
+    let provenance = provenance::installed(host, &crate::modtools::Kmod::system())
+        .inspect_err(|e| note("provenance", e))
+        .ok()
+        .flatten();
     let modprobe_target = crate::modprobe::modprobe_target(host)
         .inspect_err(|e| note("modprobe_target", e))
         .ok()
@@ -164,9 +170,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         nccl: verdicts,
         ucx: nccl::replay(&nccl::UCX_RULE, &present),
         ucx_gpu_direct_rdma: nccl::ucx_gpu_direct_rdma(&inputs.env),
+        ucx_cuda_copy_dmabuf: nccl::ucx_cuda_copy_dmabuf(&inputs.env),
         dmabuf,
         efa_nv_peermem: host.sys_exists("module/efa_nv_peermem"),
         module_counters,
+        provenance,
         modprobe_target,
         unreadable,
     }

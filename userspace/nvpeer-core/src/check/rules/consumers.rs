@@ -55,7 +55,7 @@ fn check_nccl_env(e: &NcclEnv) -> Check {
         Some(false) => "off".to_owned(),
     };
     let detail = format!(
-        "NCCL_IB_DISABLE={} ({}), NCCL_NET_GDR_LEVEL={} ({}), NCCL_NET_GDR_READ {read} ({}), NCCL_DMABUF_ENABLE={} ({}), NCCL_NET_GDR_C2C={} ({})",
+        "NCCL_IB_DISABLE={} ({}), NCCL_NET_GDR_LEVEL={} ({}), NCCL_NET_GDR_READ {read} ({}), NCCL_DMABUF_ENABLE={} ({}), NCCL_NET_GDR_C2C={} ({}), NCCL_IB_DATA_DIRECT={} ({})",
         u8::from(e.ib_disable),
         source(&e.ib_disable_source),
         e.gdr_level,
@@ -65,6 +65,8 @@ fn check_nccl_env(e: &NcclEnv) -> Check {
         source(&e.dmabuf_enable_source),
         u8::from(e.gdr_c2c),
         source(&e.gdr_c2c_source),
+        u8::from(e.ib_data_direct),
+        source(&e.ib_data_direct_source),
     );
     if e.ib_disable {
         return Check::warn(
@@ -88,6 +90,7 @@ fn check_nccl_env(e: &NcclEnv) -> Check {
         ("NCCL_NET_GDR_READ", &e.gdr_read_source),
         ("NCCL_DMABUF_ENABLE", &e.dmabuf_enable_source),
         ("NCCL_NET_GDR_C2C", &e.gdr_c2c_source),
+        ("NCCL_IB_DATA_DIRECT", &e.ib_data_direct_source),
     ];
     if let Some((name, _)) = ignored
         .iter()
@@ -140,7 +143,7 @@ fn check_nccl_range(rule: &nccl::Rule, v: &PeerMemoryVerdict) -> Check {
 /// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
 /// mapping).
 fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
-    if p.source == PairSource::DmaDirect {
+    if p.source == PairSource::DmaDirect && e.ib_data_direct {
         // NCCL places a Data Direct NIC at its DMA function's PCI path
         // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
         return if nccl::within_gdr_level(topo::NcclPathType::Pxb, e.gdr_level) {

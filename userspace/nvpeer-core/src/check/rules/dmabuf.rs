@@ -25,7 +25,7 @@ use crate::nvidia_proc::{Flavour, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::verbs::{DmabufProbe, Verbs};
 
 use super::super::{Check, PairFacts, Require};
-use super::{grace, Ctx, GdrPath, PairVerdict, PathResult, WhyNot};
+use super::{grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
 
 /// The first open-module release with `nv-dmabuf.c` (dma-buf export, CUDA 11.7).
 const EXPORT_SINCE: [u32; 3] = [515, 0, 0];
@@ -222,11 +222,14 @@ fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot
     topology(ctx, p, r)
 }
 
-/// dma-buf for one pair.
+/// dma-buf for one pair: the conditions, then the mapping NCCL asks for at attach time.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
-    let mut r = PathResult::works(grace::dmabuf_mapping(ctx, p));
-    match conditions(ctx, p, &mut r) {
-        Ok(()) => r,
+    let mut r = PathResult::works(Mapping::Pcie);
+    match conditions(ctx, p, &mut r).and_then(|()| grace::dmabuf_mapping(ctx, p)) {
+        Ok(mapping) => PathResult {
+            mapping: Some(mapping),
+            ..r
+        },
         Err(w) => PathResult {
             works: Err(w),
             mapping: None,

@@ -31,8 +31,8 @@ use crate::kernel::{Iommu, IommuMode};
 use crate::nvidia_proc::{GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::pci::{acs_matches, Acs};
 
-use super::super::{AcsRole, Check, GraceFacts, PairFacts, PairSource};
-use super::{peer_memory, Ctx, Mapping, PairVerdict};
+use super::super::{AcsRole, Check, GraceFacts, PairFacts};
+use super::{peer_memory, Ctx, Mapping, PairVerdict, WhyNot};
 
 /// The C2C sentence every pair on a coherent platform gets.
 pub(super) const C2C_NOTE: &str = "peer-memory MRs here are mapped through C2C (nv-p2p refuses IO mappings of forced-PCIe tables); the dma-buf PCIe mapping / Data Direct is the fast path";
@@ -57,24 +57,56 @@ fn force_pcie_allowed(ctx: &Ctx, gpu_group: Option<&str>, peer_group: Option<&st
     }
 }
 
-/// The mapping a dma-buf of this pair gets as NCCL registers it: PCIe on a PCIe platform; on a
-/// coherent one PCIe where NCCL asks for it (Data Direct, or a NIC below the GPU's switch) and
-/// the driver allows it, else C2C.
-pub(super) fn dmabuf_mapping(ctx: &Ctx, p: &PairFacts) -> Mapping {
+/// The mapping a dma-buf of this pair gets as NCCL registers it, or why its registration fails.
+/// PCIe on a PCIe platform. On a coherent one NCCL forces the PCIe mapping where the NIC's path
+/// to the GPU goes through PCI ("Force PCIe mapping if path goes through PCI on a C2C system",
+/// `ncclTopoCheckGdr`): a Data Direct NIC, which NCCL places at its DMA function
+/// (`NCCL_IB_DATA_DIRECT`, default 1), or a NIC below the GPU's switch. It exports with
+/// `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, which succeeds; the driver then refuses the
+/// attach unless `nv_pci_is_valid_topology_for_direct_pci` holds, and NCCL does not fall back
+/// to the C2C mapping (`src/transport/net.cc`: the export under `CUCHECK`, then `regMrDmaBuf`
+/// under `NCCLCHECK`). Every other NIC (one on the GPU's CPU) gets the C2C mapping.
+pub(super) fn dmabuf_mapping(ctx: &Ctx, p: &PairFacts) -> Result<Mapping, WhyNot> {
     if !p.coherent {
-        return Mapping::Pcie;
+        return Ok(Mapping::Pcie);
     }
-    let (gpu_group, peer_group) = match complex_of(ctx, p) {
-        Some(c) => (c.gpu_iommu_group.as_deref(), c.dma_iommu_group.as_deref()),
-        None if p.common_bridge && p.source == PairSource::Nearest => {
-            (p.gpu_iommu_group.as_deref(), p.nic_iommu_group.as_deref())
-        }
-        None => return Mapping::C2c,
+    let data_direct = ctx.f.nccl_env.ib_data_direct;
+    let (gpu_group, peer_group, why) = match complex_of(ctx, p) {
+        Some(c) if data_direct => (
+            c.gpu_iommu_group.as_deref(),
+            c.dma_iommu_group.as_deref(),
+            WhyNot {
+                reason: format!(
+                    "NCCL registers through Data Direct (NCCL_IB_DATA_DIRECT=1, its default) with the PCIe mapping, but DMA function {} is not in {}'s IOMMU group: NVIDIA's driver refuses the attach (nv-dmabuf.c: \"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: ibv_reg_dmabuf_mr fails with error 524) and NCCL does not fall back to the C2C mapping",
+                    c.dma_function, c.gpu
+                ),
+                fix: "boot with rdma_topo's ACS so that the complex is one IOMMU group (see `grace`; `rdma_topo check` verifies it), or set NCCL_IB_DATA_DIRECT=0 (dma-buf through the NIC function with the C2C mapping, the slower path), or NVreg_GrdmaPciTopoCheckOverride=1".to_owned(),
+            },
+        ),
+        _ if p.common_bridge => (
+            p.gpu_iommu_group.as_deref(),
+            p.nic_iommu_group.as_deref(),
+            WhyNot {
+                reason: format!(
+                    "NCCL forces the PCIe mapping for a NIC below the GPU's switch on a C2C platform, but {} is not in {}'s IOMMU group: NVIDIA's driver refuses the attach (\"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: ibv_reg_dmabuf_mr fails with error 524) and NCCL does not fall back to the C2C mapping",
+                    p.nic, p.gpu
+                ),
+                fix: "put GPU and NIC in one IOMMU group (the ACS rdma_topo requires, see `acs`), or NVreg_GrdmaPciTopoCheckOverride=1".to_owned(),
+            },
+        ),
+        _ => return Ok(Mapping::C2c),
     };
     if force_pcie_allowed(ctx, gpu_group, peer_group) {
-        Mapping::Pcie
+        Ok(Mapping::Pcie)
+    } else if ctx.params.and_then(|p| p.grdma_pci_topo_check_override())
+        == Some(GRDMA_OVERRIDE_DENY)
+    {
+        Err(WhyNot {
+            reason: "NCCL asks for the PCIe mapping here, and GrdmaPciTopoCheckOverride=2 makes NVIDIA's driver refuse its attach (error 524); NCCL does not fall back to the C2C mapping".to_owned(),
+            fix: "remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia module options".to_owned(),
+        })
     } else {
-        Mapping::C2c
+        Err(why)
     }
 }
 
@@ -247,11 +279,11 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
         let same = c.gpu_iommu_group.is_some() && c.gpu_iommu_group == c.dma_iommu_group;
         if !same && override_ != Some(GRDMA_OVERRIDE_ALLOW) {
             problems.push(format!(
-                "DMA function {} is not in {}'s IOMMU group: the dma-buf PCIe mapping (Data Direct) fails to attach (nv-dmabuf.c: \"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: error 524 from ibv_reg_dmabuf_mr)",
+                "DMA function {} is not in {}'s IOMMU group: the dma-buf PCIe mapping (Data Direct) fails to attach (nv-dmabuf.c: \"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: error 524 from ibv_reg_dmabuf_mr), and NCCL, which asks for it under NCCL_IB_DATA_DIRECT=1, does not fall back to C2C",
                 c.dma_function, c.gpu
             ));
             fixes.push(format!(
-                "boot with rdma_topo's ACS so the complex is one IOMMU group ({}); `rdma_topo check` verifies it; NVreg_GrdmaPciTopoCheckOverride=1 skips NVIDIA's check, which rdma_topo says correct IOMMU groups are required to avoid",
+                "boot with rdma_topo's ACS so the complex is one IOMMU group ({}); `rdma_topo check` verifies it; until then NCCL_IB_DATA_DIRECT=0 (dma-buf with the C2C mapping); NVreg_GrdmaPciTopoCheckOverride=1 skips NVIDIA's check, which rdma_topo says correct IOMMU groups are required to avoid",
                 config_acs(g).unwrap_or_else(|| "pci=config_acs=".to_owned())
             ));
         }
@@ -342,8 +374,8 @@ pub(super) fn mapping_note(ctx: &Ctx, p: &PairFacts, mapping: Option<Mapping>) -
         )),
         (Some(Mapping::Pcie), None) => Some("dma-buf with the PCIe mapping (NCCL forces it for a NIC below the GPU's switch on a C2C platform)".to_owned()),
         (Some(Mapping::C2c), Some(c)) => Some(format!(
-            "dma-buf falls back to the C2C mapping: the PCIe mapping needs DMA function {} in {}'s IOMMU group (see `grace`)",
-            c.dma_function, c.gpu
+            "NCCL_IB_DATA_DIRECT=0: dma-buf through the NIC function with the C2C mapping (Data Direct through DMA function {} would take the PCIe mapping)",
+            c.dma_function
         )),
         _ => None,
     }

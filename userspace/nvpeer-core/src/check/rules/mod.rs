@@ -9,6 +9,7 @@
 //! | [`peer_memory`] | `module`, `parameters`, `peer_clients`, `ib_core`, `modprobe`, `driver_reload`, `core_bugs` | peer memory |
 //! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
 //! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
+//! | [`provenance`] | `provenance` (the installed module's build against what runs) | |
 //! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` | |
 //! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
@@ -24,6 +25,7 @@ mod grace;
 mod paths;
 mod peer_memory;
 mod platform;
+mod provenance;
 mod stack;
 
 use std::collections::BTreeMap;
@@ -230,10 +232,11 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.push(dmabuf::row(&ctx, &pairs));
     rows.extend(efa::row(&ctx, &pairs));
     rows.extend(peer_rows);
+    rows.extend(provenance::row(&ctx));
     rows.extend(platform::rows(&ctx));
     rows.extend(grace::rows(&ctx, &pairs));
     rows.extend(consumers::rows(&ctx));
     rows.push(stack::memlock(&ctx));
-    settle(&mut rows, &pairs, options.require, !f.modules.is_empty());
+    settle(&mut rows, &pairs, options.require, f);
     (rows, pairs)
 }

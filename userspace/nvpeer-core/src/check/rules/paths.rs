@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::{Check, PairFacts, Require, Status};
+use super::super::{Check, Facts, PairFacts, Require, Status};
 use super::{grace, peer_memory, Ctx, GdrPath, PairVerdict, PathResult};
 
 /// A pair is carried under `require` by these of its paths.
@@ -48,12 +48,15 @@ pub(super) fn pair(
         }
         notes.extend(r.notes);
     }
-    // NCCL and UCX try dma-buf first (NCCL: unless NCCL_DMABUF_ENABLE=0).
-    let dmabuf_first = ctx.f.nccl_env.dmabuf_enable;
-    let preferred = [GdrPath::Dmabuf, GdrPath::PeerMemory, GdrPath::Efa]
-        .into_iter()
-        .filter(|g| paths.contains(g))
-        .find(|g| *g != GdrPath::Dmabuf || dmabuf_first || paths.len() == 1);
+    // What NCCL uses, and UCX where it differs.
+    let preferred = nccl_uses(ctx.f, &paths);
+    let ucx = ucx_uses(ctx.f, &paths);
+    if ucx != preferred {
+        notes.push(match ucx {
+            Some(g) => format!("UCX uses {} here", g.describe()),
+            None => "UCX uses no GPUDirect RDMA path here (UCX_IB_GPU_DIRECT_RDMA=no, or UCX_CUDA_COPY_DMABUF=no without peer memory)".to_owned(),
+        });
+    }
     let mapping = preferred.and_then(|g| mappings.get(&g).copied());
     if p.coherent {
         notes.push(grace::C2C_NOTE.to_owned());
@@ -76,6 +79,27 @@ pub(super) fn pair(
         not_probed,
         notes,
     }
+}
+
+/// The path NCCL registers GPU memory through, of those that work: dma-buf first unless
+/// `NCCL_DMABUF_ENABLE=0` (then none where dma-buf is all there is), then peer memory, then EFA.
+fn nccl_uses(f: &Facts, paths: &[GdrPath]) -> Option<GdrPath> {
+    [GdrPath::Dmabuf, GdrPath::PeerMemory, GdrPath::Efa]
+        .into_iter()
+        .filter(|g| paths.contains(g))
+        .find(|g| *g != GdrPath::Dmabuf || f.nccl_env.dmabuf_enable)
+}
+
+/// The path UCX registers GPU memory through: dma-buf first unless `UCX_CUDA_COPY_DMABUF=no`,
+/// then peer memory; none with `UCX_IB_GPU_DIRECT_RDMA=no`.
+fn ucx_uses(f: &Facts, paths: &[GdrPath]) -> Option<GdrPath> {
+    if f.ucx_gpu_direct_rdma == Some(false) {
+        return None;
+    }
+    [GdrPath::Dmabuf, GdrPath::PeerMemory]
+        .into_iter()
+        .filter(|g| paths.contains(g))
+        .find(|g| *g != GdrPath::Dmabuf || f.ucx_cuda_copy_dmabuf != Some(false))
 }
 
 fn describe(p: &PairVerdict) -> String {
@@ -148,25 +172,69 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
 /// Rows of a path that another path makes unneeded: when dma-buf or EFA carries every pair
 /// (and the policy does not demand peer memory), the peer-memory rows stop failing ("not
 /// needed"; with a peer-memory module loaded its problems stay warnings); when peer memory or
-/// EFA carries every pair, so does the `dmabuf` row.
-pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, module_loaded: bool) {
+/// EFA carries every pair, so does the `dmabuf` row. A consumer's own rows count dma-buf only
+/// where that consumer uses it: the NCCL rows not under `NCCL_DMABUF_ENABLE=0` (NCCL then needs
+/// peer memory, and its rows say so), the `ucx` row not under `UCX_CUDA_COPY_DMABUF=no` or
+/// `UCX_IB_GPU_DIRECT_RDMA=no`.
+pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &Facts) {
     if pairs.is_empty() {
         return;
     }
+    let module_loaded = !f.modules.is_empty();
     let all = |g: &[GdrPath]| pairs.iter().all(|p| g.iter().any(|g| p.paths.contains(g)));
-    let efa_only = pairs
-        .iter()
-        .all(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
-    if require != Require::Peermem && all(&[GdrPath::Dmabuf, GdrPath::Efa]) {
-        let by = if efa_only {
-            "EFA ready"
-        } else {
-            "dma-buf ready"
-        };
+    let every = |g: GdrPath| pairs.iter().all(|p| p.paths.contains(&g));
+    let carriers = |g: &[GdrPath]| -> &'static str {
+        match (
+            g.contains(&GdrPath::Efa) && every(GdrPath::Efa),
+            every(GdrPath::Dmabuf),
+        ) {
+            (true, _) => "EFA ready",
+            (false, true) => "dma-buf ready",
+            (false, false) => "dma-buf and EFA ready",
+        }
+    };
+    if require != Require::Peermem {
+        let nccl_dmabuf = f.nccl_env.dmabuf_enable;
+        let ucx_dmabuf =
+            f.ucx_cuda_copy_dmabuf != Some(false) && f.ucx_gpu_direct_rdma != Some(false);
         for row in rows
             .iter_mut()
             .filter(|r| peer_memory::is_peer_memory_row(r.id))
         {
+            let consumer_dmabuf = if peer_memory::is_nccl_row(row.id) {
+                nccl_dmabuf
+            } else if row.id == "ucx" {
+                ucx_dmabuf
+            } else {
+                true
+            };
+            let by: &[GdrPath] = if consumer_dmabuf {
+                &[GdrPath::Dmabuf, GdrPath::Efa]
+            } else {
+                &[GdrPath::Efa]
+            };
+            if !all(by) {
+                if !consumer_dmabuf && all(&[GdrPath::Dmabuf]) && row.status != Status::Ok {
+                    let (var, default) = if row.id == "ucx" {
+                        (
+                            "UCX_CUDA_COPY_DMABUF=no or UCX_IB_GPU_DIRECT_RDMA=no",
+                            "unset them",
+                        )
+                    } else {
+                        ("NCCL_DMABUF_ENABLE=0", "unset NCCL_DMABUF_ENABLE")
+                    };
+                    row.detail = format!(
+                        "{var} keeps it off dma-buf, which carries every pair, so it needs peer memory: {}",
+                        row.detail
+                    );
+                    row.fix = Some(format!(
+                        "{default} (dma-buf is used by default), or: {}",
+                        row.fix.as_deref().unwrap_or("load a peer-memory module")
+                    ));
+                }
+                continue;
+            }
+            let by = carriers(by);
             match (row.status, module_loaded) {
                 (Status::Ok, _) => {}
                 (_, false) => {
@@ -183,10 +251,10 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, modul
         }
     }
     if require != Require::Dmabuf && all(&[GdrPath::PeerMemory, GdrPath::Efa]) {
-        let by = if efa_only {
-            "EFA ready"
-        } else {
-            "peer memory ready"
+        let by = match (every(GdrPath::Efa), every(GdrPath::PeerMemory)) {
+            (true, _) => "EFA ready",
+            (false, true) => "peer memory ready",
+            (false, false) => "peer memory and EFA ready",
         };
         for row in rows.iter_mut().filter(|r| r.id == "dmabuf") {
             if row.status != Status::Ok {

@@ -65,10 +65,16 @@ pub(super) fn is_peer_memory_row(id: &str) -> bool {
             | "peer_clients"
             | "ib_core"
             | "modprobe"
+            | "provenance"
             | "driver_reload"
             | "core_bugs"
             | "ucx"
-    ) || nccl::NCCL_RULES.iter().any(|r| r.id == id)
+    ) || is_nccl_row(id)
+}
+
+/// NCCL's rows of this concern (its peer-memory detection per version range).
+pub(super) fn is_nccl_row(id: &str) -> bool {
+    nccl::NCCL_RULES.iter().any(|r| r.id == id)
 }
 
 /// Whether peer memory works on this host at all (before anything per pair), and if not why:
