@@ -380,6 +380,7 @@ fn the_module_disagreeing_with_kallsyms_is_named() {
         // Where peer memory is demanded, the rule's own status.
         let peermem = check::Options {
             require: check::Require::Peermem,
+            ..check::Options::default()
         };
         let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture(), &peermem);
         let c = report.get("ib_core").unwrap();

@@ -78,6 +78,8 @@ fn main() -> ExitCode {
             exit_codes,
             facts,
             require,
+            workload,
+            as_job,
         } => {
             if json && brief {
                 eprintln!(
@@ -101,6 +103,8 @@ fn main() -> ExitCode {
                     codes: exit_codes.into(),
                     options: check::Options {
                         require: require.into(),
+                        workload: workload.map(Into::into),
+                        as_job,
                     },
                 },
                 &mut out,

@@ -25,7 +25,7 @@ fn address(text: &str) -> PciAddress {
 /// `/proc/driver/nvidia`, so dma-buf is not judged possible), MOFED 25.04 with the core in
 /// ib_core, one ACTIVE port, one GPU with a 64 GiB BAR1 paired with mlx5_0 below one switch,
 /// IOMMU passthrough, no topology, memlock unlimited.
-fn ready_facts() -> Facts {
+pub(super) fn ready_facts() -> Facts {
     let module = LoadedModule {
         name: "nvidia_peermem".to_owned(),
         version: Some("0.1.0".to_owned()),
@@ -154,6 +154,11 @@ fn ready_facts() -> Facts {
         nccl_env,
         module_counters: BTreeMap::new(),
         modprobe_target: None,
+        gdrcopy: Some(GdrcopyFacts::default()),
+        job_starters: Some(JobStarters::default()),
+        process: Some(ProcessFacts::default()),
+        capability: Some(CapabilityFacts::default()),
+        gin_env: BTreeMap::new(),
         unreadable: BTreeMap::new(),
     }
 }
@@ -510,6 +515,7 @@ fn a_dma_buf_only_host_is_ready_and_the_peer_memory_rows_are_not_needed() {
         dmabuf_facts(),
         &Options {
             require: Require::Peermem,
+            ..Options::default()
         },
     );
     assert_eq!(
@@ -751,6 +757,7 @@ fn require_dmabuf_fails_a_peer_memory_host() {
         ready_facts(),
         &Options {
             require: Require::Dmabuf,
+            ..Options::default()
         },
     );
     assert_eq!(

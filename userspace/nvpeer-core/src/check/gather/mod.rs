@@ -4,13 +4,18 @@
 //! field it would have filled) for the rules to report.
 //!
 //! Sources: [`modules`] (`/sys/module`, `/sys/kernel/mm/memory_peers`), [`devices`] (the PCI
-//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), and here the
+//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), [`gdrcopy`]
+//! (gdrdrv, `/dev/gdrdrv`, libgdrapi), [`jobs`] (the processes that start jobs, and this one),
+//! [`capability`] (Tegra, confidential VMs, MIG instances), and here the
 //! kernel (`/proc/kallsyms`, `/proc/sys/kernel/osrelease`, `/proc/cpuinfo`, the IOMMU), the
 //! NVIDIA driver (`/sys/module/nvidia`, `/proc/driver/nvidia`), the RDMA devices, and the
 //! process ([`Inputs`]: environment, memlock, the libibverbs probe).
 
+mod capability;
 mod devices;
+mod gdrcopy;
 mod grace;
+mod jobs;
 mod modules;
 
 use std::collections::BTreeMap;
@@ -18,6 +23,7 @@ use std::collections::BTreeMap;
 use crate::error::Error;
 use crate::host::Host;
 use crate::kernel::{self, symbols};
+use crate::modtools::Kmod;
 use crate::nccl::{self, PeerMemoryVerdict};
 use crate::nvidia_proc;
 use crate::pci::{self, PciDevice};
@@ -27,7 +33,7 @@ use crate::rdma;
 use crate::topo::Topology;
 use crate::verbs::Verbs;
 
-use super::{DmabufFacts, Facts, Inputs};
+use super::{DmabufFacts, Facts, Inputs, GIN_ENV};
 
 /// Reads every fact the checks are made from. Never fails as a whole: what cannot be read is
 /// named in `unreadable` (by the facts field it would have filled) with the error.
@@ -138,6 +144,24 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         },
         nccl_dmabuf_enable: nccl_env.dmabuf_enable,
     };
+    let gdrcopy = gdrcopy::gdrcopy(host, &Kmod::system())
+        .inspect_err(|e| note("gdrcopy", e))
+        .ok();
+    let job_starters = jobs::job_starters(host)
+        .inspect_err(|e| note("job_starters", e))
+        .ok();
+    let process = jobs::process(host, &inputs.job_env)
+        .inspect_err(|e| note("process", e))
+        .ok();
+    let capability = capability::capability(host)
+        .inspect_err(|e| note("capability", e))
+        .ok();
+    let gin_env = inputs
+        .job_env
+        .iter()
+        .filter(|(k, _)| GIN_ENV.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let verdicts: Vec<PeerMemoryVerdict> = nccl::NCCL_RULES
         .iter()
         .map(|r| nccl::replay(r, &present))
@@ -168,6 +192,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         efa_nv_peermem: host.sys_exists("module/efa_nv_peermem"),
         module_counters,
         modprobe_target,
+        gdrcopy,
+        job_starters,
+        process,
+        capability,
+        gin_env,
         unreadable,
     }
 }
