@@ -418,7 +418,7 @@ fn modprobe_target_warns_when_the_next_load_is_not_ours() {
 
 /// `/proc/driver/nvidia` of a 580 driver as the real files print it
 /// (../shared/REAL-HOST-H200.txt), with `release`, `open` and `params` lines added.
-fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
+pub(super) fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
     let flavour = if open {
         "Open Kernel Module for x86_64"
     } else {
@@ -446,7 +446,7 @@ fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
 /// An inbox host ready through dma-buf alone: no peer-memory module or core, open modules 580,
 /// ib_umem_dmabuf_get in the kernel, libibverbs with ibv_reg_dmabuf_mr, mlx5_0 answering NCCL's
 /// probe with EBADF.
-fn dmabuf_facts() -> Facts {
+pub(super) fn dmabuf_facts() -> Facts {
     let mut f = ready_facts();
     f.modules.clear();
     f.memory_peers = None;

@@ -42,18 +42,18 @@ fn host_block(ctx: &Ctx) -> Option<WhyNot> {
     let c = ctx.f.capability.as_ref()?;
     if c.soc_family.as_deref() == Some("Tegra") {
         return Some(WhyNot {
-            reason: "a Tegra SoC (Jetson, IGX, DRIVE): its integrated GPU has no GPUDirect RDMA through a peer-memory client or dma-buf; Orin's L4T nv-p2p is deprecated since CUDA 13.0 and Blackwell-based SoCs have none (CUDA 13.0 GPUDirect RDMA guide 2.1.1)".to_owned(),
+            reason: "Tegra SoC: a Jetson, IGX or DRIVE integrated GPU has no GPUDirect RDMA through a peer-memory client or dma-buf; Orin's L4T nv-p2p is deprecated since CUDA 13.0 and Blackwell-based SoCs have none (CUDA 13.0 GPUDirect RDMA guide 2.1.1)".to_owned(),
             fix: "no module or setting enables it: on Orin, JetPack's own nv-p2p interface; elsewhere stage through host memory".to_owned(),
         });
     }
     if let Some(kind) = &c.confidential {
         let what = if kind == "tdx" {
-            "an Intel TDX guest"
+            "Intel TDX"
         } else {
-            "an AMD SEV-SNP guest"
+            "AMD SEV-SNP"
         };
         return Some(WhyNot {
-            reason: format!("a confidential VM ({what}): NVIDIA's driver runs its GPUs in confidential-computing mode, where peer access is disabled (NVIDIA/nvtrust#22): no GPUDirect RDMA"),
+            reason: format!("confidential VM: an {what} guest, where NVIDIA's driver runs its GPUs in confidential-computing mode, where peer access is disabled (NVIDIA/nvtrust#22): no GPUDirect RDMA"),
             fix: "run GPUDirect RDMA workloads outside confidential computing: a VM that is not confidential, or bare metal, with the GPU's CC mode off (nvidia_gpu_tools.py --set-cc-mode=off)".to_owned(),
         });
     }
@@ -64,7 +64,7 @@ fn host_block(ctx: &Ctx) -> Option<WhyNot> {
         .any(|g| g.vendor == 0x10de && g.device == GB10_DEVICE)
     {
         return Some(WhyNot {
-            reason: "a GB10 (DGX Spark) GPU, 10de:2e12: GPUDirect RDMA is not supported there; nvidia-peermem, dma-buf and GDRCopy do not work (DGX Spark porting guide)".to_owned(),
+            reason: "GB10: a DGX Spark GPU (10de:2e12), where GPUDirect RDMA is not supported; nvidia-peermem, dma-buf and GDRCopy do not work (DGX Spark porting guide)".to_owned(),
             fix: "no module or setting enables it: NCCL and UCX stage through host memory on this platform".to_owned(),
         });
     }
@@ -142,9 +142,14 @@ fn kind(ctx: &Ctx, label: &str) -> (Kind, String) {
     (k, name)
 }
 
+/// The GPU of this label is MIG-enabled or a vGPU: NVIDIA refuses persistent pins on it.
+pub(super) fn refuses_persistent(ctx: &Ctx, label: &str) -> bool {
+    matches!(kind(ctx, label).0, Kind::Vgpu | Kind::Mig(_))
+}
+
 fn consumer_why(name: &str) -> WhyNot {
     WhyNot {
-        reason: format!("{name} is a GeForce/TITAN GPU: NVIDIA's driver refuses GPUDirect RDMA on consumer GPUs (the gate is in libcuda; no peer-memory module or dma-buf setting changes it)"),
+        reason: format!("GeForce/TITAN GPU: {name}; NVIDIA's driver refuses GPUDirect RDMA on consumer GPUs (the gate is in libcuda; no peer-memory module or dma-buf setting changes it)"),
         fix: "use a data-center or professional (RTX/Quadro) GPU for GPUDirect RDMA; on this one NCCL and UCX stage through host memory".to_owned(),
     }
 }
@@ -163,7 +168,7 @@ fn persistent_modules<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
 fn no_persistent_why(ctx: &Ctx, name: &str, what: &str) -> WhyNot {
     WhyNot {
         reason: format!(
-            "{name} is {what}: NVIDIA refuses persistent pins there (nv-p2p.h: \"not supported on ... MIG-enabled devices and vGPU\"), and {} pins nv_mem persistently (persistent_api_support=1)",
+            "no persistent pins on MIG/vGPU: {name} is {what}, where NVIDIA refuses them (nv-p2p.h: \"not supported on ... MIG-enabled devices and vGPU\"), and {} pins nv_mem persistently (persistent_api_support=1)",
             persistent_modules(ctx).join(", ")
         ),
         fix: "reload the module with persistent_api_support=0 (an invalidating nv_mem, which MIG and vGPU allow): `rmmod nvidia_peermem && modprobe nvidia_peermem persistent_api_support=0`".to_owned(),
@@ -255,7 +260,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
                     .is_some_and(|n| n.reason.contains("persistent pins"))
         });
         let detail = format!(
-            "{list}: NVIDIA refuses persistent pins there (nv-p2p.h), and {} pins nv_mem persistently (persistent_api_support=1): peer memory fails for its pairs",
+            "no persistent pins on MIG/vGPU: {list}, where NVIDIA refuses them (nv-p2p.h), and {} pins nv_mem persistently (persistent_api_support=1): peer memory fails for its pairs",
             persistent.join(", ")
         );
         return if lost {
@@ -277,8 +282,13 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     let mut detail = String::new();
     if !named.is_empty() {
         detail.push_str(&format!(
-            "{}: no GeForce, vGPU, MIG, GB10, Tegra or confidential-computing marker",
-            named.join(", ")
+            "{}: {}",
+            named.join(", "),
+            if ctx.f.capability.is_some() {
+                "no GeForce, vGPU, MIG, GB10, Tegra or confidential-computing marker"
+            } else {
+                "no GeForce, vGPU or GB10 marker; Tegra, confidential VMs and MIG not examined (facts of an older nvpeer)"
+            }
         ));
     }
     if !unknown.is_empty() {

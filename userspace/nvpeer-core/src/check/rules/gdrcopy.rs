@@ -82,7 +82,7 @@ fn module(ctx: &Ctx, g: &GdrcopyFacts) -> Check {
         let Some(f) = &g.installed else {
             return Check::warn(
                 "gdrcopy",
-                "libgdrapi or /dev/gdrdrv without the gdrdrv module (not loaded, not in modules.dep): gdr_open() fails and its users fall back",
+                "no gdrdrv: libgdrapi or /dev/gdrdrv without the module (not loaded, not in modules.dep), so gdr_open() fails and its users fall back",
                 "install GDRCopy's kernel module of the library's release (gdrdrv-dkms, or gdrcopy's `make driver` + `insmod.sh`) and load it",
             );
         };
@@ -134,7 +134,7 @@ fn module(ctx: &Ctx, g: &GdrcopyFacts) -> Check {
         return Check::warn(
             "gdrcopy",
             format!(
-                "{detail}; but it was built for the {} NVIDIA driver and the running one is {r}",
+                "flavour mismatch: built for the {} NVIDIA driver, the running one is {r}; {detail}",
                 built_for.map_or("?", String::as_str)
             ),
             "rebuild gdrdrv against the running driver's flavour (gdrcopy's Makefile detects it from the driver's sources), then reload it",
@@ -148,7 +148,7 @@ fn device(g: &GdrcopyFacts) -> Check {
         return if g.loaded {
             Check::fail(
                 "gdrcopy_device",
-                "/dev/gdrdrv is absent although gdrdrv is loaded: gdr_open() fails with ENOENT",
+                "no /dev/gdrdrv: gdrdrv is loaded but its device node is absent, so gdr_open() fails with ENOENT",
                 format!("create it as gdrcopy's insmod.sh does: `mknod -m 666 /dev/gdrdrv c {} 0`; in a container, mount it from the host (Kubernetes: a hostPath volume /dev/gdrdrv, NVIDIA/gdrcopy#291)", g.major.map_or_else(|| "<major of gdrdrv in /proc/devices>".to_owned(), |m| m.to_string())),
             )
         } else {
@@ -165,7 +165,7 @@ fn device(g: &GdrcopyFacts) -> Check {
     if let Some((node, now)) = stale {
         return Check::fail(
             "gdrcopy_device",
-            format!("{} has major {node}, gdrdrv's is {now} (/proc/devices): a node left from an earlier load", d.path),
+            format!("stale node: {} has major {node}, gdrdrv's is {now} (/proc/devices), a node left from an earlier load", d.path),
             format!("recreate it: `rm {0}; mknod -m 666 {0} c {now} 0`", d.path),
         );
     }
@@ -174,7 +174,7 @@ fn device(g: &GdrcopyFacts) -> Check {
     if d.mode & 0o006 != 0o006 {
         return Check::warn(
             "gdrcopy_device",
-            format!("{detail}: only its owner and group can open it read-write, so jobs of other users get EACCES from gdr_open()"),
+            format!("not world read-write: {detail}; only its owner and group can open it read-write, so jobs of other users get EACCES from gdr_open()"),
             format!("`chmod 666 {}` (gdrcopy's insmod.sh default), or give the job users its group", d.path),
         );
     }

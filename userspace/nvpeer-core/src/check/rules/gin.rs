@@ -25,7 +25,7 @@
 use crate::kernel::release_major_minor;
 
 use super::super::{Check, Require, Workload};
-use super::{gdrcopy, Ctx, GdrPath, PairVerdict};
+use super::{capability, gdrcopy, Ctx, GdrPath, PairVerdict};
 
 /// aws-ofi-nccl's GIN needs GDRCopy 2.5 or later (PR#1351).
 const GDRCOPY_FOR_GIN: (u32, u32) = (2, 5);
@@ -61,7 +61,7 @@ const DRIVER_FIX: &str = "`options nvidia NVreg_RegistryDwords=\"PeerMappingOver
 fn driver(ctx: &Ctx) -> Result<String, (String, String)> {
     let Some(p) = ctx.params else {
         return Err((
-            "no /proc/driver/nvidia/params: PeerMappingOverride and EnableStreamMemOPs cannot be read".to_owned(),
+            "driver settings unknown: no /proc/driver/nvidia/params, so PeerMappingOverride and EnableStreamMemOPs cannot be read".to_owned(),
             "load the NVIDIA driver (see nvidia_driver), then check again".to_owned(),
         ));
     };
@@ -84,7 +84,10 @@ fn driver(ctx: &Ctx) -> Result<String, (String, String)> {
     if missing.is_empty() {
         Ok("RegistryDwords has PeerMappingOverride=1 and EnableStreamMemOPs is 1 (/proc/driver/nvidia/params)".to_owned())
     } else {
-        Err((missing.join("; "), DRIVER_FIX.to_owned()))
+        Err((
+            format!("driver settings missing: {}", missing.join("; ")),
+            DRIVER_FIX.to_owned(),
+        ))
     }
 }
 
@@ -112,7 +115,7 @@ fn non_invalidating_client(ctx: &Ctx) -> Option<String> {
 fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let fix = "dma-buf on a kernel 6.1 or later (open kernel modules), or a non-invalidating peer-memory client: nvpeer's default persistent_api_support=1 (a persistent nv_mem), or nv_mem_nc".to_owned();
     if pairs.is_empty() {
-        return Err(("no GPU-NIC pair (see paths)".to_owned(), fix));
+        return Err(("no umem path: no GPU-NIC pair (see paths)".to_owned(), fix));
     }
     let require = ctx.options.require;
     let kernel = ctx.f.kernel_release.as_deref();
@@ -124,9 +127,11 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let mut not = Vec::new();
     for p in pairs {
         let dmabuf = require != Require::Peermem && p.paths.contains(&GdrPath::Dmabuf) && kernel_ok;
+        let no_persistent = capability::refuses_persistent(ctx, &p.gpu);
         let peer = require != Require::Dmabuf
             && p.paths.contains(&GdrPath::PeerMemory)
-            && client.is_some();
+            && client.is_some()
+            && !no_persistent;
         if dmabuf || peer {
             ok.push(format!(
                 "{} by {}",
@@ -153,6 +158,8 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
         if require != Require::Dmabuf {
             why.push(if !p.paths.contains(&GdrPath::PeerMemory) {
                 "no peer memory".to_owned()
+            } else if no_persistent {
+                "MIG or vGPU, where NVIDIA refuses the persistent pins a non-invalidating client needs".to_owned()
             } else {
                 "only invalidating peer-memory clients (DEVX umems need a non-invalidating one)"
                     .to_owned()
@@ -160,10 +167,10 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
         }
         not.push(format!("{}: {}", p.name(), why.join(", ")));
     }
-    if not.is_empty() {
+    if !not.is_empty() {
         return Err((
             format!(
-                "no path for the NIC's CQ/QP umems in GPU memory: {}",
+                "no umem path: nothing carries the NIC's CQ/QP umems in GPU memory for {}",
                 not.join("; ")
             ),
             fix,
@@ -206,11 +213,14 @@ fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, 
         )),
         Ok(v) => Err((
             format!(
-                "asked for by {asked}: GDRCopy {}.{} is older than 2.5, which GIN needs (aws-ofi-nccl PR#1351)",
+                "GDRCopy too old: asked for by {asked}, but GDRCopy {}.{} is older than 2.5, which GIN needs (aws-ofi-nccl PR#1351)",
                 v.0, v.1
             ),
             fix,
         )),
-        Err(why) => Err((format!("asked for by {asked}: {why}"), fix)),
+        Err(why) => Err((
+            format!("GDRCopy not usable: asked for by {asked}, but {why}"),
+            fix,
+        )),
     }
 }
