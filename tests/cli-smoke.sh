@@ -115,6 +115,13 @@ no_panic "$tmp/pipe.err" "stats --watch | head"
 "$bin" check --brief >"$tmp/brief.txt" 2>&1; rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/brief.txt")" -eq 1 ] && grep -q '^nvpeer: not ready: gpus (none), .*module (none loaded), ' "$tmp/brief.txt" \
     || fail "check --brief on this machine: exit $rc, '$(cat "$tmp/brief.txt")'"
+# Issue 36: a pod's process under an 8 MiB limit (the job-starters fixture's /proc/self is a
+# containerd pod without CAP_IPC_LOCK): the 8 MiB and containerd's fix.
+prlimit --memlock=8388608 "$bin" --sysfs-root "$fixtures/job-starters/sys" --procfs-root "$fixtures/job-starters/proc" \
+    check --as-job >"$tmp/job.txt" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q '^fail  memlock .*--as-job: RLIMIT_MEMLOCK 8 MiB (hard 8 MiB)' "$tmp/job.txt" \
+    && grep -q 'fix: containerd: `systemctl edit containerd`' "$tmp/job.txt" && tail -n1 "$tmp/job.txt" | grep -q '^not ready: memlock (8 MiB): ' \
+    || fail "check --as-job under prlimit 8 MiB: exit $rc, $(cat "$tmp/job.txt")"
 "$bin" nccl-log "$fixtures/nccl-logs/v2.18-all.log" | tail -n1 | grep -q 'GPU Direct RDMA used on all network connections' \
     || fail "nccl-log on v2.18-all.log"
 echo "cli-smoke: ok"

@@ -36,6 +36,24 @@ impl Host {
         self.sys.join(rel)
     }
 
+    /// Path of `rel` (e.g. `dev/gdrdrv`, `etc/systemd/system`) in the host's root filesystem,
+    /// which is the sysfs root's parent: `/` for `/sys`, `<fixture>` for `<fixture>/sys`.
+    pub fn root_path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        match self.sys.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.join(rel),
+            _ => Path::new(".").join(rel),
+        }
+    }
+
+    /// A path under [`Host::root_path`] as the host itself names it (`/dev/gdrdrv`), whether the
+    /// root is `/` or a fixture; another path as it is.
+    pub fn root_name(&self, path: &Path) -> String {
+        match path.strip_prefix(self.root_path("")) {
+            Ok(rel) => format!("/{}", rel.display()),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
     /// Path of `rel` under the procfs root.
     pub fn proc_path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.proc.join(rel)

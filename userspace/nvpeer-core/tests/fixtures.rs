@@ -106,12 +106,19 @@ fn every_fixture_with_a_matrix_is_tested() {
     assert_eq!(
         with_matrix,
         [
+            "confidential",
             "doca",
             "efa",
+            "gb10",
             "gb300",
             "gb300-acs-cleared",
+            "gdrcopy-dummy",
+            "geforce",
             "gh200",
+            "gin-ready",
             "inbox-dmabuf",
+            "job-starters",
+            "mig",
             "node",
             "old-kernel",
             "phb",
@@ -121,6 +128,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "sys",
             "topo-override",
             "topo-refused",
+            "vgpu",
             "vm"
         ]
     );
@@ -156,6 +164,57 @@ fn path_fixtures() {
     assert_eq!(f.hypervisor, Some(true));
     assert_eq!(f.pairs[0].nic_driver.as_deref(), Some("efa"));
     assert!(facts("proprietary").nvidia.unwrap().open_kernel_module == Some(false));
+}
+
+/// Issue 36's fixtures: their matrices, and the facts gathered from them (GDRCopy through the
+/// real `modinfo` on the fixture's module files, the job starters, the platform markers).
+#[test]
+fn gdrcopy_job_and_platform_fixtures() {
+    for name in [
+        "gin-ready",
+        "gdrcopy-dummy",
+        "job-starters",
+        "geforce",
+        "vgpu",
+        "mig",
+        "gb10",
+        "confidential",
+    ] {
+        assert_matrix(name);
+    }
+    let facts = |name: &str| check::gather(&host(name), &Inputs::fixture());
+    let f = facts("gdrcopy-dummy");
+    let g = f.gdrcopy.unwrap();
+    assert!(g.loaded && g.dummy_loaded);
+    let installed = g.installed.unwrap();
+    assert_eq!(
+        installed.error, None,
+        "kmod's modinfo reads the fixture's module file"
+    );
+    assert_eq!(installed.depends, ["nv-p2p-dummy"]);
+    assert_eq!(installed.version.as_deref(), Some("2.4"));
+    assert_eq!(
+        installed.path,
+        "/lib/modules/6.8.0-45-generic/updates/dkms/gdrdrv.ko"
+    );
+    assert_eq!(g.major, Some(508));
+    assert!(g.device.is_none());
+    assert_eq!(g.libraries[0].version, "2.5");
+    let f = facts("job-starters");
+    let j = f.job_starters.unwrap();
+    let comms: Vec<&str> = j.starters.iter().map(|s| s.comm.as_str()).collect();
+    assert_eq!(comms, ["containerd", "kubelet", "slurmd"]);
+    assert_eq!(j.default_limit_memlock.as_deref(), Some("8M"));
+    let p = f.process.unwrap();
+    assert_eq!(p.cap_eff, Some(0xa804_25fb));
+    assert!(p.cgroup[0].contains("cri-containerd-"));
+    let c = facts("tegra").capability.unwrap();
+    assert_eq!(c.soc_family.as_deref(), Some("Tegra"));
+    let c = facts("confidential").capability.unwrap();
+    assert_eq!(c.confidential.as_deref(), Some("tdx"));
+    let c = facts("mig").capability.unwrap();
+    assert_eq!(c.mig.get(&0), Some(&vec![1, 2]));
+    assert_eq!(facts("gb10").gpus[0].device, 0x2e12);
 }
 
 /// The Grace fixtures in rdma_topo's shapes: the complex, its NIC matched by VPD V3, the ACS
@@ -379,6 +438,7 @@ fn the_module_disagreeing_with_kallsyms_is_named() {
         // Where peer memory is demanded, the rule's own status.
         let peermem = check::Options {
             require: check::Require::Peermem,
+            ..check::Options::default()
         };
         let report = check::run(&Host::new(&sys, &proc), &Inputs::fixture(), &peermem);
         let c = report.get("ib_core").unwrap();

@@ -9,7 +9,7 @@ use nvpeer_core::bench::cuda::DmabufMapping;
 use nvpeer_core::bench::cuda_alloc::CudaAlloc;
 use nvpeer_core::bench::mem::MemKind;
 use nvpeer_core::check::brief::ExitCodes;
-use nvpeer_core::check::Require;
+use nvpeer_core::check::{Require, Workload};
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +58,14 @@ pub enum Command {
         /// dmabuf, or peermem (a peer-memory client; on EFA efa_nv_peermem).
         #[arg(long, value_enum, default_value = "any", value_name = "PATH")]
         require: RequireArg,
+        /// Judge a workload's own needs too: its rows (gin_*) fail instead of informing, and a
+        /// ready verdict says "for GIN".
+        #[arg(long = "for", value_enum, value_name = "WORKLOAD")]
+        workload: Option<WorkloadArg>,
+        /// Judge this process as the job it runs in (run it inside the pod or job step):
+        /// its RLIMIT_MEMLOCK and CapEff, with the fix for the runtime that started it.
+        #[arg(long)]
+        as_job: bool,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {
@@ -177,6 +185,20 @@ impl From<RequireArg> for Require {
             RequireArg::Any => Require::Any,
             RequireArg::Dmabuf => Require::Dmabuf,
             RequireArg::Peermem => Require::Peermem,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadArg {
+    /// GPU-initiated networking: NCCL GIN (GDAKI), NVSHMEM IBGDA, DeepEP
+    Gin,
+}
+
+impl From<WorkloadArg> for Workload {
+    fn from(w: WorkloadArg) -> Self {
+        match w {
+            WorkloadArg::Gin => Workload::Gin,
         }
     }
 }

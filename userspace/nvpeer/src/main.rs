@@ -83,6 +83,8 @@ fn main() -> ExitCode {
             exit_codes,
             facts,
             require,
+            workload,
+            as_job,
         } => {
             if json && brief {
                 eprintln!(
@@ -106,6 +108,8 @@ fn main() -> ExitCode {
                     codes: exit_codes.into(),
                     options: check::Options {
                         require: require.into(),
+                        workload: workload.map(Into::into),
+                        as_job,
                     },
                 },
                 &mut out,

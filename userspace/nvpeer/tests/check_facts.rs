@@ -147,3 +147,55 @@ fn what_is_not_a_check_report_is_one_line_and_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_real_hosts_report_from_before_issue_36_is_judged_with_what_it_lacks_said() {
+    // `nvpeer check --json` of a real H200 host (580.159.04, no RDMA NIC), saved by a release
+    // that gathered no GDRCopy, job-starter, process or platform facts.
+    let file = fixtures().join("reports/h200-580-2026-12-05.json");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let file = file.to_str().unwrap();
+    let out = with_facts(file, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        r["verdict"], saved["verdict"],
+        "the same verdict as on the host"
+    );
+    let row = |id: &str| {
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .clone()
+    };
+    for id in ["job_memlock", "gdrcopy"] {
+        let c = row(id);
+        assert_eq!(c["status"], "warn", "{c}");
+        assert!(c["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("not examined: the facts have no"));
+    }
+    let g = row("gpu_gdr");
+    assert_eq!(g["status"], "ok");
+    assert!(g["detail"].as_str().unwrap().starts_with("GPU0 NVIDIA H200: no GeForce, vGPU or GB10 marker; Tegra, confidential VMs and MIG not examined"));
+    // The real 580 params: neither GIN setting, said without --for gin, failed with it.
+    let d = row("gin_driver");
+    assert_eq!(d["status"], "ok");
+    let gin = with_facts(file, &["--json", "--for", "gin"]);
+    let r: serde_json::Value = serde_json::from_slice(&gin.stdout).unwrap();
+    let d = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "gin_driver")
+        .unwrap();
+    assert_eq!(d["status"], "fail");
+    assert_eq!(
+        d["detail"],
+        "driver settings missing: RegistryDwords \"\" has no PeerMappingOverride=1: the GPU may not map the NIC's doorbells; EnableStreamMemOPs is 0, not 1: no stream memory operations"
+    );
+}

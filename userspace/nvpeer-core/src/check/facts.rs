@@ -29,7 +29,21 @@ pub struct Inputs {
     /// `None`: not measured.
     pub memlock: Option<Memlock>,
     pub verbs: Verbs,
+    /// The variables of [`Facts::gin_env`] and the names of the job markers
+    /// (`KUBERNETES_SERVICE_HOST`, `SLURM_JOB_ID`) that are set.
+    pub job_env: BTreeMap<String, String>,
 }
+
+/// The variables `check` reads for GPU-initiated networking and GDRCopy.
+pub const GIN_ENV: [&str; 4] = [
+    "NCCL_GDRCOPY_ENABLE",
+    "NCCL_GIN_ENABLE",
+    "NVSHMEM_IB_ENABLE_IBGDA",
+    "NVSHMEM_DISABLE_GDRCOPY",
+];
+
+/// The variables whose presence says that `check` runs in a Kubernetes pod or a Slurm job.
+pub const JOB_MARKER_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID"];
 
 impl Inputs {
     /// The running process and host: environment, getrlimit, and libibverbs when `host` is the
@@ -45,6 +59,20 @@ impl Inputs {
                     reason: "--sysfs-root is not /sys".to_owned(),
                 }
             },
+            job_env: std::env::vars()
+                .filter(|(k, _)| {
+                    GIN_ENV.contains(&k.as_str()) || JOB_MARKER_ENV.contains(&k.as_str())
+                })
+                .map(|(k, v)| {
+                    // A marker's value (an address, a job id) differs per host: only its name counts.
+                    let v = if JOB_MARKER_ENV.contains(&k.as_str()) {
+                        "set".to_owned()
+                    } else {
+                        v
+                    };
+                    (k, v)
+                })
+                .collect(),
         }
     }
 
@@ -56,6 +84,7 @@ impl Inputs {
             verbs: Verbs::Skipped {
                 reason: "fixture tree".to_owned(),
             },
+            job_env: BTreeMap::new(),
         }
     }
 }
@@ -208,6 +237,119 @@ pub struct GraceFacts {
     pub unrecognised: Vec<String>,
 }
 
+/// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GdrdrvFile {
+    /// The file (absolute, on this host).
+    pub path: String,
+    /// `version=`.
+    pub version: Option<String>,
+    /// `depends=`, split at commas: `nvidia` when built against the driver, `nv-p2p-dummy`
+    /// when built without its sources.
+    pub depends: Vec<String>,
+    /// `description=`: "GDRCopy kernel-mode driver built for <flavour> NVIDIA driver".
+    pub description: Option<String>,
+    /// Why `modinfo` could not read it.
+    pub error: Option<String>,
+}
+
+/// A device node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceNode {
+    pub path: String,
+    /// The permission bits (`0o666`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// The major number of a character device; `None`: not a character device.
+    pub major: Option<u32>,
+}
+
+/// One installed `libgdrapi.so.<major>.<minor>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GdrapiLibrary {
+    pub path: String,
+    /// `2.5` from the file name (gdrcopy's `src/Makefile`: `libgdrapi.so.$(LIB_VER)`).
+    pub version: String,
+}
+
+/// GDRCopy on this host: its kernel module gdrdrv, the device node, the library.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GdrcopyFacts {
+    /// `/sys/module/gdrdrv` exists.
+    pub loaded: bool,
+    /// `/sys/module/gdrdrv/version`.
+    pub version: Option<String>,
+    /// `/proc/driver/gdrdrv/params` (gdrdrv 2.4 and later): `Version`, `Built for NVIDIA driver
+    /// flavor` (`opensource` | `proprietary`), `Use persistent mapping`, `dbg_enabled`,
+    /// `info_enabled`; the module's parameters are not in sysfs (mode 0).
+    pub params: Option<BTreeMap<String, String>>,
+    /// `/sys/module/nv_p2p_dummy` exists: the dummy NVIDIA P2P module gdrcopy builds when the
+    /// driver's sources are missing is loaded.
+    pub dummy_loaded: bool,
+    /// The gdrdrv file `modprobe` would load (`modules.dep` of the running release).
+    pub installed: Option<GdrdrvFile>,
+    /// `/dev/gdrdrv`; `None`: absent.
+    pub device: Option<DeviceNode>,
+    /// gdrdrv's major number in `/proc/devices`.
+    pub major: Option<u32>,
+    /// Every `libgdrapi.so.<major>.<minor>` in the usual library directories.
+    pub libraries: Vec<GdrapiLibrary>,
+}
+
+/// A process that starts jobs (`slurmd`, `containerd`, `dockerd`, `crio`, `kubelet`): the
+/// memlock limit it passes on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStarter {
+    pub pid: u32,
+    /// `/proc/<pid>/comm`.
+    pub comm: String,
+    /// `Max locked memory` of `/proc/<pid>/limits`; `None`: not readable.
+    pub memlock: Option<Memlock>,
+    /// Its systemd unit, from `/proc/<pid>/cgroup` (`containerd.service`).
+    pub unit: Option<String>,
+    /// `LimitMEMLOCK=` as the unit's files set it (the last assignment of the unit file and its
+    /// drop-ins), and the file that set it.
+    pub unit_limit_memlock: Option<String>,
+    pub unit_limit_from: Option<String>,
+}
+
+/// The job starters of this host and systemd's default limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStarters {
+    pub starters: Vec<JobStarter>,
+    /// `DefaultLimitMEMLOCK=` of `/etc/systemd/system.conf` (and `system.conf.d`), what units
+    /// without `LimitMEMLOCK=` get.
+    pub default_limit_memlock: Option<String>,
+}
+
+/// The process that runs `check` (`/proc/self`), for `check --as-job` in a pod or job step.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessFacts {
+    /// `CapEff` of `/proc/self/status`.
+    pub cap_eff: Option<u64>,
+    /// The real uid (`Uid:`, first value).
+    pub uid: Option<u32>,
+    /// `/proc/self/cgroup`, line by line.
+    pub cgroup: Vec<String>,
+    /// What says where it runs: `/.dockerenv`, `/run/.containerenv`, and the variables
+    /// `KUBERNETES_SERVICE_HOST` and `SLURM_JOB_ID` (their names only).
+    pub markers: Vec<String>,
+}
+
+/// What says that GPUDirect RDMA cannot work on this platform, whatever is loaded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapabilityFacts {
+    /// `family` of `/sys/bus/soc/devices/soc*` (`Tegra` on Jetson, IGX, DRIVE).
+    pub soc_family: Option<String>,
+    /// A confidential VM: `tdx` (the `tdx_guest` CPU flag or `/sys/class/misc/tdx_guest`) or
+    /// `sev-snp` (`/sys/class/misc/sev-guest`).
+    pub confidential: Option<String>,
+    /// GPU device minor -> its MIG GPU instances (`/proc/driver/nvidia/capabilities/gpu<minor>/
+    /// mig/gi<id>`).
+    pub mig: BTreeMap<u32, Vec<u32>>,
+}
+
 /// Our module's counters that `peer_clients` shows when `memory_peers` is absent.
 pub const MODULE_COUNTERS: [&str; 3] = ["acquired", "registrations", "live_contexts"];
 
@@ -265,9 +407,27 @@ pub struct Facts {
     /// What `modprobe nvidia-peermem` would load (depmod's entry); `None`: no `modules.dep`.
     #[serde(default)]
     pub modprobe_target: Option<crate::modprobe::ModprobeTarget>,
+    /// GDRCopy (`None`: facts of a release before these were gathered, as for every field
+    /// below).
+    #[serde(default)]
+    pub gdrcopy: Option<GdrcopyFacts>,
+    /// The processes that start jobs and their memlock limits.
+    #[serde(default)]
+    pub job_starters: Option<JobStarters>,
+    /// The process that ran `check`.
+    #[serde(default)]
+    pub process: Option<ProcessFacts>,
+    /// Platform markers: Tegra, confidential VM, MIG instances.
+    #[serde(default)]
+    pub capability: Option<CapabilityFacts>,
+    /// The environment variables of GPU-initiated networking and GDRCopy that were set
+    /// (`NCCL_GDRCOPY_ENABLE`, `NCCL_GIN_ENABLE`, `NVSHMEM_IB_ENABLE_IBGDA`,
+    /// `NVSHMEM_DISABLE_GDRCOPY`).
+    #[serde(default)]
+    pub gin_env: BTreeMap<String, String>,
     /// The facts that could not be read, by facts field (`modules`, `memory_peers`, `nvidia`,
     /// `nvidia_proc`, `ib_core`, `rdma_devices`, `gpus`, `bars` for the GPUs' BAR1, `iommu`,
-    /// `acs`, `pairs`, `grace`) -> why; their checks say "could not check". Facts without it
+    /// `acs`, `pairs`, `grace`, `gdrcopy`, `job_starters`, `process`, `capability`) -> why; their checks say "could not check". Facts without it
     /// (and so without the other fields added with `--facts`) come from an older release and
     /// are refused.
     pub unreadable: BTreeMap<String, String>,

@@ -17,8 +17,9 @@
 //! 3. **The verdict** ([`verdict::verdict`]): one small pure function over the rules' results,
 //!    `ready (dma-buf)` ... or `not ready: <the first blocking reason>`.
 //!
-//! A new concern (GPU-initiated networking, GDRCopy, memlock where jobs start) is a new rule
-//! file and, where it needs them, new facts: neither the steps nor the verdict change.
+//! A new concern is a new rule file and, where it needs them, new facts (GPU-initiated
+//! networking, GDRCopy, memlock where jobs start and the platforms that cannot came so): neither
+//! the steps nor the verdict change.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -32,13 +33,17 @@ mod rules;
 pub mod verdict;
 
 #[cfg(test)]
+mod job_rule_tests;
+#[cfg(test)]
 mod rule_tests;
 #[cfg(test)]
 mod tests;
 
 pub use facts::{
-    AcsFinding, AcsPort, AcsRole, DmaDirectComplex, DmabufFacts, Facts, GpuFacts, GraceFacts,
-    Inputs, PairFacts, PairSource, PeerClientInfo, MODULE_COUNTERS,
+    AcsFinding, AcsPort, AcsRole, CapabilityFacts, DeviceNode, DmaDirectComplex, DmabufFacts,
+    Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs, JobStarter,
+    JobStarters, PairFacts, PairSource, PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV,
+    MODULE_COUNTERS,
 };
 pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};
@@ -145,10 +150,23 @@ impl Require {
     }
 }
 
+/// A workload whose own needs `check --for` judges besides GPUDirect RDMA's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// GPU-initiated networking: NCCL GIN (GDAKI), NVSHMEM IBGDA, DeepEP.
+    Gin,
+}
+
 /// How the facts are judged: the operator's policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     pub require: Require,
+    /// `--for gin`: the workload's rows fail instead of informing, and a ready verdict says so.
+    pub workload: Option<Workload>,
+    /// `--as-job`: `memlock` judges the calling process as the job it runs in (its limit,
+    /// CapEff, the runtime that started it); the job starters are not judged.
+    pub as_job: bool,
 }
 
 /// All checks of one run: `nvpeer check --json` prints this.
@@ -163,6 +181,11 @@ pub struct Report {
     pub verdict: Verdict,
     /// The policy the verdict was made under (`--require`).
     pub require: Require,
+    /// `--for`: the workload judged besides GPUDirect RDMA.
+    #[serde(rename = "for")]
+    pub workload: Option<Workload>,
+    /// `--as-job`.
+    pub as_job: bool,
     /// Every GPU-NIC pair `topo` finds, with the paths that work for it.
     pub pairs: Vec<PairVerdict>,
     pub checks: Vec<Check>,
@@ -204,6 +227,8 @@ pub fn report(facts: Facts, options: &Options) -> Report {
         ready: verdict.ready,
         verdict,
         require: options.require,
+        workload: options.workload,
+        as_job: options.as_job,
         pairs,
         checks,
         facts,
@@ -214,9 +239,12 @@ pub fn report(facts: Facts, options: &Options) -> Report {
 /// read here).
 pub fn judge(facts: &Facts, options: &Options) -> Judgement {
     let (checks, pairs) = rules::evaluate(facts, options);
-    let verdict = verdict::verdict(&checks, &pairs, options.require, |c| {
+    let mut verdict = verdict::verdict(&checks, &pairs, options.require, |c| {
         brief::reason(c, facts, &pairs, options.require)
     });
+    if verdict.ready && options.workload == Some(Workload::Gin) {
+        verdict.text.push_str(" for GIN");
+    }
     Judgement {
         checks,
         pairs,

@@ -25,7 +25,7 @@ fn address(text: &str) -> PciAddress {
 /// `/proc/driver/nvidia`, so dma-buf is not judged possible), MOFED 25.04 with the core in
 /// ib_core, one ACTIVE port, one GPU with a 64 GiB BAR1 paired with mlx5_0 below one switch,
 /// IOMMU passthrough, no topology, memlock unlimited.
-fn ready_facts() -> Facts {
+pub(super) fn ready_facts() -> Facts {
     let module = LoadedModule {
         name: "nvidia_peermem".to_owned(),
         version: Some("0.1.0".to_owned()),
@@ -156,6 +156,11 @@ fn ready_facts() -> Facts {
         provenance: None,
         ucx_cuda_copy_dmabuf: None,
         modprobe_target: None,
+        gdrcopy: Some(GdrcopyFacts::default()),
+        job_starters: Some(JobStarters::default()),
+        process: Some(ProcessFacts::default()),
+        capability: Some(CapabilityFacts::default()),
+        gin_env: BTreeMap::new(),
         unreadable: BTreeMap::new(),
     }
 }
@@ -415,7 +420,7 @@ fn modprobe_target_warns_when_the_next_load_is_not_ours() {
 
 /// `/proc/driver/nvidia` of a 580 driver as the real files print it
 /// (../shared/REAL-HOST-H200.txt), with `release`, `open` and `params` lines added.
-fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
+pub(super) fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
     let flavour = if open {
         "Open Kernel Module for x86_64"
     } else {
@@ -443,7 +448,7 @@ fn proc_580(release: &str, open: bool, params: &str) -> NvidiaProc {
 /// An inbox host ready through dma-buf alone: no peer-memory module or core, open modules 580,
 /// ib_umem_dmabuf_get in the kernel, libibverbs with ibv_reg_dmabuf_mr, mlx5_0 answering NCCL's
 /// probe with EBADF.
-fn dmabuf_facts() -> Facts {
+pub(super) fn dmabuf_facts() -> Facts {
     let mut f = ready_facts();
     f.modules.clear();
     f.memory_peers = None;
@@ -512,6 +517,7 @@ fn a_dma_buf_only_host_is_ready_and_the_peer_memory_rows_are_not_needed() {
         dmabuf_facts(),
         &Options {
             require: Require::Peermem,
+            ..Options::default()
         },
     );
     assert_eq!(
@@ -753,6 +759,7 @@ fn require_dmabuf_fails_a_peer_memory_host() {
         ready_facts(),
         &Options {
             require: Require::Dmabuf,
+            ..Options::default()
         },
     );
     assert_eq!(

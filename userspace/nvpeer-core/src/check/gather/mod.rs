@@ -4,14 +4,19 @@
 //! field it would have filled) for the rules to report.
 //!
 //! Sources: [`modules`] (`/sys/module`, `/sys/kernel/mm/memory_peers`), [`devices`] (the PCI
-//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes),
-//! [`provenance`] (the installed module's build provenance, through the kmod tools), and here the
+//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), [`gdrcopy`]
+//! (gdrdrv, `/dev/gdrdrv`, libgdrapi), [`jobs`] (the processes that start jobs, and this one),
+//! [`capability`] (Tegra, confidential VMs, MIG instances), [`provenance`] (the installed
+//! module's build provenance, through the kmod tools), and here the
 //! kernel (`/proc/kallsyms`, `/proc/sys/kernel/osrelease`, `/proc/cpuinfo`, the IOMMU), the
 //! NVIDIA driver (`/sys/module/nvidia`, `/proc/driver/nvidia`), the RDMA devices, and the
 //! process ([`Inputs`]: environment, memlock, the libibverbs probe).
 
+mod capability;
 mod devices;
+mod gdrcopy;
 mod grace;
+mod jobs;
 mod modules;
 mod provenance;
 
@@ -20,6 +25,7 @@ use std::collections::BTreeMap;
 use crate::error::Error;
 use crate::host::Host;
 use crate::kernel::{self, symbols};
+use crate::modtools::Kmod;
 use crate::nccl::{self, PeerMemoryVerdict};
 use crate::nvidia_proc;
 use crate::pci::{self, PciDevice};
@@ -29,7 +35,7 @@ use crate::rdma;
 use crate::topo::Topology;
 use crate::verbs::Verbs;
 
-use super::{DmabufFacts, Facts, Inputs};
+use super::{DmabufFacts, Facts, Inputs, GIN_ENV};
 
 /// Reads every fact the checks are made from. Never fails as a whole: what cannot be read is
 /// named in `unreadable` (by the facts field it would have filled) with the error.
@@ -144,6 +150,24 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         },
         nccl_dmabuf_enable: nccl_env.dmabuf_enable,
     };
+    let gdrcopy = gdrcopy::gdrcopy(host, &Kmod::system())
+        .inspect_err(|e| note("gdrcopy", e))
+        .ok();
+    let job_starters = jobs::job_starters(host)
+        .inspect_err(|e| note("job_starters", e))
+        .ok();
+    let process = jobs::process(host, &inputs.job_env)
+        .inspect_err(|e| note("process", e))
+        .ok();
+    let capability = capability::capability(host)
+        .inspect_err(|e| note("capability", e))
+        .ok();
+    let gin_env = inputs
+        .job_env
+        .iter()
+        .filter(|(k, _)| GIN_ENV.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let verdicts: Vec<PeerMemoryVerdict> = nccl::NCCL_RULES
         .iter()
         .map(|r| nccl::replay(r, &present))
@@ -176,6 +200,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         module_counters,
         provenance,
         modprobe_target,
+        gdrcopy,
+        job_starters,
+        process,
+        capability,
+        gin_env,
         unreadable,
     }
 }

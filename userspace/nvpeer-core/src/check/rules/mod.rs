@@ -5,7 +5,8 @@
 //!
 //! | file | rows | per pair |
 //! |---|---|---|
-//! | [`stack`] | `nvidia_driver`, `rdma_devices`, `verbs`, `memlock` | |
+//! | [`stack`] | `nvidia_driver`, `rdma_devices`, `verbs` | |
+//! | [`capability`] | `gpu_gdr` | what GeForce, vGPU, MIG, GB10, Tegra and confidential VMs take away |
 //! | [`peer_memory`] | `module`, `parameters`, `peer_clients`, `ib_core`, `modprobe`, `driver_reload`, `core_bugs` | peer memory |
 //! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
 //! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
@@ -13,15 +14,23 @@
 //! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` | |
 //! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
+//! | [`memlock`] | `memlock` (this process; the job under `--as-job`), `job_memlock` | |
+//! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib` | |
+//! | [`gin`] | `gin_driver`, `gin_umem`, `gin_gdrcopy` (fail only under `--for gin`) | |
 //! | [`paths`] | `paths` | `paths`, `preferred`, `mapping`, `why_not` |
 //!
 //! [`evaluate`] runs them in report order. A new concern is a new file here, called from
-//! [`evaluate`]; a path rule returns a [`PathResult`].
+//! [`evaluate`]; a path rule returns a [`PathResult`]. Where the platform cannot do GPUDirect
+//! RDMA at all, [`capability::moot`] leaves `gpu_gdr` the one failure.
 
+mod capability;
 mod consumers;
 mod dmabuf;
 mod efa;
+mod gdrcopy;
+mod gin;
 mod grace;
+mod memlock;
 mod paths;
 mod peer_memory;
 mod platform;
@@ -215,18 +224,22 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
             paths::pair(
                 &ctx,
                 p,
-                [
-                    (GdrPath::Dmabuf, Some(dmabuf::pair(&ctx, p))),
-                    (
-                        GdrPath::PeerMemory,
-                        Some(peer_memory::pair(&ctx, p, &peer_host)),
-                    ),
-                    (GdrPath::Efa, efa::pair(&ctx, p)),
-                ],
+                capability::restrict(
+                    &ctx,
+                    p,
+                    [
+                        (GdrPath::Dmabuf, Some(dmabuf::pair(&ctx, p))),
+                        (
+                            GdrPath::PeerMemory,
+                            Some(peer_memory::pair(&ctx, p, &peer_host)),
+                        ),
+                        (GdrPath::Efa, efa::pair(&ctx, p)),
+                    ],
+                ),
             )
         })
         .collect();
-    let mut rows = vec![platform::gpus(&ctx)];
+    let mut rows = vec![platform::gpus(&ctx), capability::row(&ctx, &pairs)];
     rows.extend(stack::rows(&ctx));
     rows.push(paths::row(&ctx, &pairs));
     rows.push(dmabuf::row(&ctx, &pairs));
@@ -236,7 +249,11 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(platform::rows(&ctx));
     rows.extend(grace::rows(&ctx, &pairs));
     rows.extend(consumers::rows(&ctx));
-    rows.push(stack::memlock(&ctx));
+    rows.push(memlock::row(&ctx));
+    rows.extend(memlock::starters_row(&ctx));
+    rows.extend(gdrcopy::rows(&ctx));
+    rows.extend(gin::rows(&ctx, &pairs));
     settle(&mut rows, &pairs, options.require, f);
+    capability::moot(&ctx, &mut rows);
     (rows, pairs)
 }

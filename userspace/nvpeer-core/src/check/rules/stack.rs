@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Checks of the host stack every path needs: the NVIDIA driver, the RDMA devices, libibverbs,
-//! and the process's memlock limit.
+//! and the process's memlock limit (its row is made by [`super::memlock`]).
 
 use crate::kernel::symbols;
 use crate::limits::{human_bytes, Memlock};
