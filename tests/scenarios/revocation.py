@@ -661,7 +661,8 @@ def unpin_elsewhere(c):
         case = f"unpin_elsewhere ({how})"
         a = c.nv.alloc(2 * MIB)
         core = coresim.PeerCoreSim()  # the registrations' own uverbs file
-        mrs = [core.reg_mr(a.va + 0x1000 * k, MIB) for k in range(2)]  # ours: one shared pin
+        # One 64 KiB-aligned range: ours shares one pin between them.
+        mrs = [core.reg_mr(a.va + 0x1000 * k, 2 * MIB - 0x1000 * k) for k in range(2)]
         pins = 1 if c.ours else 2
         c0, s0 = c.nv.counters(), our_stats()
         c.t.check(f"{c.label} {case}: both registrations deregistered there", leave(core, mrs))
@@ -721,7 +722,9 @@ def shared_revoke_all(c):
     res = {}
 
     def register():
-        res["rc"], res["reg"] = reg_error(c.core, a.va + 0x1000, MIB, coresim.STALL["after_get_pages"])
+        # The same 64 KiB-aligned range as the first: it joins the first one's pin.
+        res["rc"], res["reg"] = reg_error(c.core, a.va + 0x1000, 2 * MIB - 0x1000,
+                                          coresim.STALL["after_get_pages"])
 
     reg_th = threading.Thread(target=register)
     reg_th.start()
