@@ -195,26 +195,14 @@ build)
     fi
     args=(CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" LIBCLANG_PATH=/usr/lib/llvm-$llvm/lib)
     name=${MODULE_NAME:-nvidia_peermem}
-    deps=()
+    in_root make -s -C /nvpeer/kmod KDIR="$tree" MODULE_NAME="$name" "${args[@]}" \
+        || die "building $name.ko for $release failed"
     if [ $standins = 1 ]; then
         for s in stand-ins/nv_p2p_sim stand-ins/peer_core_sim vm/plant; do
             in_root make -s -C "$tree" M=/nvpeer/tests/$s "${args[@]}" modules \
                 || die "building the test module $s for $release failed"
         done
-        # Our module is built against the stand-ins' CRCs, as against MOFED's and NVIDIA's on a
-        # real host (find-deps.sh finds them through OFA_DIR and NVIDIA_SRC): on a MODVERSIONS
-        # kernel it then records a version for every symbol it imports but the generation
-        # markers (kmod/Makefile), which tests/scenarios/stock_basic.py checks on
-        # peer_core_sim_abi2.ko, whose marker CRC differs.
-        mkdir -p "$root/nvpeer/symvers/ofa/default" "$root/nvpeer/symvers/nvidia"
-        awk -F'\t' '$3 == "peer_core_sim"' "$root/nvpeer/tests/stand-ins/peer_core_sim/Module.symvers" \
-            > "$root/nvpeer/symvers/ofa/default/Module.symvers"
-        awk -F'\t' '$3 == "nv_p2p_sim"' "$root/nvpeer/tests/stand-ins/nv_p2p_sim/Module.symvers" \
-            > "$root/nvpeer/symvers/nvidia/Module.symvers"
-        deps=(env OFA_DIR=/nvpeer/symvers/ofa NVIDIA_SRC=/nvpeer/symvers/nvidia)
     fi
-    in_root "${deps[@]}" make -s -C /nvpeer/kmod KDIR="$tree" MODULE_NAME="$name" "${args[@]}" \
-        || die "building $name.ko for $release failed"
     if [ $reference = 1 ]; then
         # NVIDIA's module, staged in the chroot (never in the checkout), linked against the
         # stand-ins just built there, as tests/reference/build.sh does for the test kernel.
@@ -234,16 +222,13 @@ build)
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim_5x.ko" \
         "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim_4x.ko" \
-        "$root/nvpeer/tests/stand-ins/peer_core_sim/peer_core_sim_abi2.ko" \
         "$root/nvpeer/tests/vm/plant/nvpeer_plant.ko" "$out/"
-    [ $standins = 0 ] || cp "$root/nvpeer/tests/stand-ins/peer_core_sim/Module.symvers" \
-        "$out/peer_core_sim.symvers"
     vm=$(modinfo -F vermagic "$out/$name.ko")
     if [ $reference = 1 ]; then
         mkdir -p "$out/reference"
         cp "$root/nvpeer/reference/nvidia-peermem.ko" "$out/reference/"
     fi
-    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko peer_core_sim_5x.ko peer_core_sim_4x.ko peer_core_sim_abi2.ko nvpeer_plant.ko"
+    built="$name.ko"; [ $standins = 0 ] || built="$built nv_p2p_sim.ko peer_core_sim.ko peer_core_sim_5x.ko peer_core_sim_4x.ko nvpeer_plant.ko"
     [ $reference = 0 ] || built="$built reference/nvidia-peermem.ko"
     log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;
