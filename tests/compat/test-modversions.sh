@@ -22,8 +22,10 @@ check() {  # check DESCRIPTION COMMAND...
 stop() { echo "FAIL  $1"; echo "modversions: cannot run"; exit 1; }
 rm -rf "$work"; mkdir -p "$work/shadow/tests/kernel" "$work/src/tests" "$work/ko/control"
 cp "$repo/tests/kernel/build.sh" "$repo/tests/kernel/nvpeer-x86_64.config" "$work/shadow/tests/kernel/"
-cat "$repo/tests/kernel/nvpeer.config" "$repo/tests/kernel/nvpeer-modversions.config" \
-    > "$work/shadow/tests/kernel/nvpeer.config"
+# The fragment's options replace nvpeer.config's own lines for them (build.sh checks each line).
+opts=$(sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=.*/\1/p' "$repo/tests/kernel/nvpeer-modversions.config" | paste -sd'|')
+{ grep -Ev "^(# )?($opts)[= ]" "$repo/tests/kernel/nvpeer.config"
+  cat "$repo/tests/kernel/nvpeer-modversions.config"; } > "$work/shadow/tests/kernel/nvpeer.config"
 ln -s "$repo/tests/setup" "$work/shadow/tests/setup"
 kdir=$("$work/shadow/tests/kernel/build.sh" 7.2) || stop "the 7.2 test kernel with CONFIG_MODVERSIONS builds"
 grep -qx CONFIG_MODVERSIONS=y "$kdir/.config" || stop "... with CONFIG_MODVERSIONS=y ($kdir)"
