@@ -50,9 +50,10 @@ pub(crate) enum Form {
 ///
 /// Ordering: `register` claims the slot, writes `raw`, registers and publishes `handle`;
 /// `open` sets `accepting`, once every client of the module is registered (REVIEW-KMOD-2 T3-4);
-/// `Registration::drop` clears `accepting`, unregisters, then clears `handle` and the claim. So `handle` is valid whenever a context of this slot exists: every
-/// context is created by an `acquire` that saw `accepting`, and the core's unregister returns
-/// only after every umem it acquired was released (MOFED 25.10 `peer_mem.c`).
+/// `Registration::drop` clears `accepting`, unregisters, then clears `handle` and the claim. So
+/// `handle` is valid whenever a context of this slot exists: every context is created by an
+/// `acquire` that saw `accepting`, and the core's unregister returns only after every umem it
+/// acquired was released (MOFED 25.10 `peer_mem.c`).
 pub(crate) struct ClientSlot {
     kind: ClientKind,
     /// A `peer_memory_client_ex` or, same size, a `peer_memory_client_legacy`.

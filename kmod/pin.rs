@@ -506,7 +506,8 @@ struct PinInner<'a> {
 ///   in the same critical section, every member registration out of the states that use the
 ///   table.
 /// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA
-///   no longer holds it (unpinned, or its callback ran).
+///   no longer holds it (unpinned, or its callback ran), or until NVIDIA refused to unpin a
+///   persistent pin (no callback will ever tell when it lets go).
 /// - `callback_ran` is set in the critical section in which the free callback moves the pin to
 ///   `Revoked` (from any state but `Revoked` and `Unpinned`), and only there.
 pub(crate) struct SharedPin {
