@@ -6,7 +6,7 @@
 # like the others) the 7.2 test kernel with tests/kernel/nvpeer-modversions.config appended,
 # through a shadow copy of tests/kernel/ (build.sh's cache key covers its fragment: the default
 # kernel's key and cache stay untouched). Then, in build/modversions/: the stand-ins built for it,
-# our module built against peer_core_sim.ko's and nv_p2p_sim.ko's CRCs (OFA_DIR and NVIDIA_SRC,
+# our module built against ib_uverbs.ko's and nv_p2p_sim.ko's CRCs (OFA_DIR and NVIDIA_SRC,
 # as against MOFED's and NVIDIA's on a real host), and a control build of the same module that
 # keeps the markers' versions (NVPEER_UNVERSIONED set to a name no core exports); one boot runs
 # tests/scenarios/modversions.py: the control must be refused on peer_core_sim_abi2.ko, whose
@@ -41,7 +41,10 @@ for s in nv_p2p_sim peer_core_sim; do
 done
 echo "ok    the stand-ins build"
 mkdir -p "$work/ofa/default" "$work/nvidia"
-awk -F'\t' '$3 == "peer_core_sim"' "$work/src/tests/stand-ins/peer_core_sim/Module.symvers" \
+# ib_uverbs.ko (the 5x-unmaps core under DOCA-OFED 24.07+'s name) is one translation unit, as
+# peer_core_sim_abi2.ko is: gendwarfksyms' CRCs also cover how fully the unit's headers define
+# the types a signature reaches, so only builds of one layout agree on the unchanged symbols.
+awk -F'\t' '$3 == "ib_uverbs"' "$work/src/tests/stand-ins/peer_core_sim/Module.symvers" \
     > "$work/ofa/default/Module.symvers"
 awk -F'\t' '$3 == "nv_p2p_sim"' "$work/src/tests/stand-ins/nv_p2p_sim/Module.symvers" \
     > "$work/nvidia/Module.symvers"

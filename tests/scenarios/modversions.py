@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """The generation markers carry no symbol version (REVIEW-KMOD-2 T3-3), on the 7.2 test kernel
 built with CONFIG_MODVERSIONS (tests/compat/test-modversions.sh builds it, the modules in KO_DIR
-and boots this): our module, built against peer_core_sim.ko's CRCs, records a version for every
+and boots this): our module, built against the CRCs of ib_uverbs.ko (the 5x-unmaps core stand-in
+under DOCA-OFED 24.07+'s name, one translation unit as peer_core_sim_abi2.ko is), records a version for every
 symbol it imports but the two markers, and loads, detects the core and revokes on
 peer_core_sim_abi2.ko, whose marker ib_umem_stop_invalidation_notifier has another CRC (its struct
 ib_umem grew a field, as a MOFED update changes it under an unchanged peer-memory ABI). The
@@ -57,15 +58,15 @@ def modversions_case(t, ko_dir):
     symvers = os.path.join(ko_dir, "peer_core_sim.symvers")
     reg = symvers_crcs(symvers, "ib_register_peer_memory_client")
     marker = symvers_crcs(symvers, "ib_umem_stop_invalidation_notifier")
-    t.check(f"{label}: ... a version for ib_register_peer_memory_client, peer_core_sim's",
-            versions.get("ib_register_peer_memory_client") == reg.get("peer_core_sim") is not None,
+    t.check(f"{label}: ... a version for ib_register_peer_memory_client, ib_uverbs.ko's",
+            versions.get("ib_register_peer_memory_client") == reg.get("ib_uverbs") is not None,
             (versions.get("ib_register_peer_memory_client"), reg))
     t.check(f"{label}: ... and for nvidia_p2p_get_pages", "nvidia_p2p_get_pages" in versions)
     t.eq(f"{label}: ... none for the generation markers", [], [m for m in MARKERS if m in versions])
     t.check(f"{label}: peer_core_sim_abi2 keeps ib_register_peer_memory_client's CRC and changes "
-            "the marker's", reg.get("peer_core_sim_abi2") == reg.get("peer_core_sim") and
-            None not in (marker.get("peer_core_sim"), marker.get("peer_core_sim_abi2")) and
-            marker["peer_core_sim"] != marker["peer_core_sim_abi2"], (reg, marker))
+            "the marker's", reg.get("peer_core_sim_abi2") == reg.get("ib_uverbs") and
+            None not in (marker.get("ib_uverbs"), marker.get("peer_core_sim_abi2")) and
+            marker["ib_uverbs"] != marker["peer_core_sim_abi2"], (reg, marker))
     loaded_here = []
     try:
         for mod, params in (("nv_p2p_sim", ["pt_version=0x20000"]),

@@ -55,8 +55,9 @@ enum pcs_gen {
 #define PCS_BUILD_5X_UNMAPS	3
 /*
  * peer_core_sim_abi2.ko is one more 5x-unmaps build whose struct pcs_umem (ib_umem) has one more
- * field (PCS_UMEM_ABI2): what a client built against peer_core_sim.ko's CRCs meets after a MOFED
- * update (REVIEW-KMOD-2 T3-3; tests/scenarios/stock_basic.py on a MODVERSIONS kernel).
+ * field (PCS_UMEM_ABI2): what a client built against ib_uverbs.ko's CRCs (the same single
+ * translation unit without it) meets after a MOFED update (REVIEW-KMOD-2 T3-3;
+ * tests/compat/test-modversions.sh on a MODVERSIONS kernel).
  */
 #ifndef PCS_BUILD
 #define PCS_BUILD		PCS_BUILD_5X_UNMAPS
@@ -185,7 +186,8 @@ struct pcs_umem {
 	 * peer_core_sim_abi2.ko: a core whose umem grew a field, as MOFED releases change struct
 	 * ib_umem under an unchanged peer-memory ABI. With CONFIG_MODVERSIONS the CRC of
 	 * ib_umem_stop_invalidation_notifier, which covers this struct, differs from
-	 * peer_core_sim.ko's; those of ib_(un)register_peer_memory_client do not.
+	 * ib_uverbs.ko's (the same build but this field); those of
+	 * ib_(un)register_peer_memory_client do not.
 	 */
 	unsigned long abi2_field;
 #endif
