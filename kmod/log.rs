@@ -13,44 +13,38 @@ use core::fmt;
 
 use crate::ffi;
 
+/// A line of `$budget`, printed with `$print` (`pr_err`, `pr_warn`) when its rate limit allows.
+macro_rules! nv_ratelimited {
+    ($budget:ident, $print:ident, $($arg:tt)*) => {
+        if $crate::log::ratelimit($crate::log::Budget::$budget) {
+            kernel::$print!($($arg)*);
+        }
+    };
+}
+pub(crate) use nv_ratelimited;
+
 /// A rate-limited `pr_err!` from the per-registration budget. Every error on a
 /// per-registration path goes through it: an application can make them at any rate.
 macro_rules! nv_err {
-    ($($arg:tt)*) => {
-        if $crate::log::ratelimit($crate::log::Budget::Registration) {
-            kernel::pr_err!($($arg)*);
-        }
-    };
+    ($($arg:tt)*) => { $crate::log::nv_ratelimited!(Registration, pr_err, $($arg)*) };
 }
 pub(crate) use nv_err;
 
 /// A rate-limited `pr_warn!`, from `nv_err!`'s budget.
 macro_rules! nv_warn {
-    ($($arg:tt)*) => {
-        if $crate::log::ratelimit($crate::log::Budget::Registration) {
-            kernel::pr_warn!($($arg)*);
-        }
-    };
+    ($($arg:tt)*) => { $crate::log::nv_ratelimited!(Registration, pr_warn, $($arg)*) };
 }
 pub(crate) use nv_warn;
 
 /// A rate-limited `pr_err!` from the pin-lifetime budget.
 macro_rules! nv_pin_err {
-    ($($arg:tt)*) => {
-        if $crate::log::ratelimit($crate::log::Budget::PinLifetime) {
-            kernel::pr_err!($($arg)*);
-        }
-    };
+    ($($arg:tt)*) => { $crate::log::nv_ratelimited!(PinLifetime, pr_err, $($arg)*) };
 }
 pub(crate) use nv_pin_err;
 
 /// A rate-limited `pr_warn!` from the pin-lifetime budget.
 macro_rules! nv_pin_warn {
-    ($($arg:tt)*) => {
-        if $crate::log::ratelimit($crate::log::Budget::PinLifetime) {
-            kernel::pr_warn!($($arg)*);
-        }
-    };
+    ($($arg:tt)*) => { $crate::log::nv_ratelimited!(PinLifetime, pr_warn, $($arg)*) };
 }
 pub(crate) use nv_pin_warn;
 
