@@ -3,11 +3,12 @@
 //! A reference on this module, held by every registration and every pin: NVIDIA may call a
 //! pin's free callback, and the core a registration's ops, only while the code is loaded.
 //!
-//! Where the last reference may go (REVIEW-KMOD C5, closed): a registration's in the core's own
-//! calls (`release`, a declined `acquire`), which the core's unregister at module exit waits for;
-//! a pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
-//! hands its pin reference (`pin::defer_drop`), which module exit flushes. So no thread runs this
-//! module's text once its exit has returned.
+//! Where the last reference may go (REVIEW-KMOD C5): a registration's in the core's own calls
+//! (`release`, a declined `acquire`), which the core's unregister at module exit waits for; a
+//! pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
+//! hands its pin reference (`pin::defer_drop`), which module exit flushes. What is left of C5:
+//! the free callback's own return into NVIDIA once it queued the work (a few instructions, which
+//! only NVIDIA could cover, by holding a reference on the callback's module across the call).
 
 use crate::compat;
 use crate::ffi;

@@ -13,8 +13,9 @@
 //! is not, and RM still matches it.
 //!
 //! The record is the process's identity for as long as the pin lives (the `struct pid` is held,
-//! so it is never another process's): what a per-registration report can name (its pid number
-//! here; through the pid, its task's `comm` and cgroup while it runs).
+//! so its address is never another process's): what a per-registration report can name (its pid
+//! number as a reader's namespace sees it, `pid_nr_ns`, and through the pid its task's `comm` and
+//! cgroup while it runs).
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -53,7 +54,9 @@ impl Owner {
         unsafe { ffi::nvpeer_glue_current_in_tgid(self.pid.as_ptr()) }
     }
 
-    /// The thread group's id in the initial pid namespace (0 once it exited), for log lines.
+    /// The thread group's id in the initial pid namespace, for log lines. The held `struct pid`
+    /// keeps its number, but once the thread group has exited the kernel may give that number to
+    /// a new process.
     pub(crate) fn tgid(&self) -> i32 {
         // SAFETY: a referenced `struct pid` (invariant).
         unsafe { ffi::nvpeer_glue_pid_nr(self.pid.as_ptr()) }

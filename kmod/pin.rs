@@ -34,15 +34,19 @@
 //! removal deregisters from a kworker; the last close of a uverbs fd inherited across `fork` or
 //! passed to another process). Such an unpin is never taken for one: the pin is left to NVIDIA's
 //! free callback (`LeftToCallback`), with its module reference, until the owner frees the memory
-//! or exits (REVIEW-KMOD-2 T3-1). A persistent pin is unpinned through its own RM object, not by
-//! a process lookup, so it needs no owner unless it is shared.
+//! or exits (REVIEW-KMOD-2 T3-1). A persistent pin needs no owner unless it is shared: 535+
+//! unpins it through its own RM object, not by a process lookup; the <= 530 form (`put_pages` of
+//! a pin without a callback) is looked up in the calling process like the invalidating one; from
+//! another process it fails (so the stand-in models it), which is counted and logged as a failed
+//! unpin, since no callback will come to wait for.
 //!
 //! The free callback revokes every registration on its pin in the critical section in which it
 //! revokes the pin (`revoke`): none is left in a state that uses the page table while the
 //! callback tells the core about the others, so no registration of the buffer enters
 //! `get_pages` or `dma_map` once the callback started (REVIEW-KMOD-2 T3-2). Its last reference
 //! to the pin goes to a work item of the module (`defer_drop`), which module exit flushes: the
-//! drop that can be the module's last reference never runs in NVIDIA's thread (REVIEW-KMOD C5).
+//! drop that can be the module's last reference never runs in NVIDIA's thread (REVIEW-KMOD C5,
+//! narrowed to the callback's return: see `defer_drop`).
 //!
 //! Which pins are shared (`share_pins`): an invalidating pin by default, since its free callback
 //! takes it out of the registry before a cudaFree'd VA can be handed out again. A persistent pin
@@ -1198,7 +1202,11 @@ static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 /// the pin's last, and the pin's module reference the module's last: dropped here, NVIDIA's
 /// thread would go on running this module's text (the returns, the kfree) after an `rmmod` could
 /// have completed (REVIEW-KMOD C5). The work item drops it instead, and module exit flushes the
-/// work (`NvPeer::drop`), which returns only once the work function has.
+/// work (`NvPeer::drop`), which returns only once the work function has. Not covered: this
+/// thread's own return into NVIDIA after `nvpeer_glue_schedule_deferred` (the work may run on
+/// another CPU meanwhile); a thread stopped in those few instructions for as long as the work, a
+/// whole `rmmod` and its RCU grace period take would resume in freed text. Only NVIDIA could
+/// close that, by holding a reference on the callback's module across the call.
 ///
 /// The pin, revoked, is in no chain, so its `links.next` is free to link it into the stack: set
 /// under its shard's lock, held from before the pin is pushed until the link is set, so that a
