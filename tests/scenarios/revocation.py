@@ -24,8 +24,10 @@ put_pages reads the table its callback freed: counted as the stand-in's stale us
 Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only CASE] [--gen G]"""
 
 import argparse
+import ctypes
 import errno
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -43,6 +45,8 @@ MIB = 1 << 20
 HANG_S = 20
 # The hung-task timeout while a case that hangs the reference on purpose runs (`breaking_case`).
 HUNG_TASK_S = 10
+# clone(2) flags for in_clone_vm (linux/sched.h).
+CLONE_VM, CLONE_VFORK = 0x100, 0x4000
 
 # Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how: "hangs" (run in
 # a child that is left hanging) or "corrupts" (runs to its end; the kernel's memory checkers
@@ -590,6 +594,59 @@ def shared_other_process(c):
     c.settled(case)
 
 
+def in_clone_vm(fn):
+    """Runs FN in a new process that shares this one's memory but not its thread group
+    (clone(CLONE_VM) without CLONE_THREAD, as vfork makes), this thread suspended until it
+    exits (CLONE_VFORK), so the two never run Python at once. Returns FN's result, or raises
+    what it raised."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    stack = ctypes.create_string_buffer(1 << 20)
+    top = ctypes.c_void_p(ctypes.addressof(stack) + len(stack) - 64)
+    out = {}
+
+    def child(_):
+        try:
+            out["pid"] = os.getpid()
+            out["result"] = fn()
+        except BaseException as e:  # handed to the parent, which raises it again
+            out["error"] = e
+        return 0
+
+    entry = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(child)
+    pid = libc.clone(entry, top, CLONE_VM | CLONE_VFORK | signal.SIGCHLD, None)
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone(CLONE_VM)")
+    os.waitpid(pid, 0)
+    if "error" in out:
+        raise out["error"]
+    if out.get("pid") != pid or pid == os.getpid():
+        raise RuntimeError(f"clone(CLONE_VM): the child ran as {out.get('pid')}, not {pid}")
+    return out["result"]
+
+
+def shared_clone_vm(c):
+    """REVIEW-KMOD-2 T3-7: a process that shares this one's memory but not its thread group
+    (clone(CLONE_VM) without CLONE_THREAD) registers a range this process registered. NVIDIA
+    scopes pins by thread group (RM looks the VA up among the calling process's objects), so it
+    refuses that process the pin; ours keys pins by thread group too, so it asks NVIDIA and is
+    refused, as NVIDIA's module is. Keyed by the mm (before), it joined this process's pin and
+    gave the other process's NIC memory NVIDIA would have refused it."""
+    case = "shared_clone_vm"
+    a = c.nv.alloc(2 * MIB)
+    m1 = c.core.reg_mr(a.va, 2 * MIB)
+    before = pin_calls(c.nv.counters())
+    rc, reg = in_clone_vm(lambda: reg_error(c.core, a.va, 2 * MIB))
+    if reg:  # joined (the failure below): deregistered from here, its pin being ours
+        c.core.dereg_mr(reg["id"])
+    c.t.eq(f"{c.label} {case}: the CLONE_VM process's registration asks NVIDIA (both clients) "
+           "and fails", (errno.EFAULT, 2), (rc, pin_calls(c.nv.counters()) - before))
+    c.core.dma_write(m1, 0, b"v" * 8)
+    c.t.eq(f"{c.label} {case}: this process's MR still works", b"v" * 8, bytes(a.mm[:8]))
+    c.core.dereg_mr(m1)
+    a.free()
+    c.settled(case)
+
+
 def shared_persistent(c):
     """Our persistent client: with share_pins=2, N registrations of one range share one
     persistent pin and the last dereg puts it; by default (share_pins=1) each pins on its own,
@@ -830,7 +887,7 @@ def dereg_race(c, iterations, threads):
 CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, in_dma_map_persistent,
          after_dma_map, in_put_pages, free_in_dereg, free_in_dereg_unlocked, dereg_in_callback,
          two_registrations, shared_free, shared_dereg_one, shared_dereg_race, shared_other_process,
-         shared_revoke_all, unpin_elsewhere, freed_twice, other_process)
+         shared_clone_vm, shared_revoke_all, unpin_elsewhere, freed_twice, other_process)
 
 
 def combinations(client, gens):
