@@ -21,9 +21,21 @@
 //! drivers upstream, which follow it (binder since 7.2). What keeps it sound here: every location
 //! below is accessed only by this crate's Rust (the C glue reads the statistics through Rust
 //! functions), so none is shared between the two models; acquire, release and relaxed mean the
-//! same in `core` as in the LKMM on x86_64 and arm64; and no user relies on the LKMM's dependency
-//! or control ordering under `Relaxed` (`PER_PAGE_SG`, the statistics), nor on its full ordering
-//! of value-returning read-modify-writes (the one, `cmpxchg`, takes an explicit ordering).
+//! same in `core` as in the LKMM on x86_64 and arm64 (the architectures we build and test; Kbuild
+//! also knows riscv and loongarch, where the same holds by the two models' definitions but nothing
+//! was compiled or run); and no user relies on the LKMM's dependency or control ordering under
+//! `Relaxed` (`PER_PAGE_SG`, the statistics), nor on its full ordering of value-returning
+//! read-modify-writes (`cmpxchg` and `xchg` take an explicit ordering).
+//!
+//! Two orderings cross the boundary between the models, as for every Rust user of a kernel lock:
+//! a pin's `callback_ran` is published by NVIDIA's RM lock (the callback sets it under RM, an
+//! unpin reads it after RM answered it: `pin::SharedPin::unpin`), and a pin's table by the shard
+//! mutex. Both are C locks whose acquire/release the C side provides, as `kernel::sync::Mutex`
+//! relies on for the data it guards.
+//!
+//! Cost on arm64: `core`'s read-modify-writes compile to LL/SC loops (the kernel's Rust target
+//! enables no LSE), where the C atomics patch in LSE instructions; only the statistics' adds and
+//! the few `cmpxchg`/`xchg` are read-modify-writes (REVIEW-KMOD-2 T3-11).
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -122,6 +134,10 @@ macro_rules! atomic_ops {
             }
             pub(crate) fn cmpxchg<O: RmwOrdering>(&self, old: $t, new: $t, _: O) -> Result<$t, $t> {
                 self.get().compare_exchange(old, new, O::ORD, O::FAILURE)
+            }
+            /// Stores `value` and returns the old value, as the kernel's `Atomic::xchg`.
+            pub(crate) fn xchg<O: RmwOrdering>(&self, value: $t, _: O) -> $t {
+                self.get().swap(value, O::ORD)
             }
         }
     };

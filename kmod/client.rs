@@ -48,11 +48,12 @@ pub(crate) enum Form {
 /// One client slot: its struct (which the core keeps a pointer to until unregistration), the
 /// invalidate function the core hands back, and the registration's state.
 ///
-/// Ordering: `register` claims the slot, writes `raw`, registers, publishes `handle`, then
-/// sets `accepting`; `Registration::drop` clears `accepting`, unregisters, then clears
-/// `handle` and the claim. So `handle` is valid whenever a context of this slot exists: every
-/// context is created by an `acquire` that saw `accepting`, and the core's unregister returns
-/// only after every umem it acquired was released (MOFED 25.10 `peer_mem.c`).
+/// Ordering: `register` claims the slot, writes `raw`, registers and publishes `handle`;
+/// `open` sets `accepting`, once every client of the module is registered (REVIEW-KMOD-2 T3-4);
+/// `Registration::drop` clears `accepting`, unregisters, then clears `handle` and the claim. So
+/// `handle` is valid whenever a context of this slot exists: every context is created by an
+/// `acquire` that saw `accepting`, and the core's unregister returns only after every umem it
+/// acquired was released (MOFED 25.10 `peer_mem.c`).
 pub(crate) struct ClientSlot {
     kind: ClientKind,
     /// A `peer_memory_client_ex` or, same size, a `peer_memory_client_legacy`.
@@ -129,9 +130,10 @@ impl ClientSlot {
         match func {
             Some(f) if !handle.is_null() => {
                 // The handle is live: unregistration cannot have run, since the calling context
-                // (held by NVIDIA's reference) holds a module reference (except after a failed
-                // module init: see `NvPeer::init`). The umem may be released already; the core
-                // answers 0 for an id it no longer knows.
+                // (held by its pin's member list, which the free callback took) holds a module
+                // reference, and no registration exists before every client is registered and
+                // opened (`NvPeer::init`). The umem may be released already; the core answers 0
+                // for an id it no longer knows.
                 // SAFETY: the core's own invalidate function with its live, non-null handle
                 // (above); it may sleep, which our caller (NVIDIA's free path) allows.
                 let _ = unsafe { f(handle, core_context) };
@@ -243,8 +245,16 @@ impl Registration {
             pr_warn!("the IB core gave {} no invalidate callback: freed GPU memory cannot be revoked\n", name);
         }
         slot.handle.store(handle, Release);
-        slot.accepting.store(true, Release);
         Ok(Self { slot, core, name })
+    }
+
+    /// Lets `acquire` take registrations: called once every client of the module is registered,
+    /// so that a later registration's failure, which unregisters the ones before it and fails
+    /// the load, never has to wait for a registration taken meanwhile (the core's unregister
+    /// waits for every umem of the client: `modprobe` would hang until the application
+    /// deregistered) nor leaves a pin behind the module that the failed init frees.
+    pub(crate) fn open(&self) {
+        self.slot.accepting.store(true, Release);
     }
 
     pub(crate) fn name(&self) -> &'static str {

@@ -35,7 +35,9 @@
 //! writes the freed table), and on 515-530 drivers a `put_pages` that lost the race to the
 //! callback (NVIDIA reads the freed table). Our own state stays sound in both: the callback marks
 //! the context `Revoked` and we never touch the table again. The persistent client (the default)
-//! has no callback and meets neither.
+//! has no callback and meets neither. Sharing does not widen the first window: the callback
+//! revokes every registration of its pin before it calls the core for any (`pin`), so only a
+//! `dma_map` already inside NVIDIA when the callback started can meet it.
 //!
 //! # Locks
 //!
@@ -61,7 +63,8 @@
 //! that context from `Mapped` to `Invalidating` under `inner`, and every thread that may hold
 //! that `mapping_lock` re-checks the state under `inner` before calling an RM-locking function
 //! and calls none in `Invalidating` (nor in `Revoked`). A shared pin keeps it: the callback
-//! marks the pin `Revoked` before it revokes any member, so a member's `put_pages` (under its own
+//! revokes the pin and moves every member out of the table-using states in one critical section
+//! before it waits for any `mapping_lock`, so a member's `put_pages` (under its own
 //! `mapping_lock`) that finds another member being invalidated never unpins; and the threads
 //! holding a member's `mapping_lock` call RM only for that member (its `dma_map`, or the last
 //! `put_pages`), which the callback then does not wait for.
@@ -522,51 +525,52 @@ impl RegContext {
         nv_dbg!("unpin {:#x}: left its pin", pin.pin().range().start);
     }
 
-    /// Revokes this registration: its pin's free callback runs (cudaFree, under NVIDIA's RM
-    /// lock), and the pin is already `Revoked`.
-    pub(crate) fn revoke(self: &Arc<Self>) {
+    /// Revokes this registration in its pin's free callback (cudaFree, under NVIDIA's RM lock),
+    /// in the critical section that revokes the pin (`chain`): out of every state that uses the
+    /// page table at once; a `Mapped` one goes to `Invalidating`, for [`Self::finish_revoke`] to
+    /// tell the core with the lock dropped. Not yet visible to the NIC, or leaving: a pending
+    /// `get_pages` or `dma_map` then sees `Revoked` and fails with -EFAULT (a pending acquire
+    /// sees its pin revoked).
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of this registration's shard's lock (its pin's).
+    pub(crate) unsafe fn revoke_locked(&self, chain: &mut Chain) {
+        // SAFETY: `chain` locks this context's shard (caller).
+        let inner = unsafe { self.inner.access_mut(self.shard, chain) };
+        // The old state's pin reference is never the pin's last (the callback holds one), so
+        // dropping it here frees nothing under the lock; `Mapped`'s mapping is NVIDIA's, which
+        // it frees when the callback returns.
+        inner.state = match core::mem::replace(&mut inner.state, State::Revoked) {
+            State::Mapped(..) => State::Invalidating,
+            State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) => State::Revoked,
+            // Left its pin meanwhile, or revoked already: unchanged.
+            old @ (State::Invalidating | State::Revoked | State::Unpinned) => old,
+        };
+    }
+
+    /// The rest of a revocation, in the free callback with no lock held: a registration that was
+    /// `Mapped` ([`Self::revoke_locked`] left it `Invalidating`) has the core stop the NIC, then
+    /// becomes `Revoked`.
+    pub(crate) fn finish_revoke(&self) {
         let mut guard = self.shard.lock();
         let inner = locked!(self, guard);
-        let old = core::mem::replace(&mut inner.state, State::Revoked);
-        let start = match &old {
-            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) => {
-                pin.pin().range().start
-            }
-            _ => 0,
-        };
-        let was_mapped = match &old {
-            State::Mapped(..) => true,
-            // Not visible to the NIC yet, or leaving: a pending `dma_map` sees `Revoked` (a pending
-            // acquire sees its pin revoked).
-            State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) => false,
-            State::Invalidating | State::Revoked | State::Unpinned => {
-                // Already revoked or unpinned: nothing to do.
-                inner.state = old;
-                return;
-            }
-        };
-        stats::inc(Stat::Revocations);
-        if was_mapped {
-            inner.state = State::Invalidating;
-            let core_context = inner.core_context;
-            drop(guard);
-            nv_dbg!("free callback {:#x}: invalidating core_context {}", start, core_context);
-            stats::inc(Stat::InvalidateCalls);
-            // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
-            self.client().invalidate(core_context);
-            // The sg_table stays: a dereg that took the core's mapping_lock before this
-            // invalidate may still restore its first/last-entry fix-ups in it and call dma_unmap
-            // with it (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the
-            // context.
-            let mut guard = self.shard.lock();
-            locked!(self, guard).state = State::Revoked;
-        } else {
-            drop(guard);
-            nv_dbg!("free callback {:#x}: not mapped yet, no invalidation needed", start);
+        // Only this callback moves a member of its pin to `Invalidating`, and nothing else
+        // moves it out: still ours to finish.
+        if !matches!(inner.state, State::Invalidating) {
+            return;
         }
-        // NVIDIA frees the mapping when the callback returns; the old state (the mapping's
-        // address, the pin reference) goes only after the core's invalidate.
-        drop(old);
+        let core_context = inner.core_context;
+        drop(guard);
+        nv_dbg!("free callback: invalidating core_context {}", core_context);
+        stats::inc(Stat::InvalidateCalls);
+        // Old-style cores call our dma_unmap/put_pages (and 4.x release) from inside.
+        self.client().invalidate(core_context);
+        // The sg_table stays: a dereg that took the core's mapping_lock before this invalidate
+        // may still restore its first/last-entry fix-ups in it and call dma_unmap with it
+        // (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the context.
+        let mut guard = self.shard.lock();
+        locked!(self, guard).state = State::Revoked;
     }
 }
 

@@ -2,10 +2,16 @@
 
 //! A reference on this module, held by every registration and every pin: NVIDIA may call a
 //! pin's free callback, and the core a registration's ops, only while the code is loaded.
-
-use kernel::bindings;
+//!
+//! Where the last reference may go (REVIEW-KMOD C5): a registration's in the core's own calls
+//! (`release`, a declined `acquire`), which the core's unregister at module exit waits for; a
+//! pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
+//! hands its pin reference (`pin::defer_drop`), which module exit flushes. What is left of C5:
+//! the free callback's own return into NVIDIA once it queued the work (a few instructions, which
+//! only NVIDIA could cover, by holding a reference on the callback's module across the call).
 
 use crate::compat;
+use crate::ffi;
 
 /// # Invariants
 ///
@@ -17,20 +23,19 @@ impl ModuleRef {
     /// (`__module_get` would, and leave a context the core can no longer be told to revoke:
     /// REVIEW-KMOD C1).
     pub(crate) fn try_get() -> Option<Self> {
-        // SAFETY: this module's own `struct module`, valid while its code runs.
+        // SAFETY: this module's own `struct module`, valid while its code runs. (Through the
+        // glue: without CONFIG_MODULE_UNLOAD `try_module_get` is a static inline with no Rust
+        // helper.)
         // INVARIANT: a reference is held when it returns true.
-        unsafe { bindings::try_module_get(compat::this_module()) }.then_some(Self(()))
+        unsafe { ffi::nvpeer_glue_module_get(compat::this_module()) }.then_some(Self(()))
     }
 }
 
 impl Drop for ModuleRef {
     fn drop(&mut self) {
-        // The last thing a holder does before its memory is freed (the field is declared last).
-        // On NVIDIA's free-callback path the thread still runs a few instructions of this module
-        // after it (the kfree and the returns into NVIDIA), so a rmmod that ran to its end
-        // within them would leave it in freed text (REVIEW-KMOD C5). Only NVIDIA could close
-        // that, by pinning the callback's module; its own module has the same gap.
+        // The last thing a holder does before its memory is freed (the field is declared last);
+        // never in NVIDIA's free callback (see the module documentation).
         // SAFETY: by the invariant we hold a reference.
-        unsafe { bindings::module_put(compat::this_module()) };
+        unsafe { ffi::nvpeer_glue_module_put(compat::this_module()) };
     }
 }

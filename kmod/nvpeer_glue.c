@@ -11,9 +11,11 @@
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/pci.h>
+#include <linux/pid.h>
 #include <linux/sched.h>
-#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/ratelimit.h>
+#include <linux/workqueue.h>
 #include <linux/scatterlist.h>
 #include <linux/sysfs.h>
 #include "nvpeer_glue.h"
@@ -86,6 +88,13 @@ struct ib_umem;
 extern int ib_get_peer_private_data(struct ib_ucontext *context, u64 peer_id,
 				    char *peer_name) __weak;
 extern void ib_umem_stop_invalidation_notifier(struct ib_umem *umem) __weak;
+/*
+ * With CONFIG_MODVERSIONS their CRCs would cover struct ib_ucontext and struct ib_umem, which
+ * MOFED releases change while keeping the peer-memory ABI, and a mismatch refuses the load
+ * although we never call them (REVIEW-KMOD-2 T3-3): kmod/Makefile takes both out of the
+ * Module.symvers it hands modpost (NVPEER_UNVERSIONED there; keep the two lists alike), so the
+ * module records no version for them and the loader only warns "no symbol version" once.
+ */
 
 /*
  * The weak symbols' addresses, read from data rather than taken in code: on arm64 GCC takes the
@@ -166,23 +175,61 @@ struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev)
 	return dev_is_pci(dev) ? to_pci_dev(dev) : NULL;
 }
 
-void *nvpeer_glue_current_mm_grab(void)
+void *nvpeer_glue_current_tgid_get(void)
 {
-	struct mm_struct *mm = current->mm;
-
-	if (mm)
-		mmgrab(mm);
-	return mm;
+	return get_pid(task_tgid(current));
 }
 
-void nvpeer_glue_mm_drop(void *mm)
+void *nvpeer_glue_current_tgid(void)
 {
-	mmdrop(mm);
+	return task_tgid(current);
 }
 
-void *nvpeer_glue_current_mm(void)
+void nvpeer_glue_pid_put(void *pid)
 {
-	return current->mm;
+	put_pid(pid);
+}
+
+bool nvpeer_glue_current_in_tgid(const void *pid)
+{
+	return task_tgid(current) == pid;
+}
+
+int nvpeer_glue_pid_nr(const void *pid)
+{
+	return pid_nr((struct pid *)pid);
+}
+
+bool nvpeer_glue_module_get(struct module *module)
+{
+	return try_module_get(module);
+}
+
+void nvpeer_glue_module_put(struct module *module)
+{
+	module_put(module);
+}
+
+/*
+ * The drop of a pin's last reference that NVIDIA's free callback would make (REVIEW-KMOD C5):
+ * pin.rs queues the pin and this work drops it, outside NVIDIA's thread; module exit flushes it,
+ * so the work function has returned before the module's text can be freed (the callback's own
+ * return after queuing stays uncovered: pin.rs, defer_drop).
+ */
+static void nvpeer_deferred_fn(struct work_struct *work)
+{
+	nvpeer_drain_deferred();
+}
+static DECLARE_WORK(nvpeer_deferred_work, nvpeer_deferred_fn);
+
+void nvpeer_glue_schedule_deferred(void)
+{
+	schedule_work(&nvpeer_deferred_work);
+}
+
+void nvpeer_glue_flush_deferred(void)
+{
+	flush_work(&nvpeer_deferred_work);
 }
 
 void nvpeer_glue_warn_wrong_shard(unsigned int held, unsigned int guarding)
@@ -190,11 +237,14 @@ void nvpeer_glue_warn_wrong_shard(unsigned int held, unsigned int guarding)
 	WARN_ONCE(1, "nvpeer: state of shard %u reached under shard %u's lock\n", guarding, held);
 }
 
-bool nvpeer_glue_ratelimit(void)
+bool nvpeer_glue_ratelimit(unsigned int budget)
 {
-	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);
+	static struct ratelimit_state rs[NVPEER_LOG_BUDGETS] = {
+		[NVPEER_LOG_REGISTRATION] = RATELIMIT_STATE_INIT(rs[0], 5 * HZ, 10),
+		[NVPEER_LOG_PIN_LIFETIME] = RATELIMIT_STATE_INIT(rs[1], 5 * HZ, 10),
+	};
 
-	return __ratelimit(&rs);
+	return budget < NVPEER_LOG_BUDGETS && __ratelimit(&rs[budget]);
 }
 
 bool nvpeer_glue_debug_enabled(void)
@@ -233,6 +283,7 @@ static const char *const stat_names[NVPEER_STAT_COUNT] = {
 	[NVPEER_STAT_FAILURES] = "failures",
 	[NVPEER_STAT_PIN_SHARES] = "pin_shares",
 	[NVPEER_STAT_LIVE_PINS] = "live_pins",
+	[NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK] = "unpins_left_to_callback",
 };
 
 static const char *const op_names[NVPEER_OP_COUNT] = {

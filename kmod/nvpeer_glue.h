@@ -72,13 +72,28 @@ unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
 struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev);
 
 /*
- * The calling task's mm_struct with mmgrab() taken (NULL for a kernel thread), and its mmdrop():
- * the key of a shared pin, kept from being reused for another process while the pin lives.
+ * Thread groups (owner.rs): the calling task's thread group (struct pid *) with a reference
+ * (get_pid) or without one (an address, to spread pins over locks), put_pid, whether the calling
+ * task belongs to a given one, and its pid number (init namespace) for log lines.
  */
-void *nvpeer_glue_current_mm_grab(void);
-void nvpeer_glue_mm_drop(void *mm);
-/* The calling task's mm_struct address, no reference taken: it only spreads pins over locks. */
-void *nvpeer_glue_current_mm(void);
+void *nvpeer_glue_current_tgid_get(void);
+void *nvpeer_glue_current_tgid(void);
+void nvpeer_glue_pid_put(void *pid);
+bool nvpeer_glue_current_in_tgid(const void *pid);
+int nvpeer_glue_pid_nr(const void *pid);
+
+/* try_module_get / module_put: static inline (no Rust helper) without CONFIG_MODULE_UNLOAD. */
+struct module;
+bool nvpeer_glue_module_get(struct module *module);
+void nvpeer_glue_module_put(struct module *module);
+
+/*
+ * The module's work item that drops the pins NVIDIA's free callbacks handed over
+ * (nvpeer_drain_deferred, in pin.rs); flushed at module exit.
+ */
+void nvpeer_glue_schedule_deferred(void);
+void nvpeer_glue_flush_deferred(void);
+void nvpeer_drain_deferred(void);
 
 /*
  * lockdep_assert_held() for a registry shard: WARNs once when state guarded by one shard's lock is
@@ -86,8 +101,18 @@ void *nvpeer_glue_current_mm(void);
  */
 void nvpeer_glue_warn_wrong_shard(unsigned int held, unsigned int guarding);
 
-/* Rate limit shared by every error log line (5 s, burst 10). */
-bool nvpeer_glue_ratelimit(void);
+/*
+ * Rate limits of the error and warning lines, one budget per class (5 s, burst 10 each), so
+ * that lines an application can cause at any rate never hide the rare ones.
+ */
+enum nvpeer_log_budget {
+	/* per-registration failures (freed before mapped, refused pins, core misuse) */
+	NVPEER_LOG_REGISTRATION,
+	/* pin lifetime events (an unpin NVIDIA refused or left to its callback, a lost reference) */
+	NVPEER_LOG_PIN_LIFETIME,
+	NVPEER_LOG_BUDGETS
+};
+bool nvpeer_glue_ratelimit(unsigned int budget);
 /* Dynamic debug: `echo 'module nvidia_peermem +p' > /proc/dynamic_debug/control`. */
 bool nvpeer_glue_debug_enabled(void);
 void nvpeer_glue_debug(const char *msg);
@@ -109,6 +134,7 @@ enum nvpeer_stat {
 	NVPEER_STAT_FAILURES,
 	NVPEER_STAT_PIN_SHARES,
 	NVPEER_STAT_LIVE_PINS,
+	NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK,
 	NVPEER_STAT_COUNT
 };
 

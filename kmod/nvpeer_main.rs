@@ -7,8 +7,9 @@
 //! Files: `compat` (what differs between kernel versions), `atomic` (the atomics and a set-once
 //! cell), `params` (module parameters), `core_gen` (the IB core's generation, detected at load),
 //! `client` (the clients and their C callbacks), `context` (the per-registration state machine),
-//! `pin` (the shared NVIDIA pins and their registry), `module_ref`, `p2p` (NVIDIA's API), `sg`
-//! (the SG table), `stats` and `log`; `nvpeer_glue.c` holds what Rust cannot express.
+//! `pin` (the shared NVIDIA pins and their registry), `owner` (a pin's process), `module_ref`,
+//! `p2p` (NVIDIA's API), `sg` (the SG table), `stats` and `log`; `nvpeer_glue.c` holds what Rust
+//! cannot express.
 
 use kernel::prelude::*;
 
@@ -20,6 +21,7 @@ mod core_gen;
 mod ffi;
 mod log;
 mod module_ref;
+mod owner;
 mod p2p;
 mod params;
 mod pin;
@@ -176,6 +178,10 @@ impl kernel::Module for NvPeer {
             // Within the capacity reserved above: no allocation.
             clients.push(reg, GFP_KERNEL)?;
         }
+        // Nothing below can fail: only now may the core's acquire succeed.
+        for reg in clients.iter() {
+            reg.open();
+        }
         let sg_entries = match core_plan.layout {
             Some(_) => "one per 64 KiB page",
             None => "coalesced",
@@ -200,6 +206,12 @@ impl kernel::Module for NvPeer {
 
 impl Drop for NvPeer {
     fn drop(&mut self) {
+        // Every pin a free callback handed to the work item is dropped already (each held a
+        // module reference, and exit runs only once none is left); this waits until the work
+        // function that dropped the last one has returned (REVIEW-KMOD C5; what it cannot wait
+        // for: `pin::defer_drop`).
+        // SAFETY: no precondition: flushes the module's own work item.
+        unsafe { ffi::nvpeer_glue_flush_deferred() };
         pr_info!("nvpeer unloading\n");
     }
 }

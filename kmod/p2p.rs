@@ -138,8 +138,11 @@ impl Api {
         NonNull::new(table).ok_or(EINVAL)
     }
 
-    /// Unpins a table from `get_pages`. Returns 0 also when the free callback already won the
-    /// race (NVIDIA then frees nothing here).
+    /// Unpins a table from `get_pages`. Returns 0 also when NVIDIA found nothing to unpin, and
+    /// then frees nothing: when the free callback already won the race, and when the caller is
+    /// not in the process that pinned (RM looks pins up among the calling process's objects
+    /// only; NVIDIA then keeps the pin and its callback). Only the pinning process's call, made
+    /// before the callback ran, unpins (`pin::SharedPin::unpin` decides which it was).
     ///
     /// # Safety
     ///

@@ -11,18 +11,42 @@
 //!   Pinning --pinned--> Live --the last registration left--> Unpinning (final once unpinned)
 //!      |  |               |                                       |
 //!      |  |               |                                       +--NVIDIA refused--> UnpinFailed
+//!      |  |               |                                       +--left from another
+//!      |  |               |                                       |  process--> LeftToCallback
 //!      |  +--refused--> Unpinned                                  |                       |
 //!      +----callback------+--------------callback-----------------+-----------------------+--> Revoked
 //! ```
 //!
-//! Only `Live` pins are listed (in their shard's chain, by client, `mm` and range), so a new
+//! Only `Live` pins are listed (in their shard's chain, by client, owner and range), so a new
 //! registration joins a pin that is pinned and neither revoked nor being unpinned, or pins anew.
 //! Two registrations of one range that both miss pin twice (no lock is held across NVIDIA's
 //! call): the second pin is never listed, so no other registration joins it.
 //!
-//! The key's `mm` is the registering task's, held with `mmgrab` while the pin lives, so that no
-//! other process's mm reuses its address meanwhile: NVIDIA resolves the VA in the caller's
-//! address space, so only the same process may share.
+//! The key's owner is the registering task's thread group ([`Owner`], its `struct pid` held while
+//! the pin lives, so that no other process reuses its address meanwhile): NVIDIA scopes pins by
+//! the calling process (RM's lookups are keyed by its tgid), so only the same thread group may
+//! share; a process that shares the `mm` but not the thread group (`CLONE_VM` without
+//! `CLONE_THREAD`) pins on its own, as NVIDIA would refuse it the other's pin (REVIEW-KMOD-2 T3-7).
+//!
+//! Every invalidating pin records its owner, shared or not, because NVIDIA's `put_pages` from
+//! any other process finds nothing, answers 0 and keeps the pin and our free callback: the last
+//! registration may leave from another process (uverbs' disassociate on a NIC reset, unbind or
+//! removal deregisters from a kworker; the last close of a uverbs fd inherited across `fork` or
+//! passed to another process). Such an unpin is never taken for one: the pin is left to NVIDIA's
+//! free callback (`LeftToCallback`), with its module reference, until the owner frees the memory
+//! or exits (REVIEW-KMOD-2 T3-1). A persistent pin needs no owner unless it is shared: 535+
+//! unpins it through its own RM object, not by a process lookup; the <= 530 form (`put_pages` of
+//! a pin without a callback) is looked up in the calling process like the invalidating one; from
+//! another process it fails (so the stand-in models it), which is counted and logged as a failed
+//! unpin, since no callback will come to wait for.
+//!
+//! The free callback revokes every registration on its pin in the critical section in which it
+//! revokes the pin (`revoke`): none is left in a state that uses the page table while the
+//! callback tells the core about the others, so no registration of the buffer enters
+//! `get_pages` or `dma_map` once the callback started (REVIEW-KMOD-2 T3-2). Its last reference
+//! to the pin goes to a work item of the module (`defer_drop`), which module exit flushes: the
+//! drop that can be the module's last reference never runs in NVIDIA's thread (REVIEW-KMOD C5,
+//! narrowed to the callback's return: see `defer_drop`).
 //!
 //! Which pins are shared (`share_pins`): an invalidating pin by default, since its free callback
 //! takes it out of the registry before a cudaFree'd VA can be handed out again. A persistent pin
@@ -32,10 +56,19 @@
 //! read and write the freed buffer's memory. The stress suite does exactly that (cudaFree while
 //! registered, which the persistent API allows) and saw the new buffer's writes go missing.
 //!
+//! What sharing an invalidating pin assumes (REVIEW-KMOD-2 T3-6): a VA can resolve to other GPU
+//! memory only after the old pin's free callback ran (and unlisted the pin, in its first section).
+//! True for cudaFree: RM registers video memory per VA range and refuses overlaps, and fires the
+//! callbacks when that registration goes, so a new allocation at the VA needs the old one gone,
+//! callback included. For CUDA VMM (`cuMemUnmap` then `cuMemMap` of another handle at the same VA
+//! while the first handle lives) and stream-ordered pools it rests on the closed user-mode driver
+//! unregistering the video memory at unmap rather than at release; the stand-in cannot show
+//! which. Hence the default (`persistent_api_support=1`, a persistent `nv_mem`) shares nothing.
+//!
 //! # Locks
 //!
 //! The registry is [`SHARDS`] mutexes, each owning a [`Chain`] of listed pins. A registration's
-//! key (client, `mm`, range) hashes to one shard, whose lock guards the chain, the state of
+//! key (client, owner, range) hashes to one shard, whose lock guards the chain, the state of
 //! every pin of that key (its `state` and `links`, shared or private) and the state of every
 //! registration on such a pin (the context's `inner`), each a [`ShardLocked`] value: one lock for
 //! a pin and its members, so a registration needs no mutex of its own (which a lockdep kernel
@@ -49,7 +82,10 @@
 //! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
 //! grown member vector and a registration's sg_table are allocated with it dropped), so the free
 //! callback, which waits for it while holding RM, waits only behind short sections (the longest:
-//! an IOMMU unmap in `dma_unmap_pages`), never behind a call out or reclaim.
+//! an IOMMU unmap in `dma_unmap_pages`, or the free callback's own walk over its members), never
+//! behind a call out or reclaim. A lookup walks its shard's chain (`find`, `unlink`): O(listed
+//! pins / 64), a few at the registration counts we know of; a callback may wait behind one walk
+//! (REVIEW-KMOD-2 T3-11).
 
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -60,12 +96,13 @@ use kernel::prelude::*;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::{new_mutex, Arc, Mutex};
 
-use crate::client::ClientKind;
 use crate::atomic::{Acquire, Atomic, Release};
+use crate::client::ClientKind;
 use crate::context::{GpuRange, RegContext};
 use crate::ffi;
-use crate::log::{nv_dbg, nv_err};
+use crate::log::{nv_dbg, nv_pin_err, nv_pin_warn};
 use crate::module_ref::ModuleRef;
+use crate::owner::Owner;
 use crate::p2p::{Api, GPU_PAGE_SIZE};
 use crate::stats::{self, Op, Stat};
 
@@ -93,38 +130,39 @@ const _: () = assert!(SHARDS < 256);
 ///
 /// # Invariants
 ///
-/// `mm` is `Some` exactly for a pin that may be listed (a shared client's, registered by a task
-/// with an mm), and then holds an `mmgrab` of that task's `mm_struct`. `pages` is the range's
-/// length in 64 KiB pages (a `u32`, so that the pin, which keeps these fields, fits its memory
-/// budget).
+/// `owner` is the registering task's thread group, `Some` for every pin with a free callback
+/// (the invalidating client's) and for every pin that may be listed (`listable`: a shared
+/// client's). `pages` is the range's length in 64 KiB pages (a `u32`, so that the pin, which
+/// keeps these fields, fits its memory budget).
 pub(crate) struct PinKey {
-    mm: Option<MmRef>,
+    owner: Option<Owner>,
+    listable: bool,
     start: u64,
     pages: u32,
 }
 
-fn mm_addr(mm: &Option<MmRef>) -> usize {
-    mm.as_ref().map_or(0, |mm| mm.mm.as_ptr() as usize)
+fn owner_addr(owner: &Option<Owner>) -> usize {
+    owner.as_ref().map_or(0, Owner::addr)
 }
 
 impl PinKey {
     fn id(&self) -> KeyId {
-        KeyId { mm: mm_addr(&self.mm), start: self.start, pages: self.pages }
+        KeyId { owner: owner_addr(&self.owner), start: self.start, pages: self.pages }
     }
 }
 
-/// A key by value, as a listed pin is matched: the `mm` by address.
+/// A key by value, as a listed pin is matched: the owner by address.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct KeyId {
-    mm: usize,
+    owner: usize,
     start: u64,
     pages: u32,
 }
 
-/// The shard of a registration of `range` by the process whose `mm_struct` is at `mm`: a
-/// multiplicative hash of both (CUDA hands many ranks of a node the same VAs).
-fn shard_index(range: GpuRange, mm: usize) -> u8 {
-    let h = (range.start >> 16) ^ (range.len >> 16).rotate_left(24) ^ (mm as u64 >> 6).rotate_left(40);
+/// The shard of a registration of `range` by the thread group whose `struct pid` is at `owner`:
+/// a multiplicative hash of both (CUDA hands many ranks of a node the same VAs).
+fn shard_index(range: GpuRange, owner: usize) -> u8 {
+    let h = (range.start >> 16) ^ (range.len >> 16).rotate_left(24) ^ (owner as u64 >> 6).rotate_left(40);
     (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SHARD_BITS)) as u8
 }
 
@@ -295,18 +333,19 @@ impl Registry {
             nv_dbg!("acquire {:#x}+{:#x}: larger than any GPU range: declined", range.start, range.len);
             return None;
         };
-        // INVARIANT: grabbed for a shared client only (none for a kernel thread: not shared);
-        // `pages` is the range's.
-        let key = PinKey { mm: if shares { MmRef::current() } else { None }, start: range.start, pages };
-        let mm = match mm_addr(&key.mm) {
-            // A private pin's process picks its shard too, with no reference: an address only.
-            // SAFETY: reads the current task's mm pointer; no precondition.
-            0 => (unsafe { ffi::nvpeer_glue_current_mm() }) as usize,
-            mm => mm,
+        // An invalidating pin needs its owner to tell its unpin from another process's (T3-1).
+        let owner = if shares || kind == ClientKind::Invalidating { Owner::current() } else { None };
+        // INVARIANT: the current thread group for an invalidating or shared pin; listable only
+        // with an owner; `pages` is the range's.
+        let key = PinKey { listable: shares && owner.is_some(), owner, start: range.start, pages };
+        let owner = match owner_addr(&key.owner) {
+            // A persistent private pin's process picks its shard too, with no reference.
+            0 => Owner::current_addr(),
+            owner => owner,
         };
         // INVARIANT: below `SHARDS`; the caller got `self` from `get` with a module reference
         // that its registration keeps, as its pin will.
-        Some((key, Shard(shard_index(range, mm))))
+        Some((key, Shard(shard_index(range, owner))))
     }
 }
 
@@ -350,37 +389,6 @@ impl Drop for RegistryOwner {
     }
 }
 
-/// `mmgrab` on the registering task's `mm_struct`.
-///
-/// # Invariants
-///
-/// `mm` is a non-null `mm_struct` on which this value holds an `mmgrab` reference.
-struct MmRef {
-    mm: NonNull<c_void>,
-}
-
-// SAFETY: `mmdrop` may be called from any thread.
-unsafe impl Send for MmRef {}
-// SAFETY: only the address is read through `&MmRef`.
-unsafe impl Sync for MmRef {}
-
-impl MmRef {
-    /// `None` for a task without an mm (a kernel thread): its pins are not shared.
-    fn current() -> Option<Self> {
-        // SAFETY: reads the current task's mm and grabs it; no precondition.
-        let mm = NonNull::new(unsafe { ffi::nvpeer_glue_current_mm_grab() })?;
-        // INVARIANT: grabbed just now.
-        Some(Self { mm })
-    }
-}
-
-impl Drop for MmRef {
-    fn drop(&mut self) {
-        // SAFETY: by the invariant we hold an mmgrab reference.
-        unsafe { ffi::nvpeer_glue_mm_drop(self.mm.as_ptr()) };
-    }
-}
-
 /// The pin reference NVIDIA holds as the free callback's `data` (invalidating pins): a token
 /// for one `Arc::into_raw` of the pin whose state keeps it (the address is the pin's own, so the
 /// token needs none).
@@ -412,9 +420,9 @@ impl NvidiaRef {
     /// # Safety
     ///
     /// `pin` is the pin this token stands for, and NVIDIA will never call the free callback with
-    /// its `data`: `get_pages` failed, or `put_pages` succeeded before the callback ran (RM
-    /// unlinks the pin and calls the callback in one hold of its lock, so "not run yet" means
-    /// "never", CONTRACT 2.4).
+    /// its `data`: `get_pages` failed, or `put_pages` called by the pin's owner (RM looks the pin
+    /// up in the calling process only) succeeded before the callback ran (RM unlinks the pin and
+    /// calls the callback in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
     unsafe fn reclaim(self, pin: &SharedPin) -> Arc<SharedPin> {
         core::mem::forget(self);
         // SAFETY: by the invariant, `Arc::into_raw` of `pin` (that is `pin`'s address) and
@@ -427,7 +435,7 @@ impl Drop for NvidiaRef {
     fn drop(&mut self) {
         // Not reached: every path ends a token with `reclaim` or `leave_to_callback`.
         stats::failure(Op::FreeCallback, EINVAL);
-        nv_err!("a free-callback pin reference was dropped undecided: a pin is left behind\n");
+        nv_pin_err!("a free-callback pin reference was dropped undecided: a pin is left behind\n");
     }
 }
 
@@ -449,9 +457,14 @@ enum PinState {
     Unpinning,
     /// NVIDIA refused the pin.
     Unpinned,
-    /// NVIDIA refused to unpin: it may still hold the pin and, with a callback, our reference.
-    /// Still counted as pinned until that callback reports the memory freed.
+    /// NVIDIA refused to unpin a pin with a callback: it may still hold the pin and our
+    /// reference. Still counted as pinned until that callback reports the memory freed.
     UnpinFailed,
+    /// The last registration left from another process than the pin's owner, whose
+    /// `put_pages` NVIDIA would answer with 0 and nothing freed: not called; NVIDIA holds the
+    /// pin and our reference until its callback (the owner's cudaFree or exit). Counted as
+    /// pinned until then.
+    LeftToCallback,
     /// The free callback ran: NVIDIA frees the table when it returns.
     Revoked,
 }
@@ -481,25 +494,30 @@ struct PinInner<'a> {
 ///
 /// - `state` and `links` are guarded by `shard`'s lock, the shard [`Registry::place`] gave the
 ///   pin's first registration (and every registration on the pin: they found it in that shard).
-/// - The pin is in its shard's chain only while `Live` and only with an `mm`: listed in the
+/// - The pin is in its shard's chain only while `Live` and only with an owner: listed in the
 ///   critical section that publishes `Live` unless another pin of its key is, unlisted in the
-///   one that leaves `Live`. `links.next` is the chain's next pin while listed, `None` otherwise.
+///   one that leaves `Live`. `links.next` is the chain's next pin while listed; once revoked,
+///   the next pin of the deferred-drop stack while the pin waits there ([`defer_drop`]); `None`
+///   otherwise.
+/// - `owner` is `Some` for every pin with a free callback: its owner's thread group.
 /// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
 ///   invalidating pin the registrations in `links.first` and `links.more` are exactly their
 ///   holders.
 /// - `table` is null until the critical section that makes the pin `Live`, which sets it to the
 ///   table a successful pin of the range returned, and never changes after. That table is live
 ///   while the pin is `Live`: NVIDIA frees it only after a successful unpin (which `Unpinning`
-///   precedes) or after the free callback returned, which first moves the pin to `Revoked` and
-///   every member registration out of the states that use the table.
+///   precedes) or after the free callback returned, which first moves the pin to `Revoked` and,
+///   in the same critical section, every member registration out of the states that use the
+///   table.
 /// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA
-///   no longer holds it (unpinned, or its callback ran).
+///   no longer holds it (unpinned, or its callback ran), or until NVIDIA refused to unpin a
+///   persistent pin (no callback will ever tell when it lets go).
 /// - `callback_ran` is set in the critical section in which the free callback moves the pin to
 ///   `Revoked` (from any state but `Revoked` and `Unpinned`), and only there.
 pub(crate) struct SharedPin {
-    /// The process and the range (the pin's [`PinKey`], kept field by field): what a joining
+    /// The owner and the range (the pin's [`PinKey`], kept field by field): what a joining
     /// registration matches, and the range pinned.
-    mm: Option<MmRef>,
+    owner: Option<Owner>,
     start: u64,
     pages: u32,
     shard: Shard,
@@ -622,9 +640,10 @@ fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> 
     None
 }
 
-/// Takes `target` out of `chain`, if it is listed there. A pin with an `mm` that another pin of
-/// its key kept out of the chain (`ChainOp::List`) is looked for in vain: that is rare, and
-/// spares the pin a `listed` flag.
+/// Takes `target` out of `chain`, if it is listed there. A pin with an owner that another pin of
+/// its key kept out of the chain (`ChainOp::List`), or that was never listable (an unshared
+/// invalidating pin, whose chain is empty then), is looked for in vain: that is rare or cheap,
+/// and spares the pin a `listed` flag.
 ///
 /// # Safety
 ///
@@ -659,7 +678,7 @@ impl SharedPin {
     }
 
     fn id(&self) -> KeyId {
-        KeyId { mm: mm_addr(&self.mm), start: self.start, pages: self.pages }
+        KeyId { owner: owner_addr(&self.owner), start: self.start, pages: self.pages }
     }
 
     /// Runs `f` on the pin's state under its shard's lock, then applies the chain change it
@@ -690,17 +709,19 @@ impl SharedPin {
                 // SAFETY: as above.
                 let state = unsafe { self.state.access(self.shard, chain) };
                 let persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
-                if self.mm.is_some() && find(chain, self.id(), persistent).is_none() {
+                if self.owner.is_some() && find(chain, self.id(), persistent).is_none() {
                     let head = chain.head.take();
                     // SAFETY: as above.
                     // INVARIANT: in its shard's chain now, and `Live` (only `pin_with_nvidia`
-                    // lists, in the section that makes it `Live`), with an `mm`.
+                    // lists, in the section that makes it `Live`), with an owner.
                     unsafe { self.links.access_mut(self.shard, chain) }.next = head;
                     chain.head = Some(self.clone());
                 }
             }
             ChainOp::Unlist => {
-                if self.mm.is_some() {
+                // A pin with an owner may be listed: looked for (in a chain that is empty when
+                // nothing is shared, `share_pins=0`).
+                if self.owner.is_some() {
                     // INVARIANT: no longer in the chain (the section leaves `Live`).
                     // SAFETY: `chain` is the pin's shard's (caller).
                     unsafe { unlink(chain, self) };
@@ -721,21 +742,21 @@ impl SharedPin {
         // which `publish` relies on (one lock for the pin and its members).
         let shard = ctx.shard();
         let persistent = kind == ClientKind::Persistent;
-        if key.mm.is_some() {
+        if key.listable {
             if let Some(joined) = Self::join(shard, &key, persistent, ctx) {
-                // `key`'s mm reference goes here, unlocked: the pin holds its own.
+                // `key`'s owner reference goes here, unlocked: the pin holds its own.
                 return joined;
             }
         }
         let module = ModuleRef::try_get().ok_or(ENODEV)?;
         let first = (!persistent).then(|| ctx.clone());
         let links = ShardLocked::new(PinLinks { first, more: None, next: None });
-        let PinKey { mm, start, pages } = key;
-        let listable = mm.is_some();
+        let PinKey { owner, listable, start, pages } = key;
         // INVARIANT: guarded by `shard`, the first registration's (from `Registry::place`); not
-        // listed, `Pinning`, no table yet; the key's fields as `place` made them.
+        // listed, `Pinning`, no table yet; the key's fields as `place` made them (an owner for
+        // an invalidating pin).
         let pin = SharedPin {
-            mm,
+            owner,
             start,
             pages,
             shard,
@@ -753,7 +774,8 @@ impl SharedPin {
     /// Joins the live pin of `key`, if there is one (`None`: pin anew), and publishes it in
     /// `ctx` ([`publish`]). A member vector that must grow is allocated with the lock dropped
     /// (the free callback, under NVIDIA's RM lock, may wait for it), then the lookup is retried;
-    /// without memory the caller pins anew.
+    /// without memory for it the caller pins anew; a member that cannot be added fails the
+    /// registration.
     fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<Result> {
         let mut spare = None;
         loop {
@@ -769,10 +791,15 @@ impl SharedPin {
             // A full count (255 registrations of one range at once) pins anew rather than wrap.
             let joined = users.checked_add(1)?;
             if !persistent {
-                if let Err(needed) = links.add_member(ctx, &mut spare) {
-                    drop(chain);
-                    spare = Some(KBox::new(KVec::with_capacity(needed, GFP_KERNEL).ok()?, GFP_KERNEL).ok()?);
-                    continue;
+                match links.add_member(ctx, &mut spare) {
+                    Ok(()) => {}
+                    Err(Some(needed)) => {
+                        drop(chain);
+                        spare = Some(KBox::new(KVec::with_capacity(needed, GFP_KERNEL).ok()?, GFP_KERNEL).ok()?);
+                        continue;
+                    }
+                    // Not a member: the registration fails rather than hold the pin unrevoked.
+                    Err(None) => return Some(Err(ENOMEM)),
                 }
             }
             // INVARIANT: one more registration with a `PinRef` (and, invalidating, a member).
@@ -902,7 +929,7 @@ impl SharedPin {
                 }
                 (other, _) => {
                     // Not reached: a live pin's table is set.
-                    nv_err!("pin {:#x}: live with no page table: left pinned\n", self.start);
+                    nv_pin_err!("pin {:#x}: live with no page table: left pinned\n", self.start);
                     *inner.state = other;
                     ((member, None), ChainOp::Keep)
                 }
@@ -913,26 +940,29 @@ impl SharedPin {
         Leaving { pin: self, member, unpin }
     }
 
-    /// Unpins with NVIDIA: `Unpinning` -> `UnpinFailed` when NVIDIA refuses, or the callback
-    /// won (`Revoked`). A successful unpin takes no lock again and leaves `Unpinning`, final
-    /// then: no callback can follow, and no registration holds the unlisted pin.
+    /// Unpins with NVIDIA: `Unpinning` -> `UnpinFailed` when NVIDIA refuses, `LeftToCallback`
+    /// when called from another process than the owner's, or the callback won (`Revoked`). A
+    /// successful unpin takes no lock again and leaves `Unpinning`, final then: no callback can
+    /// follow, and no registration holds the unlisted pin.
     fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>) {
         let Some(api) = Api::get() else { return };
+        let Some(nvidia_ref) = nvidia_ref else {
+            return self.unpin_persistent(api, table);
+        };
+        if !self.owner.as_ref().is_some_and(Owner::is_current) {
+            return self.leave_to_owner(nvidia_ref);
+        }
         stats::inc(Stat::UnpinCalls);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
         // made inside our callback's invalidate find their registration revoked and never get
-        // here (`RegContext::unpin`).
-        let result = match nvidia_ref {
-            // SAFETY: see above; the persistent pin (no callback) is ours and not used
-            // afterwards.
-            None => unsafe { api.put_pages_persistent(self.start, table.0) },
-            // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
-            Some(_) => unsafe { api.put_pages(self.start, table.0) },
-        };
+        // here (`RegContext::unpin`). From the owner's thread group: RM finds the pin unless the
+        // callback already took it (the check above).
+        // SAFETY: see above; the pin is ours, not put before, and not used afterwards.
+        let result = unsafe { api.put_pages(self.start, table.0) };
         // A callback that ran before our call reached RM set `callback_ran` in its critical
         // section, under RM's lock, which our call took after it: no lock of ours is needed to
-        // see it. A successful unpin means no callback will run after it (RM unlinks the pin and
-        // calls the callback in one hold of its lock, CONTRACT 2.4); a persistent pin has none.
+        // see it. A successful unpin by the owner means no callback will run after it (RM
+        // unlinks the pin and calls the callback in one hold of its lock, CONTRACT 2.4).
         let callback_ran = match &result {
             Ok(()) => self.callback_ran.load(Acquire),
             // NVIDIA refused: whether the callback ran and what the pin is now are decided
@@ -950,30 +980,72 @@ impl SharedPin {
             // The callback won the race for the RM lock: NVIDIA freed the pin and the table
             // before our call reached RM (which answered 0, or met another pin's table: the
             // `p2p` module documentation), took its reference back and uncounted the pin.
-            if let Some(r) = nvidia_ref {
-                r.leave_to_callback();
-            }
+            nvidia_ref.leave_to_callback();
             return;
         }
         match result {
             Ok(()) => {
                 self.uncount();
-                if let Some(nvidia_ref) = nvidia_ref {
-                    // SAFETY: this pin's token; put_pages succeeded and the callback had not
-                    // run (see above): NVIDIA dropped it. Not the last reference (the caller
-                    // holds `self`).
-                    drop(unsafe { nvidia_ref.reclaim(self) });
-                }
+                // SAFETY: this pin's token; put_pages, called by the pin's owner, succeeded and
+                // the callback had not run (see above): NVIDIA unlinked the pin and will not
+                // call back. Not the last reference (the caller holds `self`).
+                drop(unsafe { nvidia_ref.reclaim(self) });
             }
             Err(e) => {
                 // The pin may still be registered with NVIDIA: it keeps its reference (the
                 // callback takes it back when the memory is freed), and the pin stays counted.
-                if let Some(r) = nvidia_ref {
-                    r.leave_to_callback();
-                }
+                nvidia_ref.leave_to_callback();
                 stats::failure(Op::PutPages, e);
-                nv_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.start, e);
+                nv_pin_err!("put_pages {:#x}: NVIDIA failed to unpin: {:?}\n", self.start, e);
             }
+        }
+    }
+
+    /// The last registration of a pin with a callback left from another thread group than the
+    /// owner's (REVIEW-KMOD-2 T3-1): NVIDIA would look the pin up among that process's objects,
+    /// find nothing, answer 0 and keep the pin and our callback. So NVIDIA is not asked; the pin
+    /// (with its module reference) is left to the callback, which the owner's cudaFree or exit
+    /// fires, and stays counted until then.
+    fn leave_to_owner(self: &Arc<Self>, nvidia_ref: NvidiaRef) {
+        let ran = self.with_inner(|inner| {
+            let ran = matches!(inner.state, PinState::Revoked);
+            if !ran {
+                *inner.state = PinState::LeftToCallback;
+            }
+            (ran, ChainOp::Keep)
+        });
+        // Either way the callback takes NVIDIA's reference back: it ran, or it will.
+        nvidia_ref.leave_to_callback();
+        if ran {
+            return;
+        }
+        stats::inc(Stat::UnpinsLeftToCallback);
+        nv_pin_warn!(
+            "unpin {:#x}+{:#x}: the last registration left from process {}, not {} which pinned it (a NIC reset or unbind, or an inherited uverbs fd): NVIDIA would not unpin it from there; left pinned until process {} frees the memory or exits\n",
+            self.start,
+            self.range().len,
+            Owner::current_tgid(),
+            self.owner.as_ref().map_or(0, Owner::tgid),
+            self.owner.as_ref().map_or(0, Owner::tgid)
+        );
+    }
+
+    /// A persistent pin: unpinned through its own RM object (no process lookup, no callback).
+    fn unpin_persistent(self: &Arc<Self>, api: &Api, table: TablePtr) {
+        stats::inc(Stat::UnpinCalls);
+        // SAFETY: not in a callback (the core's put_pages/release); the persistent pin (no
+        // callback) is ours and not used afterwards.
+        let result = unsafe { api.put_pages_persistent(self.start, table.0) };
+        nv_dbg!("unpin {:#x} (persistent): {:?}", self.start, result);
+        // Uncounted either way: no callback will ever say when NVIDIA lets go of a pin it
+        // refused to unpin (REVIEW-KMOD-2 T3-14); the failure is counted and logged instead.
+        self.uncount();
+        if let Err(e) = result {
+            stats::failure(Op::PutPages, e);
+            nv_pin_err!(
+                "put_pages_persistent {:#x}: NVIDIA failed to unpin: {:?}; the pin stays with NVIDIA and is no longer counted\n",
+                self.start, e
+            );
         }
     }
 
@@ -982,54 +1054,68 @@ impl SharedPin {
         stats::sub(Stat::LivePins, 1);
     }
 
-    /// NVIDIA's free callback (cudaFree) under its RM lock: unlists the pin, then revokes its
-    /// registrations one by one, with no lock of ours held while each calls the core.
-    fn revoke(self: &Arc<Self>) {
-        let revoked = self.with_inner(|inner| {
-            let old = core::mem::replace(inner.state, PinState::Revoked);
-            if !matches!(old, PinState::Revoked | PinState::Unpinned) {
-                // Read by an unpin that RM answered after this callback (`unpin`).
-                self.callback_ran.store(true, Release);
+    /// NVIDIA's free callback (cudaFree) under its RM lock, first part: in one critical section,
+    /// unlists the pin, takes its members and moves each out of the states that use the page
+    /// table (a `Mapped` one to `Invalidating`). Returns the members, whose [`RegContext::finish_revoke`]
+    /// then tells the core about the `Invalidating` ones with no lock held; `None` when there
+    /// is nothing to revoke (revoked already, or refused by NVIDIA).
+    fn revoke(self: &Arc<Self>) -> Option<(Option<Arc<RegContext>>, Option<KBox<Members>>)> {
+        let mut chain = self.shard.lock();
+        // SAFETY: `chain` locks the pin's shard, just taken, which guards both.
+        let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, &mut chain) };
+        let old = core::mem::replace(state, PinState::Revoked);
+        if !matches!(old, PinState::Revoked | PinState::Unpinned) {
+            // Read by an unpin that RM answered after this callback (`unpin`).
+            self.callback_ran.store(true, Release);
+        }
+        // Only a `Live` pin may be listed (`SharedPin` invariant).
+        let (counted, unlist) = match old {
+            PinState::Live { nvidia_ref, .. } => {
+                // This very callback takes NVIDIA's reference back (`free_callback`).
+                if let Some(r) = nvidia_ref {
+                    r.leave_to_callback();
+                }
+                (true, true)
             }
-            // Only a `Live` pin may be listed (`SharedPin` invariant).
-            let (counted, op) = match old {
-                PinState::Live { nvidia_ref, .. } => {
-                    // This very callback takes NVIDIA's reference back (`free_callback`).
-                    if let Some(r) = nvidia_ref {
-                        r.leave_to_callback();
-                    }
-                    (true, ChainOp::Unlist)
-                }
-                PinState::Unpinning | PinState::UnpinFailed => (true, ChainOp::Keep),
-                // Fired inside get_pages, or before `pin_with_nvidia` took the lock again: that
-                // sees `Revoked` and reports the pin as failed, never counted.
-                PinState::Pinning => (false, ChainOp::Keep),
-                PinState::Revoked | PinState::Unpinned => {
-                    *inner.state = old;
-                    return (None, ChainOp::Keep);
-                }
-            };
-            let members = (inner.links.first.take(), inner.links.more.take());
-            (Some((counted, members)), op)
-        });
-        let Some((counted, (first, more))) = revoked else { return };
+            PinState::Unpinning | PinState::UnpinFailed | PinState::LeftToCallback => (true, false),
+            // Fired inside get_pages, or before `pin_with_nvidia` took the lock again: that
+            // sees `Revoked` and reports the pin as failed, never counted.
+            PinState::Pinning => (false, false),
+            PinState::Revoked | PinState::Unpinned => {
+                *state = old;
+                return None;
+            }
+        };
+        let (first, more) = (links.first.take(), links.more.take());
+        if unlist && self.owner.is_some() {
+            // INVARIANT: no longer in the chain (this section leaves `Live`).
+            // SAFETY: `chain` is the pin's shard's.
+            unsafe { unlink(&mut chain, self) };
+        }
+        // Every member out of the table-using states in this same section (T3-2): a member not
+        // told yet can no longer enter get_pages or dma_map with the table NVIDIA frees when
+        // this callback returns.
+        let more_iter = more.iter().flat_map(|m| m.iter().flatten());
+        for ctx in Iterator::chain(first.iter(), more_iter) {
+            // SAFETY: a member of this pin, so guarded by the pin's shard, whose lock `chain` is.
+            unsafe { ctx.revoke_locked(&mut chain) };
+        }
+        drop(chain);
         if counted {
             self.uncount();
         }
-        nv_dbg!("free callback {:#x}: revoking its registrations", self.start);
-        let more = more.iter().flat_map(|m| m.iter().flatten());
-        for ctx in Iterator::chain(first.iter(), more) {
-            ctx.revoke();
-        }
-        // NVIDIA frees the table and every mapping on it when we return.
+        nv_dbg!("free callback {:#x}: every registration revoked", self.start);
+        Some((first, more))
     }
 }
 
 impl PinLinks {
     /// Makes `ctx` a member, inline, in a free slot, or by moving the members into `spare` when
-    /// it has room; else `Err(capacity)`: the caller allocates `spare` that large, unlocked, and
-    /// retries.
-    fn add_member(&mut self, ctx: &Arc<RegContext>, spare: &mut Option<KBox<Members>>) -> Result<(), usize> {
+    /// it has room for them and `ctx`; else `Err(Some(capacity))`: the caller allocates `spare`
+    /// that large, unlocked, and retries. `Err(None)`: `ctx` could not be added (not reached:
+    /// the room is checked first), and the join fails rather than leave a registration holding
+    /// the pin without being a member, which the callback would never revoke (T3-10).
+    fn add_member(&mut self, ctx: &Arc<RegContext>, spare: &mut Option<KBox<Members>>) -> Result<(), Option<usize>> {
         if self.first.is_none() {
             self.first = Some(ctx.clone());
             return Ok(());
@@ -1042,9 +1128,7 @@ impl PinLinks {
             }
             if more.len() < more.capacity() {
                 // Within the capacity: `push` neither allocates nor fails.
-                if more.push(Some(ctx.clone()), GFP_NOWAIT).is_ok() {
-                    return Ok(());
-                }
+                return more.push(Some(ctx.clone()), GFP_NOWAIT).map_err(|_| None);
             }
         }
         let needed = (2 * len).max(4);
@@ -1052,20 +1136,19 @@ impl PinLinks {
             Some(s) if s.capacity() - s.len() > len => s,
             other => {
                 *spare = other;
-                return Err(needed);
+                return Err(Some(needed));
             }
         };
-        // Within `grown`'s room (checked above): `push` neither allocates nor fails.
-        let mut keep = |m: Option<Arc<RegContext>>| {
-            if grown.push(m, GFP_NOWAIT).is_err() {
-                stats::failure(Op::Acquire, ENOMEM);
-                nv_err!("pin member lost while growing the member vector\n");
-            }
-        };
+        // Within `grown`'s room for `len + 1` (checked above): no `push` below allocates or
+        // fails. The joiner goes first, so that it fails alone, before any member has moved.
+        grown.push(Some(ctx.clone()), GFP_NOWAIT).map_err(|_| None)?;
         for m in self.more.iter_mut().flat_map(|m| m.iter_mut()) {
-            keep(m.take());
+            if grown.push(m.take(), GFP_NOWAIT).is_err() {
+                // Not reached (the room is checked): a member the callback would not revoke.
+                stats::failure(Op::Acquire, ENOMEM);
+                nv_pin_err!("pin member lost while growing the member vector\n");
+            }
         }
-        keep(Some(ctx.clone()));
         // The old vector, emptied of references, is freed with the lock held (kfree only).
         self.more = Some(grown);
         Ok(())
@@ -1091,11 +1174,79 @@ impl PinLinks {
 unsafe extern "C" fn free_callback(data: *mut c_void) {
     if data.is_null() {
         stats::failure(Op::FreeCallback, EINVAL);
-        nv_err!("free callback without a pin\n");
+        nv_pin_err!("free callback without a pin\n");
         return;
     }
+    stats::inc(Stat::Revocations);
     // SAFETY: `data` is an `NvidiaRef` of ours (caller), now taken back, once.
     let pin = unsafe { Arc::from_raw(data.cast::<SharedPin>()) };
-    pin.revoke();
-    // Dropping NVIDIA's reference last: the pin outlives everything above.
+    if let Some((first, more)) = pin.revoke() {
+        let more_iter = more.iter().flat_map(|m| m.iter().flatten());
+        for ctx in Iterator::chain(first.iter(), more_iter) {
+            ctx.finish_revoke();
+        }
+        // The member references may be the last of their registrations (and of those
+        // registrations' module references): the pin's own module reference, held below, keeps
+        // the module's count above zero meanwhile.
+        drop((first, more));
+    }
+    // NVIDIA frees the table and every mapping on it when we return.
+    defer_drop(pin);
+}
+
+/// The free callbacks' pin references, for the module's work item to drop ([`defer_drop`]): a
+/// stack of `Arc::into_raw` pointers linked through each pin's `links.next`.
+static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
+
+/// Hands a free callback's reference to `pin` to the module's work item. That reference may be
+/// the pin's last, and the pin's module reference the module's last: dropped here, NVIDIA's
+/// thread would go on running this module's text (the returns, the kfree) after an `rmmod` could
+/// have completed (REVIEW-KMOD C5). The work item drops it instead, and module exit flushes the
+/// work (`NvPeer::drop`), which returns only once the work function has. Not covered: this
+/// thread's own return into NVIDIA after `nvpeer_glue_schedule_deferred` (the work may run on
+/// another CPU meanwhile); a thread stopped in those few instructions for as long as the work, a
+/// whole `rmmod` and its RCU grace period take would resume in freed text. Only NVIDIA could
+/// close that, by holding a reference on the callback's module across the call.
+///
+/// The pin, revoked, is in no chain, so its `links.next` is free to link it into the stack: set
+/// under its shard's lock, held from before the pin is pushed until the link is set, so that a
+/// drain that pops it waits for the link.
+fn defer_drop(pin: Arc<SharedPin>) {
+    let shard = pin.shard;
+    let mut chain = shard.lock();
+    let raw = Arc::into_raw(pin);
+    // SAFETY: our reference, just turned into `raw`, keeps the pin alive until the drain takes
+    // it back, which needs the lock we hold to read the link.
+    let pin = unsafe { &*raw };
+    let next = DEFERRED.xchg(raw.cast_mut().cast(), Release);
+    // SAFETY: a pointer from `Arc::into_raw` pushed on the stack, whose reference is now the
+    // link's; null for the bottom of the stack.
+    let next = NonNull::new(next.cast::<SharedPin>()).map(|n| unsafe { Arc::from_raw(n.as_ptr()) });
+    // SAFETY: `chain` locks the pin's shard.
+    // INVARIANT: revoked (a free callback's pin), hence unlisted: `next` links the stack.
+    unsafe { pin.links.access_mut(pin.shard, &mut chain) }.next = next;
+    drop(chain);
+    // SAFETY: no precondition; the work is the module's own, flushed at module exit.
+    unsafe { ffi::nvpeer_glue_schedule_deferred() };
+}
+
+/// The module's work item: drops every pin [`defer_drop`] queued (called by the C glue).
+#[no_mangle]
+pub(crate) extern "C" fn nvpeer_drain_deferred() {
+    let mut cur = DEFERRED.xchg(ptr::null_mut(), Acquire);
+    while let Some(raw) = NonNull::new(cur.cast::<SharedPin>()) {
+        // SAFETY: a pointer `defer_drop` pushed, whose reference the stack held and this drain
+        // took (the exchange above, or the previous pin's link).
+        let pin = unsafe { Arc::from_raw(raw.as_ptr()) };
+        let next = {
+            let mut chain = pin.shard.lock();
+            // SAFETY: `chain` locks the pin's shard; the pusher set the link before it dropped
+            // this lock.
+            unsafe { pin.links.access_mut(pin.shard, &mut chain) }.next.take()
+        };
+        cur = next.map_or(ptr::null_mut(), |n| Arc::into_raw(n).cast_mut().cast());
+        // Maybe the pin's last reference, and the module's: in the work function, which module
+        // exit waits for.
+        drop(pin);
+    }
 }

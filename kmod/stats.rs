@@ -2,6 +2,11 @@
 
 //! The module's own statistics, readable without MOFED's `memory_peers` sysfs (absent on new
 //! kernels): `/sys/module/<name>/nvpeer/stats/*` and `.../nvpeer/failures`, shown by the C glue.
+//!
+//! The counters are global atomics in two cache lines that every registration writes: cheap
+//! against a registration's other costs at the rates measured (tests/BENCHMARKS.md), a shared
+//! line on a many-core host under heavy registration traffic; per-CPU counters would remove that
+//! (REVIEW-KMOD-2 T3-11, not done).
 
 use kernel::error::Error;
 
@@ -29,6 +34,7 @@ pub(crate) enum Stat {
     Failures = ffi::nvpeer_stat_NVPEER_STAT_FAILURES,
     PinShares = ffi::nvpeer_stat_NVPEER_STAT_PIN_SHARES,
     LivePins = ffi::nvpeer_stat_NVPEER_STAT_LIVE_PINS,
+    UnpinsLeftToCallback = ffi::nvpeer_stat_NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK,
 }
 
 /// The operation a failure is counted under; the discriminants are `enum nvpeer_op`.

@@ -3,12 +3,12 @@
 # `make test-matrix`: the module on the kernels beyond `make test`'s 7.2 (issue 15): the test
 # kernels of 6.12 (LTS) and 7.3 (module load, conformance on every core generation, revocation at
 # every point, the detectors), the 7.2 test kernel cross-built for arm64 and booted under
-# qemu-system-aarch64 (conformance on one core generation), and Debian's own 7.3 kernel
-# (stock-basic). Each kernel is built once and cached like 7.2 (about 10 minutes each on 2 cores,
+# qemu-system-aarch64 (conformance on one core generation), Debian's own 7.3 kernel
+# (stock-basic), and the 7.2 test kernel with CONFIG_MODVERSIONS (tests/compat/test-modversions.sh). Each kernel is built once and cached like 7.2 (about 10 minutes each on 2 cores,
 # 15 for arm64). Then it rebuilds the 7.2 modules as `make test` expects them, runs a planted
 # wrong-shard build on 7.2 that must WARN (test-wrong-shard.sh), and ends with the kernel x suite
 # table and "tests: N passed, N failed".
-# NVPEER_MATRIX="6.12 7.3 arm64 stock" picks the parts (default all); NVPEER_RACE_ITERATIONS and
+# NVPEER_MATRIX="6.12 7.3 arm64 stock modversions" picks the parts (default all); NVPEER_RACE_ITERATIONS and
 # NVPEER_RACE_THREADS the revocation races (default 20 and 2).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +16,7 @@ cd "$repo"
 . tests/setup/env.sh
 . tests/steps.sh
 
-parts=${NVPEER_MATRIX:-"6.12 7.3 arm64 stock"}
+parts=${NVPEER_MATRIX:-"6.12 7.3 arm64 stock modversions"}
 races=${NVPEER_RACE_ITERATIONS:-20} threads=${NVPEER_RACE_THREADS:-2}
 STOCK_73=${NVPEER_STOCK_73:-7.3.4+deb13-amd64}
 # step_ok NAME COMMAND...: a step whose failure skips the rest of its kernel.
@@ -55,7 +55,13 @@ for part in $parts; do
         step "stock: Debian's own $STOCK_73 kernel: load, register, DMA, revoke, unload" \
             tests/vm/run.sh --stock "$STOCK_73" stock-basic "$STOCK_73" "$repo/build/stock/$STOCK_73"
         ;;
-    *) step "matrix: unknown part '$part' (known: 6.12 7.3 arm64 stock)" false ;;
+    modversions)
+        # No kernel of make test versions modules (Debian's Rust kernels neither): the 7.2 test
+        # kernel with CONFIG_MODVERSIONS, its own build (about 15 minutes cold, cached).
+        step "modversions: the generation markers unversioned, on the 7.2 test kernel with CONFIG_MODVERSIONS" \
+            tests/compat/test-modversions.sh
+        ;;
+    *) step "matrix: unknown part '$part' (known: 6.12 7.3 arm64 stock modversions)" false ;;
     esac
 done
 # `make test` and `make run` load the modules from kmod/ and tests/: leave them built for 7.2.

@@ -86,6 +86,10 @@ STALL = {"after_acquire": CONSTS["PEER_CORE_SIM_REG_STALL_AFTER_ACQUIRE"],
          "invalidate_return": CONSTS["PEER_CORE_SIM_REG_STALL_INVALIDATE_RETURN"]}
 IOC_STALL_WAIT = IOCTLS["PEER_CORE_SIM_IOC_STALL_WAIT"]
 IOC_STALL_RESUME = IOCTLS["PEER_CORE_SIM_IOC_STALL_RESUME"]
+IOC_DISASSOCIATE = IOCTLS["PEER_CORE_SIM_IOC_DISASSOCIATE"]
+# The stall channels (nvpeer_sim_uapi.h): 0 any, 1 registration/dereg points, 2 the core's
+# invalidate returning into the client (STALL["invalidate_return"]).
+STALL_ANY, STALL_CORE, STALL_INVALIDATE = 0, 1, 2
 IOC_PEER_PRIVATE_DATA = IOCTLS["PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA"]
 DMA_TO_MR = CONSTS["PEER_CORE_SIM_DMA_TO_MR"]
 DMA_FROM_MR = CONSTS["PEER_CORE_SIM_DMA_FROM_MR"]
@@ -278,12 +282,18 @@ class PeerCoreSim:
     def reg_mr(self, addr, size, writable=True, kind="mr", inject=0):
         return self.reg(addr, size, writable, kind, inject)["id"]
 
-    def stall_wait(self):
-        """Returns once a registration made with a STALL flag waits at its step."""
-        fcntl.ioctl(self.fd, IOC_STALL_WAIT, 0)
+    def stall_wait(self, channel=STALL_ANY):
+        """Returns once a call made with a STALL flag waits at its step (on CHANNEL)."""
+        fcntl.ioctl(self.fd, IOC_STALL_WAIT, channel)
 
-    def stall_resume(self):
-        fcntl.ioctl(self.fd, IOC_STALL_RESUME, 0)
+    def stall_resume(self, channel=STALL_ANY):
+        """Lets the stalled call of CHANNEL (default: every stalled one) go on."""
+        fcntl.ioctl(self.fd, IOC_STALL_RESUME, channel)
+
+    def disassociate(self):
+        """The device goes away: every MR of this file is deregistered from a kernel worker, as
+        uverbs' disassociate does on a NIC reset, unbind or removal. Returns how many."""
+        return fcntl.ioctl(self.fd, IOC_DISASSOCIATE, 0)
 
     def dereg_mr(self, mr_id):
         fcntl.ioctl(self.fd, IOC_DEREG_MR, bytearray(U32.pack(mr_id)), True)

@@ -389,6 +389,24 @@ eq("... and the parent's VA is gone", -errno.EINVAL, t.get(a.va, K64)[0])
 settled("after the child's FREE")
 a.unmap()
 t.reset()
+# RM looks pins up among the calling process's objects: a forked child's put_pages of the
+# parent's pin finds nothing, answers 0 and frees nothing; the callback still comes.
+sim.reset()
+a = sim.alloc(M4)
+ret, s = t.get(a.va, M4)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if t.put(s) == 0 else 1)
+_, st = os.waitpid(pid, 0)
+eq("put_pages from another process -> 0", 0, os.waitstatus_to_exitcode(st))
+c = sim.counters()
+eq("... nothing freed, counted as another process's", (1, 1, 0),
+   (c["pins"], c["put_pages_other_process"], c["put_pages_not_found"]))
+sim.free_va(a.va)
+eq("... the pin's free callback still fires at the FREE", 1, t.info(s)["cb_runs"])
+settled("after the FREE")
+a.unmap()
+t.reset()
 EOF
 expect "calls from inside a callback are logged" log_has callbacks "called with the RM API lock held by this thread"
 

@@ -63,7 +63,8 @@ REVOKE_POINTS = {"in_get_pages": 1, "in_dma_map": 2, "in_put_pages": 3}
 _STALL_AT = struct.Struct("=QII")        # va, point, pad
 STALL_POINTS = {"in_get_pages": 1}
 _SCALARS = ("free_callbacks", "calls_in_callback", "stale_table_uses", "pins",
-            "persistent_pins", "mappings", "allocations", "pages_pinned", "put_pages_not_found")
+            "persistent_pins", "mappings", "allocations", "pages_pinned", "put_pages_not_found",
+            "put_pages_other_process")
 _COUNTERS = struct.Struct("=%dQ" % (2 * len(FN_NAMES) + len(_SCALARS)))
 
 IOC_ALLOC = _IOWR("N", 1, _ALLOC.size)

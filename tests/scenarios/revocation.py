@@ -24,15 +24,17 @@ put_pages reads the table its callback freed: counted as the stand-in's stale us
 Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only CASE] [--gen G]"""
 
 import argparse
+import ctypes
 import errno
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stack import Stack, Tally, our_stats  # noqa: E402
+from stack import Stack, Tally, loaded, our_stats  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
 import totals  # noqa: E402
@@ -43,6 +45,8 @@ MIB = 1 << 20
 HANG_S = 20
 # The hung-task timeout while a case that hangs the reference on purpose runs (`breaking_case`).
 HUNG_TASK_S = 10
+# clone(2) flags for in_clone_vm (linux/sched.h).
+CLONE_VM, CLONE_VFORK = 0x100, 0x4000
 
 # Cases that break NVIDIA's nvidia-peermem 550.163.01 on a 5.x core, and how: "hangs" (run in
 # a child that is left hanging) or "corrupts" (runs to its end; the kernel's memory checkers
@@ -96,6 +100,14 @@ REFERENCE_BREAKS = {
 _DMA_MAP_UAF = ("use-after-free write inside nvidia_p2p_dma_map_pages: the free callback frees "
                 "the page table between its reads and its link of the new mapping")
 NVIDIA_BREAKS = {("in_dma_map", gen): (CORRUPTS, _DMA_MAP_UAF) for gen in coresim.GENERATIONS}
+# REVIEW-KMOD-2 T3-1: a put_pages from another process than the pinning one (uverbs'
+# disassociate from a kworker, the last close of an inherited fd) finds nothing in RM and
+# answers 0; NVIDIA's module takes that for an unpin, frees its context and drops its module
+# reference, and the cudaFree's callback reads the freed context (its magic check logs
+# "detected invalid context"; KFENCE reports the read when it sampled the object).
+REFERENCE_BREAKS.update({("unpin_elsewhere", gen): (
+    CORRUPTS, "its free callback reads its context freed after an unpin from another process, "
+    "which NVIDIA answered 0 without unpinning") for gen in coresim.GENERATIONS})
 
 
 def known_break(client, name, gen):
@@ -485,7 +497,7 @@ def shared_free(c):
         c.core.dma_write(m, 0, bytes([0x40 + k]) * 8)
         c.t.eq(f"{c.label} {case}: NIC DMA through MR {k} lands", bytes([0x40 + k]) * 8,
                bytes(a.mm[0x1000 * k:0x1000 * k + 8]))
-    inv0 = our_stats()["invalidate_calls"] if c.ours else 0
+    s0 = our_stats() if c.ours else {}
     a.free()
     c.t.eq(f"{c.label} {case}: free callbacks", 1 if c.ours else SHARED,
            c.nv.counters()["free_callbacks"])
@@ -494,7 +506,11 @@ def shared_free(c):
     if c.ours:
         st = our_stats()
         c.t.eq(f"{c.label} {case}: the core told to invalidate each registration", SHARED,
-               st["invalidate_calls"] - inv0)
+               st["invalidate_calls"] - s0["invalidate_calls"])
+        # stats/revocations counts NVIDIA's free callbacks, as the README says (REVIEW-KMOD-2
+        # T3-8), not the registrations they revoked.
+        c.t.eq(f"{c.label} {case}: stats/revocations counts the one free callback", 1,
+               st["revocations"] - s0["revocations"])
         c.t.eq(f"{c.label} {case}: no live pin", 0, st["live_pins"])
     for m in mrs:
         c.core.dereg_mr(m)
@@ -578,6 +594,59 @@ def shared_other_process(c):
     c.settled(case)
 
 
+def in_clone_vm(fn):
+    """Runs FN in a new process that shares this one's memory but not its thread group
+    (clone(CLONE_VM) without CLONE_THREAD, as vfork makes), this thread suspended until it
+    exits (CLONE_VFORK), so the two never run Python at once. Returns FN's result, or raises
+    what it raised."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    stack = ctypes.create_string_buffer(1 << 20)
+    top = ctypes.c_void_p(ctypes.addressof(stack) + len(stack) - 64)
+    out = {}
+
+    def child(_):
+        try:
+            out["pid"] = os.getpid()
+            out["result"] = fn()
+        except BaseException as e:  # handed to the parent, which raises it again
+            out["error"] = e
+        return 0
+
+    entry = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(child)
+    pid = libc.clone(entry, top, CLONE_VM | CLONE_VFORK | signal.SIGCHLD, None)
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone(CLONE_VM)")
+    os.waitpid(pid, 0)
+    if "error" in out:
+        raise out["error"]
+    if out.get("pid") != pid or pid == os.getpid():
+        raise RuntimeError(f"clone(CLONE_VM): the child ran as {out.get('pid')}, not {pid}")
+    return out["result"]
+
+
+def shared_clone_vm(c):
+    """REVIEW-KMOD-2 T3-7: a process that shares this one's memory but not its thread group
+    (clone(CLONE_VM) without CLONE_THREAD) registers a range this process registered. NVIDIA
+    scopes pins by thread group (RM looks the VA up among the calling process's objects), so it
+    refuses that process the pin; ours keys pins by thread group too, so it asks NVIDIA and is
+    refused, as NVIDIA's module is. Keyed by the mm (before), it joined this process's pin and
+    gave the other process's NIC memory NVIDIA would have refused it."""
+    case = "shared_clone_vm"
+    a = c.nv.alloc(2 * MIB)
+    m1 = c.core.reg_mr(a.va, 2 * MIB)
+    before = pin_calls(c.nv.counters())
+    rc, reg = in_clone_vm(lambda: reg_error(c.core, a.va, 2 * MIB))
+    if reg:  # joined (the failure below): deregistered from here, its pin being ours
+        c.core.dereg_mr(reg["id"])
+    c.t.eq(f"{c.label} {case}: the CLONE_VM process's registration asks NVIDIA (both clients) "
+           "and fails", (errno.EFAULT, 2), (rc, pin_calls(c.nv.counters()) - before))
+    c.core.dma_write(m1, 0, b"v" * 8)
+    c.t.eq(f"{c.label} {case}: this process's MR still works", b"v" * 8, bytes(a.mm[:8]))
+    c.core.dereg_mr(m1)
+    a.free()
+    c.settled(case)
+
+
 def shared_persistent(c):
     """Our persistent client: with share_pins=2, N registrations of one range share one
     persistent pin and the last dereg puts it; by default (share_pins=1) each pins on its own,
@@ -602,6 +671,152 @@ def shared_persistent(c):
     c.core.dereg_mr(mrs[-1])
     c.t.eq(f"{c.label} {case}: unpinned with the last MR", 0, c.nv.counters()["persistent_pins"])
     a.free()
+    c.settled(case)
+
+
+def invalid_context_lines():
+    """How often NVIDIA's module logged that its free callback found a freed context."""
+    r = subprocess.run(["dmesg"], capture_output=True, text=True)
+    return r.stdout.count("detected invalid context")
+
+
+def leave_from_kworker(core, mrs):
+    """uverbs' disassociate (a NIC reset, unbind or removal): every MR of the file is
+    deregistered from a kernel worker."""
+    n = core.disassociate()
+    core.close()
+    return n == len(mrs)
+
+
+def leave_from_child(core, mrs):
+    """A child inherits the uverbs fd; the parent closes its copy; the child deregisters the
+    first MR and exits, closing the file's last copy, which deregisters the rest there."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        try:
+            core.dereg_mr(mrs[0])
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    os.close(r)
+    core.close()
+    os.write(w, b"g")
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def unpin_elsewhere(c):
+    """REVIEW-KMOD-2 T3-1: the last registration of a buffer leaves from another process than
+    the one that pinned it: from a kernel worker (uverbs' disassociate) and from a child holding
+    an inherited uverbs fd. NVIDIA's put_pages looks the pin up in the caller's process only,
+    answers 0 and keeps the pin and its free callback. Ours must not take that for an unpin: it
+    leaves the pin, and its module reference, to the callback; rmmod is refused until the owner
+    frees the buffer; then the callback comes and the module unloads. NVIDIA's module takes the
+    0 for an unpin, frees its context and its module reference, and its callback later reads the
+    freed context (REFERENCE_BREAKS; tests/reference/expect-breaks.sh)."""
+    for how, leave in (("kworker", leave_from_kworker), ("child", leave_from_child)):
+        case = f"unpin_elsewhere ({how})"
+        a = c.nv.alloc(2 * MIB)
+        core = coresim.PeerCoreSim()  # the registrations' own uverbs file
+        # One 64 KiB-aligned range: ours shares one pin between them.
+        mrs = [core.reg_mr(a.va + 0x1000 * k, 2 * MIB - 0x1000 * k) for k in range(2)]
+        pins = 1 if c.ours else 2
+        c0, s0 = c.nv.counters(), our_stats()
+        c.t.check(f"{c.label} {case}: both registrations deregistered there", leave(core, mrs))
+        c1 = c.nv.counters()
+        c.t.eq(f"{c.label} {case}: NVIDIA still holds the pin(s) after the last dereg", pins,
+               c1["pins"])
+        if c.ours:
+            st = our_stats()
+            c.t.eq(f"{c.label} {case}: ours never asked NVIDIA from there (put_pages calls)",
+                   c0["calls_put_pages"], c1["calls_put_pages"])
+            c.t.eq(f"{c.label} {case}: the pin is left to the callback, still counted "
+                   "(live_pins, live_contexts, unpins_left_to_callback +1)", (1, 0, 1),
+                   (st["live_pins"], st["live_contexts"],
+                    st["unpins_left_to_callback"] - s0["unpins_left_to_callback"]))
+            rc, err = c.st.unload_client()
+            c.t.check(f"{c.label} {case}: rmmod refused while NVIDIA holds our callback",
+                      rc != 0 and loaded("nvidia_peermem"), err)
+        else:
+            c.t.eq(f"{c.label} {case}: its put_pages from there answered 0 without unpinning",
+                   pins, c1["put_pages_other_process"] - c0["put_pages_other_process"])
+            with open("/sys/module/nvidia_peermem/refcnt") as f:
+                refcnt = f.read().strip()
+            c.t.eq(f"{c.label} {case}: it dropped its module references (rmmod would unload it "
+                   "under NVIDIA's callbacks)", "0", refcnt)
+            n0 = invalid_context_lines()
+        a.free()
+        c2 = c.nv.counters()
+        c.t.eq(f"{c.label} {case}: the cudaFree ran the callback(s)", pins,
+               c2["free_callbacks"] - c1["free_callbacks"])
+        if c.ours:
+            c.t.eq(f"{c.label} {case}: ... which released the pin", 0, our_stats()["live_pins"])
+            c.st.reload_client()
+            c.t.check(f"{c.label} {case}: rmmod (and a new load) once the callback came",
+                      loaded("nvidia_peermem"))
+        else:
+            c.t.eq(f"{c.label} {case}: its callback read its freed context each time (its "
+                   "'detected invalid context' line)", n0 + pins, invalid_context_lines())
+        validate_slabs()
+        a.unmap()
+        c.settled(case)
+
+
+def shared_revoke_all(c):
+    """REVIEW-KMOD-2 T3-2: the free callback of a pin two registrations share stops inside the
+    core's invalidate of the first (the core's INVALIDATE_RETURN stall) while the second, joined
+    and past get_pages, goes on to dma_map: it must be refused at once, without NVIDIA being asked
+    to map the table it frees when the callback returns (which would read and write it, as
+    in_dma_map shows)."""
+    case = "shared_revoke_all"
+    if not c.ours:
+        print(f"skip  {c.label} {case}: NVIDIA's module pins each registration on its own: the "
+              "second pin's callback frees its table under that dma_map (in_dma_map, NVIDIA_BREAKS)",
+              flush=True)
+        return
+    a = c.nv.alloc(2 * MIB)
+    first = c.core.reg(a.va, 2 * MIB, inject=coresim.STALL["invalidate_return"])
+    res = {}
+
+    def register():
+        # The same 64 KiB-aligned range as the first: it joins the first one's pin.
+        res["rc"], res["reg"] = reg_error(c.core, a.va + 0x1000, 2 * MIB - 0x1000,
+                                          coresim.STALL["after_get_pages"])
+
+    reg_th = threading.Thread(target=register)
+    reg_th.start()
+    c.core.stall_wait(coresim.STALL_CORE)
+    c.t.eq(f"{c.label} {case}: the second registration joined the first one's pin", 1,
+           our_stats()["live_pins"])
+    maps0 = c.nv.counters()["calls_dma_map"]
+    free_th = Call(lambda: c.nv.free_va(a.va))
+    free_th.start()
+    c.core.stall_wait(coresim.STALL_INVALIDATE)  # the callback is inside the first's invalidate
+    c.core.stall_resume(coresim.STALL_CORE)      # the second goes on to dma_map
+    reg_th.join(5)
+    returned = not reg_th.is_alive()
+    c.core.stall_resume(coresim.STALL_INVALIDATE)
+    reg_th.join(HANG_S)
+    free_th.join(HANG_S)
+    if not c.t.check(f"{c.label} {case}: the registration and the free both return",
+                     not reg_th.is_alive() and not free_th.is_alive()):
+        raise RuntimeError("deadlocked: the VM cannot go on")
+    c.t.check(f"{c.label} {case}: the second registration returned while the callback was still "
+              "inside the first one's invalidate", returned)
+    c.t.eq(f"{c.label} {case}: ... refused (EFAULT)", errno.EFAULT, res.get("rc"))
+    c.t.eq(f"{c.label} {case}: NVIDIA was not asked to map the table being freed", maps0,
+           c.nv.counters()["calls_dma_map"])
+    c.t.eq(f"{c.label} {case}: the cudaFree succeeded", 0, free_th.rc)
+    c.t.check(f"{c.label} {case}: the first MR refuses NIC DMA", dma_fails(c.core, first["id"]))
+    c.core.dereg_mr(first["id"])
+    if res.get("reg"):
+        c.core.dereg_mr(res["reg"]["id"])
+    validate_slabs()
+    a.unmap()
     c.settled(case)
 
 
@@ -672,7 +887,7 @@ def dereg_race(c, iterations, threads):
 CASES = (in_acquire, after_acquire, after_get_pages, in_dma_map, in_dma_map_persistent,
          after_dma_map, in_put_pages, free_in_dereg, free_in_dereg_unlocked, dereg_in_callback,
          two_registrations, shared_free, shared_dereg_one, shared_dereg_race, shared_other_process,
-         freed_twice, other_process)
+         shared_clone_vm, shared_revoke_all, unpin_elsewhere, freed_twice, other_process)
 
 
 def combinations(client, gens):

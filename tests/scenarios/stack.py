@@ -5,6 +5,7 @@
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coresim  # noqa: E402
@@ -53,6 +54,18 @@ def sh(*args, check=True):
 
 def loaded(name):
     return os.path.exists(f"/sys/module/{name}")
+
+
+def rmmod(name, settle_s=2.0):
+    """rmmod NAME, tried again on EBUSY for up to SETTLE_S: our module's free callback hands
+    its last pin reference to a work item of the module (kmod/pin.rs, defer_drop), which drops
+    it, and with it a module reference, a moment after a cudaFree. Returns the last result."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        r = sh("rmmod", name, check=False)
+        if r.returncode == 0 or "in use" not in r.stderr or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
 
 
 class Stack:
@@ -119,11 +132,20 @@ class Stack:
             self.modules.remove(self.client_module)
         return r.returncode, r.stderr.strip()
 
+    def reload_client(self):
+        """rmmod of the client (settled, as at exit), then insmod with the same parameters."""
+        r = rmmod(self.client_module)
+        if r.returncode != 0:
+            raise RuntimeError(f"rmmod {self.client_module}: {r.stderr.strip()}")
+        self.modules.remove(self.client_module)
+        ko = self.path("nvidia_peermem" if self.client == "ours" else "reference")
+        self._insmod(ko, self.client_module, *self.client_params)
+
     def __exit__(self, *exc):
         errors = []
         harvest_revocations()
         for name in reversed(self.modules):
-            r = sh("rmmod", name, check=False)
+            r = rmmod(name)
             if r.returncode != 0:
                 errors.append(f"rmmod {name}: {r.stderr.strip()}")
         self.modules = []

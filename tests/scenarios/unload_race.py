@@ -11,7 +11,15 @@ the MR was created, rmmod cleared the core handle while it waited in unregister,
 callback could not tell the core: the NIC kept DMA access to freed GPU memory.
 
 Run against NVIDIA's module too (client "reference"): its outcome is recorded, and held to the
-same rule. Usage (in the VM): unload_race.py ours|reference"""
+same rule.
+
+Then, ours only, the other end of the module's life (REVIEW-KMOD-2 T3-4): init registers nv_mem,
+then nv_mem_nc, whose registration the core stand-in stalls and then refuses (its fail_register
+knob, as MOFED refuses a clashing name); meanwhile a GPU buffer is registered. No client may take
+it before init is done: a registration through nv_mem would make the failing init's unregister
+wait for it, so insmod would hang until the application deregistered.
+
+Usage (in the VM): unload_race.py ours|reference"""
 
 import errno
 import os
@@ -19,7 +27,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stack import Stack, Tally, our_stats  # noqa: E402
+from stack import OURS, Stack, Tally, loaded, our_stats, sh  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
 from revocation import dma_fails  # noqa: E402
@@ -92,6 +100,53 @@ def race(t, st, label):
     nv.close()
 
 
+def init_race(t, gen):
+    label = f"[ours {gen} init]"
+    with Stack(gen, client="ours", pt_version=0x00020000,
+               client_params=["persistent_api_support=0"]) as st:
+        st.unload_client()
+        nv = nvsim.NvP2pSim()
+        core = coresim.PeerCoreSim()
+        nv.reset()
+        knob = f"/sys/module/{st.core_module}/parameters/fail_register"
+        with open(knob, "w") as f:
+            f.write("nv_mem_nc")
+        res = {}
+
+        def insmod():
+            res["rc"] = sh("insmod", OURS, "persistent_api_support=0", check=False).returncode
+
+        ins_th = threading.Thread(target=insmod)
+        ins_th.start()
+        core.stall_wait(coresim.STALL_CORE)  # init registered nv_mem and waits in nv_mem_nc's
+        a = nv.alloc(2 * MIB)
+        try:
+            reg = core.reg(a.va, 2 * MIB)
+            err = 0
+        except OSError as e:
+            reg, err = None, e.errno
+        core.stall_resume(coresim.STALL_CORE)
+        ins_th.join(5)
+        returned = not ins_th.is_alive()
+        if reg:
+            core.dereg_mr(reg["id"])  # lets a hanging init go on
+        ins_th.join(HANG_S)
+        with open(knob, "w") as f:
+            f.write("")
+        if not t.check(f"{label} insmod returns", not ins_th.is_alive()):
+            raise RuntimeError("insmod hung: the VM cannot go on")
+        t.check(f"{label} insmod failed at once (the refused nv_mem_nc), waiting for no registration",
+                returned and res.get("rc") != 0 and not loaded("nvidia_peermem"), (returned, res))
+        t.eq(f"{label} the registration made while init waited was taken by no client (EFAULT)",
+             errno.EFAULT, err)
+        a.free()
+        c = nv.counters()
+        t.check(f"{label} nothing pinned or mapped afterwards",
+                c["pins"] == 0 and c["persistent_pins"] == 0 and c["mappings"] == 0, c)
+        core.close()
+        nv.close()
+
+
 def main():
     client = sys.argv[1] if len(sys.argv) > 1 else "ours"
     t = Tally(f"unload-race-{client}")
@@ -109,6 +164,11 @@ def main():
                 race(t, st, label)
         except Exception as e:
             t.check(f"{label}: ran to the end", False, repr(e))
+    if client == "ours":
+        try:
+            init_race(t, "5x-unmaps")  # the same on every generation: the core is not involved
+        except Exception as e:
+            t.check("[ours 5x-unmaps init]: ran to the end", False, repr(e))
     return t.finish()
 
 

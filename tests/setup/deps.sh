@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { printf 'deps: %s\n' "$*"; }
 
 # Debian packages of the machine's own release.
-APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libssl-dev xz-utils zstd
+APT_PKGS=(build-essential make flex bison bc cpio kmod libelf-dev libdw-dev libssl-dev xz-utils zstd
           python3 qemu-system-x86 busybox-static rdma-core ibverbs-utils libibverbs-dev dkms
           librdmacm-dev libclang-dev perftest iproute2 pciutils dpkg-dev file debootstrap openssl
           prometheus prometheus-node-exporter shellcheck debhelper dh-dkms lintian linux-perf

@@ -99,6 +99,10 @@ struct nv_p2p_sim_counters {
 	__u64 allocations;          /* live allocations */
 	__u64 pages_pinned;         /* 64 KiB pages in outstanding pins, both kinds */
 	__u64 put_pages_not_found;  /* put_pages of a table its free callback freed: 0, as RM */
+	/* put_pages of a callback pin by another process than the one that pinned it: RM looks pins
+	 * up among the calling process's objects, finds none and answers 0; the pin, its table and
+	 * its free callback stay (an event counter, zeroed by RESET) */
+	__u64 put_pages_other_process;
 };
 #define NV_P2P_SIM_IOC_COUNTERS _IOR('N', 5, struct nv_p2p_sim_counters)
 /* Zero the call/failure/callback counters (not the outstanding ones); clear faults, revocation
@@ -214,9 +218,14 @@ struct peer_core_sim_mr_info {
 	__u32 pad;
 };
 #define PEER_CORE_SIM_IOC_MR_INFO _IOWR('P', 4, struct peer_core_sim_mr_info)
-/* Waits until a registration is stalled (-ETIMEDOUT after 10 s), then returns 0. */
+/*
+ * The stalls run on two channels, stalled and resumed apart: 1 for the registration and dereg
+ * points, 2 for STALL_INVALIDATE_RETURN (one stalled call on each at a time). The ioctl argument
+ * is the channel; 0 means any.
+ * STALL_WAIT waits until a call is stalled on the channel (-ETIMEDOUT after 10 s), then returns 0.
+ */
 #define PEER_CORE_SIM_IOC_STALL_WAIT _IO('P', 5)
-/* Lets the stalled registration go on (-ESRCH when none is stalled). */
+/* Lets the stalled call of the channel (0: every stalled one) go on (-ESRCH when none is). */
 #define PEER_CORE_SIM_IOC_STALL_RESUME _IO('P', 6)
 
 /*
@@ -231,5 +240,12 @@ struct peer_core_sim_peer_info {
 	char name[64];    /* NUL-terminated client name */
 };
 #define PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA _IOW('P', 7, struct peer_core_sim_peer_info)
+
+/*
+ * The device goes away (mlx5 firmware-fatal recovery, devlink reload, unbind, hot-unplug): uverbs'
+ * disassociate deregisters every MR of this file from a kernel worker while the process keeps the
+ * fd. Returns how many MRs it deregistered; their ids are gone (-ENOENT) afterwards.
+ */
+#define PEER_CORE_SIM_IOC_DISASSOCIATE _IO('P', 8)
 
 #endif /* NVPEER_SIM_UAPI_H */

@@ -11,6 +11,14 @@
  * crashing as the real driver may. Where nvidia.ko itself is unsafe whatever the client does
  * (a cudaFree during dma_map_pages of a non-persistent pin; 515-530 put_pages after the free
  * callback won) the stand-in is as unsafe, observably: see sim_dma_map() and sim_put_pages().
+ *
+ * Pins are scoped by process, as RM scopes them (RmP2PGetInfoWithoutToken looks the VA, and the
+ * page table of a put_pages, up among the RM objects of the calling process only): get_pages*
+ * find only allocations the calling thread group mapped, and a put_pages of a callback pin from
+ * any other thread group finds nothing and answers 0 with nothing freed, as nv_p2p_put_pages
+ * maps RM's OBJECT_NOT_FOUND for a non-persistent table; the pin and its free callback stay
+ * (REVIEW-KMOD-2 T3-1). A <= 530 NULL-callback pin put from another process is refused
+ * (-EINVAL, its OBJECT_NOT_FOUND). put_pages_persistent goes through the pin's own object.
  * See tests/stand-ins/include/nvpeer_sim_uapi.h for the user interface and
  * tests/scenarios/nv-p2p-sim.sh for what is proven about this module.
  *
@@ -48,8 +56,10 @@
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/module.h>
+#include <linux/pid.h>
 #include <linux/random.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/semaphore.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -129,6 +139,7 @@ struct sim_alloc {
 	bool pages_freed;		/* freed, or claimed for freeing by one thread */
 	enum sim_alloc_state state;
 	struct mm_struct *mm;		/* set (and grabbed) by mmap, then constant */
+	struct pid *tgid;		/* the mapping thread group (get_pid) by mmap, then constant */
 	unsigned long va;		/* set by mmap, then constant */
 	unsigned int vmas;		/* VMAs mapping it: 1, 2 during a refused mremap */
 	struct list_head pins;		/* struct sim_pin */
@@ -153,6 +164,7 @@ struct sim_pin {
 	enum sim_pin_kind kind;
 	bool force_bar1;
 	u64 va;				/* 64 KiB aligned start */
+	struct pid *tgid;		/* the pinning thread group (get_pid): RM's scope */
 	unsigned int first;		/* index of its first page in alloc->phys */
 	void (*free_callback)(void *data);
 	void *data;
@@ -216,6 +228,7 @@ static struct {
 	atomic64_t allocations;
 	atomic64_t pages_pinned;
 	atomic64_t put_pages_not_found;
+	atomic64_t put_pages_other_process;
 	atomic64_t backing_bytes;	/* debugfs only: bytes of backing pages held */
 } sim_cnt;
 
@@ -397,6 +410,7 @@ static void sim_alloc_release(struct kref *ref)
 	sim_free_backing(a);
 	if (a->mm)
 		mmdrop(a->mm);
+	put_pid(a->tgid);
 	kvfree(a->chunks);
 	kvfree(a->phys);
 	kfree(a);
@@ -506,6 +520,7 @@ static struct sim_pin *sim_pin_create(struct sim_alloc *a, u64 va, u64 len,
 	pin->kind = kind;
 	pin->force_bar1 = force_bar1;
 	pin->va = va;
+	pin->tgid = get_pid(task_tgid(current));
 	pin->first = (va - a->va) / SIM_PAGE_SIZE;
 	pin->free_callback = free_callback;
 	pin->data = data;
@@ -610,6 +625,7 @@ static void sim_pin_free(struct sim_pin *pin, struct list_head *maps, bool free_
 	}
 	kvfree(pin->pt.pages);
 	kvfree(pin->page_array);
+	put_pid(pin->tgid);
 	kfree(pin);
 	if (free_pages)
 		sim_free_backing(a);
@@ -807,6 +823,10 @@ static int sim_get_pages(const char *fn, u64 va, u64 len,
 	sim_rm_lock();
 	mutex_lock(&sim_lock);
 	a = sim_find_mapped(current->mm, start, end - start);
+	/* RM looks the VA up in the calling process's objects: another thread group sharing the
+	 * mm (CLONE_VM without CLONE_THREAD) finds nothing. */
+	if (a && a->tgid != task_tgid(current))
+		a = NULL;
 	if (a)
 		kref_get(&a->ref);
 	mutex_unlock(&sim_lock);
@@ -950,6 +970,18 @@ static int sim_put_pages(const char *fn, u64 va, struct nvidia_p2p_page_table *p
 			gone = true;
 			pr_debug("%s: page table %p already freed by the free callback\n",
 				 fn, pt);
+		}
+	} else if (!persistent && pin->tgid != task_tgid(current)) {
+		/* RM finds no pin of the calling process: OBJECT_NOT_FOUND. */
+		if (pin->kind == SIM_PIN_CALLBACK) {
+			/* nv_p2p_put_pages: 0 for a non-persistent table; nothing is freed. */
+			atomic64_inc(&sim_cnt.put_pages_other_process);
+			pr_debug("%s: page table %p belongs to another process: 0, nothing freed\n",
+				 fn, pt);
+		} else {
+			pr_err_ratelimited("%s: page table %p was pinned by another process: -EINVAL\n",
+					   fn, pt);
+			ret = -EINVAL;
 		}
 	} else if ((pin->kind == SIM_PIN_PERSISTENT) != persistent) {
 		pr_err_ratelimited("%s: page table %p was pinned by %s: -EINVAL\n", fn,
@@ -1448,6 +1480,7 @@ static int sim_mmap(struct file *file, struct vm_area_struct *vma)
 	found->va = vma->vm_start;
 	found->mm = vma->vm_mm;
 	mmgrab(found->mm);
+	found->tgid = get_pid(task_tgid(current));
 	found->vmas = 1;
 	kref_get(&found->ref);
 	vma->vm_private_data = found;
@@ -1658,6 +1691,7 @@ static void sim_snapshot(struct nv_p2p_sim_counters *c)
 	c->allocations = atomic64_read(&sim_cnt.allocations);
 	c->pages_pinned = atomic64_read(&sim_cnt.pages_pinned);
 	c->put_pages_not_found = atomic64_read(&sim_cnt.put_pages_not_found);
+	c->put_pages_other_process = atomic64_read(&sim_cnt.put_pages_other_process);
 }
 
 static long sim_ioc_counters(void __user *arg)
@@ -1681,6 +1715,7 @@ static void sim_reset(void)
 	atomic64_set(&sim_cnt.calls_in_callback, 0);
 	atomic64_set(&sim_cnt.stale_table_uses, 0);
 	atomic64_set(&sim_cnt.put_pages_not_found, 0);
+	atomic64_set(&sim_cnt.put_pages_other_process, 0);
 	spin_lock(&sim_fault_lock);
 	memset(sim_faults, 0, sizeof(sim_faults));
 	spin_unlock(&sim_fault_lock);
@@ -1783,6 +1818,7 @@ static int sim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "allocations %llu\n", c.allocations);
 	seq_printf(s, "pages_pinned %llu\n", c.pages_pinned);
 	seq_printf(s, "put_pages_not_found %llu\n", c.put_pages_not_found);
+	seq_printf(s, "put_pages_other_process %llu\n", c.put_pages_other_process);
 	seq_printf(s, "backing_bytes %lld\n", (long long)atomic64_read(&sim_cnt.backing_bytes));
 	return 0;
 }

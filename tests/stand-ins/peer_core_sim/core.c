@@ -44,6 +44,24 @@ module_param(line, charp, 0444);
 MODULE_PARM_DESC(line, "5x-unmaps builds: MOFED line 5.4-3, 24.04 (24.04 ... 24.10) or 25.04 (default)");
 bool pcs_stop_bug;
 module_param_named(stop_bug, pcs_stop_bug, bool, 0444);
+/*
+ * A test knob: the registration of a client of this name stalls (channel 1, until STALL_RESUME)
+ * and then fails, as MOFED's does when the client's sysfs directory cannot be created (a name
+ * clash, no memory), so that a test can act while a client module's init waits in it.
+ */
+static char fail_register[IB_PEER_MEMORY_NAME_MAX];
+module_param_string(fail_register, fail_register, sizeof(fail_register), 0644);
+MODULE_PARM_DESC(fail_register, "test only: stall, then refuse, the registration of the client of this name");
+
+static bool pcs_fails_register(const struct peer_memory_client *pc)
+{
+	bool fail;
+
+	kernel_param_lock(THIS_MODULE);
+	fail = fail_register[0] && !strncmp(fail_register, pc->name, IB_PEER_MEMORY_NAME_MAX);
+	kernel_param_unlock(THIS_MODULE);
+	return fail;
+}
 MODULE_PARM_DESC(stop_bug, "lines 5.4-3 and 24.04: the pre-25.04 ib_umem_stop_invalidation_notifier (lockdep reports it)");
 enum pcs_line pcs_line;
 
@@ -103,6 +121,14 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 
 	if (pcs_check_mandatory(peer_client))
 		return NULL;
+	if (pcs_fails_register(peer_client)) {
+		pr_info("fail_register: stalling the registration of %.*s\n", IB_PEER_MEMORY_NAME_MAX,
+			peer_client->name);
+		pcs_stall(PCS_STALL_CORE);
+		pr_err("fail_register: refusing peer client %.*s\n", IB_PEER_MEMORY_NAME_MAX,
+		       peer_client->name);
+		return NULL;
+	}
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		return NULL;

@@ -20,6 +20,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 #include "pcs.h"
 
 #define PCS_DMA_CHUNK SZ_64K
@@ -454,45 +455,103 @@ out:
 }
 
 /*
- * Test stalls (PEER_CORE_SIM_REG_STALL_*). The stalled thread waits interruptibly, with a
- * bound, so a test that never resumes it cannot hang the VM.
+ * Test stalls (PEER_CORE_SIM_REG_STALL_*), per channel (pcs.h). The stalled thread waits
+ * interruptibly, with a bound, so a test that never resumes it cannot hang the VM. STALL_WAIT
+ * and STALL_RESUME take the channel as their argument; 0 means any channel (wait) or every
+ * stalled one (resume).
  */
 static DECLARE_WAIT_QUEUE_HEAD(pcs_stall_wq);
-static atomic_t pcs_stalled = ATOMIC_INIT(0);
-static atomic_t pcs_resume = ATOMIC_INIT(0);
+static atomic_t pcs_stalled[PCS_STALL_CHANNELS] = { ATOMIC_INIT(0), ATOMIC_INIT(0) };
+static atomic_t pcs_resume[PCS_STALL_CHANNELS] = { ATOMIC_INIT(0), ATOMIC_INIT(0) };
 
 void pcs_stall_point(struct pcs_mr *mr, u32 point)
 {
 	if (mr->inject & point)
-		pcs_stall();
+		pcs_stall(PCS_STALL_CORE);
 }
 
-void pcs_stall(void)
+void pcs_stall(unsigned int channel)
 {
-	atomic_set(&pcs_stalled, 1);
+	unsigned int c = channel - 1;
+
+	atomic_set(&pcs_stalled[c], 1);
 	wake_up_all(&pcs_stall_wq);
-	if (wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_resume), 60 * HZ) <= 0)
-		pr_warn("peer_core_sim: stalled registration not resumed within 60 s, going on\n");
-	atomic_set(&pcs_resume, 0);
-	atomic_set(&pcs_stalled, 0);
+	if (wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_resume[c]), 60 * HZ) <= 0)
+		pr_warn("peer_core_sim: stalled call not resumed within 60 s, going on\n");
+	atomic_set(&pcs_resume[c], 0);
+	atomic_set(&pcs_stalled[c], 0);
 }
 
-static long pcs_ioctl_stall_wait(void)
+static bool pcs_any_stalled(unsigned long channel)
 {
-	long r = wait_event_interruptible_timeout(pcs_stall_wq, atomic_read(&pcs_stalled), 10 * HZ);
+	return channel ? atomic_read(&pcs_stalled[channel - 1]) :
+			 atomic_read(&pcs_stalled[0]) || atomic_read(&pcs_stalled[1]);
+}
 
+static long pcs_ioctl_stall_wait(unsigned long channel)
+{
+	long r;
+
+	if (channel > PCS_STALL_CHANNELS)
+		return -EINVAL;
+	r = wait_event_interruptible_timeout(pcs_stall_wq, pcs_any_stalled(channel), 10 * HZ);
 	if (r < 0)
 		return r;
 	return r ? 0 : -ETIMEDOUT;
 }
 
-static long pcs_ioctl_stall_resume(void)
+static long pcs_ioctl_stall_resume(unsigned long channel)
 {
-	if (!atomic_read(&pcs_stalled))
+	unsigned int c;
+
+	if (channel > PCS_STALL_CHANNELS)
+		return -EINVAL;
+	if (!pcs_any_stalled(channel))
 		return -ESRCH;
-	atomic_set(&pcs_resume, 1);
+	for (c = 0; c < PCS_STALL_CHANNELS; c++)
+		if ((!channel || c == channel - 1) && atomic_read(&pcs_stalled[c]))
+			atomic_set(&pcs_resume[c], 1);
 	wake_up_all(&pcs_stall_wq);
 	return 0;
+}
+
+/*
+ * What uverbs does to a device's user contexts when the device goes away (mlx5 firmware-fatal
+ * recovery, devlink reload, driver unbind, hot-unplug): ib_unregister_device ->
+ * uverbs_destroy_ufile_hw(RDMA_REMOVE_DRIVER_REMOVE) deregisters every MR of the file from the
+ * unregistering thread, a kworker for the health recovery, while the process keeps its fd. Here
+ * a work item on the unbound workqueue deregisters every MR of this file; returns how many.
+ */
+struct pcs_disassociate {
+	struct work_struct work;
+	struct file *file;
+	long count;
+};
+
+static void pcs_disassociate_fn(struct work_struct *work)
+{
+	struct pcs_disassociate *d = container_of(work, struct pcs_disassociate, work);
+	struct pcs_mr *mr;
+	unsigned long id;
+
+	xa_for_each(&pcs_mrs, id, mr) {
+		mr = pcs_mr_take(d->file, id);
+		if (mr) {
+			pcs_mr_destroy(mr);
+			d->count++;
+		}
+	}
+}
+
+static long pcs_ioctl_disassociate(struct file *f)
+{
+	struct pcs_disassociate d = { .file = f };
+
+	INIT_WORK_ONSTACK(&d.work, pcs_disassociate_fn);
+	queue_work(system_unbound_wq, &d.work);
+	flush_work(&d.work);
+	destroy_work_on_stack(&d.work);
+	return d.count;
 }
 
 static long pcs_ioctl_peer_private_data(void __user *arg)
@@ -525,9 +584,11 @@ static long pcs_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 	case PEER_CORE_SIM_IOC_MR_INFO:
 		return pcs_ioctl_mr_info(f, uarg);
 	case PEER_CORE_SIM_IOC_STALL_WAIT:
-		return pcs_ioctl_stall_wait();
+		return pcs_ioctl_stall_wait(arg);
 	case PEER_CORE_SIM_IOC_STALL_RESUME:
-		return pcs_ioctl_stall_resume();
+		return pcs_ioctl_stall_resume(arg);
+	case PEER_CORE_SIM_IOC_DISASSOCIATE:
+		return pcs_ioctl_disassociate(f);
 	case PEER_CORE_SIM_IOC_PEER_PRIVATE_DATA:
 		return pcs_ioctl_peer_private_data(uarg);
 	}

@@ -53,6 +53,12 @@ enum pcs_gen {
 #define PCS_BUILD_4X		1
 #define PCS_BUILD_5X		2
 #define PCS_BUILD_5X_UNMAPS	3
+/*
+ * peer_core_sim_abi2.ko is one more 5x-unmaps build whose struct pcs_umem (ib_umem) has one more
+ * field (PCS_UMEM_ABI2): what a client built against ib_uverbs.ko's CRCs (the same single
+ * translation unit without it) meets after a MOFED update (REVIEW-KMOD-2 T3-3;
+ * tests/compat/test-modversions.sh on a MODVERSIONS kernel).
+ */
 #ifndef PCS_BUILD
 #define PCS_BUILD		PCS_BUILD_5X_UNMAPS
 #endif
@@ -175,6 +181,16 @@ struct pcs_umem {
 	struct list_head ticket_node;
 	bool ticketed, activated, peer_invalidated, inflight;
 	struct completion ticket_gone;
+#ifdef PCS_UMEM_ABI2
+	/*
+	 * peer_core_sim_abi2.ko: a core whose umem grew a field, as MOFED releases change struct
+	 * ib_umem under an unchanged peer-memory ABI. With CONFIG_MODVERSIONS the CRC of
+	 * ib_umem_stop_invalidation_notifier, which covers this struct, differs from
+	 * ib_uverbs.ko's (the same build but this field); those of
+	 * ib_(un)register_peer_memory_client do not.
+	 */
+	unsigned long abi2_field;
+#endif
 };
 
 /* One "MR" (mlx5_ib_mr + its mkey) created through /dev/peer_core_sim. */
@@ -272,9 +288,15 @@ extern const struct kobj_type pcs_client_ktype;
 /* mr.c: MRs, host pinning, the "NIC DMA", /dev/peer_core_sim */
 int pcs_pin_host(struct pcs_mr *mr);
 void pcs_mr_revoke(struct pcs_mr *mr);
-/* A test stall (PEER_CORE_SIM_REG_STALL_*) when the MR asked for POINT; pcs_stall: always. */
+/*
+ * Test stalls, on two channels that stall and resume apart (a registration can wait at its step
+ * while a free callback waits inside the core's invalidate): PCS_STALL_CORE for the
+ * registration and dereg points, PCS_STALL_INVALIDATE for INVALIDATE_RETURN. pcs_stall_point:
+ * when the MR asked for POINT; pcs_stall: always.
+ */
+enum { PCS_STALL_CORE = 1, PCS_STALL_INVALIDATE = 2, PCS_STALL_CHANNELS = 2 };
 void pcs_stall_point(struct pcs_mr *mr, u32 point);
-void pcs_stall(void);
+void pcs_stall(unsigned int channel);
 int pcs_dev_init(void);
 void pcs_dev_exit(void);
 

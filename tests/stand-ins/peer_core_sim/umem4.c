@@ -203,7 +203,7 @@ out:
 	mutex_unlock(&c->lock);
 	pcs_client_put(c);
 	if (stall)
-		pcs_stall();
+		pcs_stall(PCS_STALL_INVALIDATE);
 	return 0;
 }
 

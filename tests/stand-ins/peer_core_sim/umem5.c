@@ -376,7 +376,7 @@ static int pcs5_invalidate(void *reg_handle, u64 core_context)
 	pcs_umem_put(u);
 	pcs_client_put(c);
 	if (stall)
-		pcs_stall();
+		pcs_stall(PCS_STALL_INVALIDATE);
 	return 0;
 }
 

@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scenarios"))
 from coresim import (DOCA_CORE, GENERATIONS, Kmsg, FAIL_AFTER_MAP, GPU_PAGE, Buffer,  # noqa: E402
                      FakeClient, PeerCoreSim, core_ko, core_module, core_params, counts_dereg_pages,
-                     detected, fake_mem, honours_unmaps, stats, sysfs_stats, trims_sgls)
+                     detected, fake_mem, honours_unmaps, stats, sysfs_stats, trims_sgls,
+                     STALL, STALL_CORE, STALL_INVALIDATE)
 
 FAKE_KO = os.path.join(HERE, "fake_client.ko")
 PAGE = mmap.PAGESIZE
@@ -780,6 +781,53 @@ def case_unreg_modref():
     core.close()
 
 
+def case_disassociate():
+    """Client a (invalidating): the device goes away (uverbs' disassociate): every MR of the
+    file is deregistered from a kernel worker, the fd stays; then the two stall channels: a
+    registration waiting at its step while the core's invalidate waits to return, resumed
+    apart."""
+    a = FakeClient("a")
+    a.clear()
+    with PeerCoreSim() as core, fake_mem(2 * GPU_PAGE) as gpu, Buffer(2 * PAGE) as host:
+        mrs = [core.reg_mr(gpu.addr, GPU_PAGE), core.reg_mr(host.addr, 2 * PAGE)]
+        check("disassociate deregisters every MR of the file (2)", core.disassociate() == 2)
+        expect_errno("... their ids are gone: ENOENT", errno.ENOENT, core.dereg_mr, mrs[0])
+        check("... no MR and no umem left", core_stat("live_mrs") == 0 and
+              core_stat("live_umems") == 0, stats()["core"])
+        check("... the client saw dma_unmap, put_pages, release", ops(a)[-3:] ==
+              ["dma_unmap", "put_pages", "release"] and a.live() == 0, ops(a))
+        check("... a second disassociate finds nothing", core.disassociate() == 0)
+        a.clear()
+        first = core.reg(gpu.addr, GPU_PAGE, inject=STALL["invalidate_return"])
+        res = {}
+
+        def register():
+            try:
+                res["mr"] = core.reg_mr(gpu.addr + GPU_PAGE, GPU_PAGE,
+                                        inject=STALL["after_get_pages"])
+            except OSError as e:
+                res["err"] = e.errno
+
+        reg_th = threading.Thread(target=register)
+        reg_th.start()
+        core.stall_wait(STALL_CORE)
+        inv_th = threading.Thread(
+            target=lambda: a.invalidate(core.mr_info(first["id"])["core_context"]))
+        inv_th.start()
+        core.stall_wait(STALL_INVALIDATE)
+        core.stall_resume(STALL_CORE)
+        reg_th.join(10)
+        check("stall channels: the registration went on while the invalidate still waited",
+              not reg_th.is_alive() and inv_th.is_alive() and "mr" in res, res)
+        core.stall_resume(STALL_INVALIDATE)
+        inv_th.join(10)
+        check("... then the invalidate returned", not inv_th.is_alive())
+        expect_errno("resume with nothing stalled: ESRCH", errno.ESRCH, core.stall_resume)
+        for m in (first["id"], res.get("mr")):
+            if m:
+                core.dereg_mr(m)
+
+
 def case_exit():
     """Client a (invalidating): a process that exits with MRs leaves nothing behind."""
     a = FakeClient("a")
@@ -848,6 +896,7 @@ CASES_SYSFS = (
     ("name=a modref=1", case_unreg_modref),
     ("name=a invalidating=1", case_exit),
     ("name=a", case_nonic),
+    ("name=a invalidating=1", case_disassociate),
     ("name=m missing=release", case_norelease),
 )
 CASES_NO_SYSFS = (

@@ -51,6 +51,9 @@ fn module_help(name: &str) -> String {
         "failures" => "Failed callbacks, all causes",
         "pin_shares" => "Registrations that reused a live pin of the same range and process",
         "live_pins" => "NVIDIA pins held now (shared by the registrations of one range)",
+        "unpins_left_to_callback" => {
+            "Unpins from another process than the pinning one, left to NVIDIA's free callback"
+        }
         _ => "",
     };
     let file = format!("/sys/module/<name>/nvpeer/stats/{name}");
