@@ -64,6 +64,11 @@ step "vm: stress: threads x random sizes x random revocations (ours)" \
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" tests/compat/test-probes.sh "$KDIR"
+# The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules: the
+# 7.2 test kernel with CONFIG_MODVERSIONS, built once and cached like the others (no kernel below
+# versions modules, and the suites load one build on every core generation, which versions forbid).
+step "modversions: the generation markers unversioned, on the 7.2 test kernel with CONFIG_MODVERSIONS" \
+    tests/compat/test-modversions.sh
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
 step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5.4-3, 24.04, 5x-unmaps)" \
