@@ -7,8 +7,9 @@
 //! (`release`, a declined `acquire`), which the core's unregister at module exit waits for; a
 //! pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
 //! hands its pin reference (`pin::defer_drop`), which module exit flushes. What is left of C5:
-//! the free callback's own return into NVIDIA once it queued the work (a few instructions, which
-//! only NVIDIA could cover, by holding a reference on the callback's module across the call).
+//! the free callback's own return into NVIDIA once it queued the work and unlocked the pin's
+//! shard (a few instructions, which only NVIDIA could cover, by holding a reference on the
+//! callback's module across the call).
 
 use crate::compat;
 use crate::ffi;

@@ -153,7 +153,7 @@ impl kernel::Module for NvPeer {
         let pins = RegistryOwner::install(params.share_pins)?;
         // Reserved before the first registration, so that nothing after it can fail but a later
         // registration itself: a failed init frees the module whatever its reference count, and
-        // a context NVIDIA still held (after a failed put_pages) would then call freed code.
+        // a pin NVIDIA still held (after a failed put_pages) would then call freed code.
         let mut clients = KVec::with_capacity(planned.len(), GFP_KERNEL)?;
         for (kind, name) in planned {
             let client_form = match kind {

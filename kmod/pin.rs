@@ -1203,8 +1203,8 @@ static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 /// thread would go on running this module's text (the returns, the kfree) after an `rmmod` could
 /// have completed (REVIEW-KMOD C5). The work item drops it instead, and module exit flushes the
 /// work (`NvPeer::drop`), which returns only once the work function has. Not covered: this
-/// thread's own return into NVIDIA after `nvpeer_glue_schedule_deferred` (the work may run on
-/// another CPU meanwhile); a thread stopped in those few instructions for as long as the work, a
+/// thread's own return into NVIDIA after it unlocked the shard (the work may run on another CPU
+/// meanwhile); a thread stopped in those few instructions for as long as the work, a
 /// whole `rmmod` and its RCU grace period take would resume in freed text. Only NVIDIA could
 /// close that, by holding a reference on the callback's module across the call.
 ///
@@ -1225,9 +1225,13 @@ fn defer_drop(pin: Arc<SharedPin>) {
     // SAFETY: `chain` locks the pin's shard.
     // INVARIANT: revoked (a free callback's pin), hence unlisted: `next` links the stack.
     unsafe { pin.links.access_mut(pin.shard, &mut chain) }.next = next;
-    drop(chain);
-    // SAFETY: no precondition; the work is the module's own, flushed at module exit.
+    // Queued before the lock goes: a drain already running (another callback's) pops this pin
+    // only through the lock, so the work that drops it is queued before it can be dropped, and
+    // the flush at module exit waits for it.
+    // SAFETY: no precondition (`schedule_work` neither sleeps nor takes our locks); the work is
+    // the module's own, flushed at module exit.
     unsafe { ffi::nvpeer_glue_schedule_deferred() };
+    drop(chain);
 }
 
 /// The module's work item: drops every pin [`defer_drop`] queued (called by the C glue).
