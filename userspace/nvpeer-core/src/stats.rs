@@ -169,7 +169,7 @@ fn gpu_pinned(host: &Host, name: &str) -> Result<Vec<GpuPinned>> {
     let proc = if totals.is_empty() {
         None
     } else {
-        nvidia_proc::read(host).ok().flatten()
+        nvidia_proc::read(host).proc
     };
     Ok(totals
         .into_iter()

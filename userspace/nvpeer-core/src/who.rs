@@ -76,13 +76,14 @@ impl GpuMap {
     /// `notes` (a map that is only partly known still names what it can).
     pub fn read(host: &Host, notes: &mut Vec<String>) -> Self {
         let mut map = Self::default();
-        let proc = match nvidia_proc::read(host) {
-            Ok(Some(p)) => p,
-            Ok(None) => return map,
-            Err(e) => {
+        let reading = nvidia_proc::read(host);
+        for (part, e) in &reading.errors {
+            if *part == nvidia_proc::Part::Gpus {
                 notes.push(format!("GPU UUIDs not mapped to PCI functions: {e}"));
-                return map;
             }
+        }
+        let Some(proc) = reading.proc else {
+            return map;
         };
         let gpus = match pci::gpus(host) {
             Ok(g) => g,

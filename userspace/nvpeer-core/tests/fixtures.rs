@@ -553,6 +553,72 @@ fn malformed_files_give_messages_naming_the_file() {
     );
 }
 
+/// Review B3: `/proc/driver/nvidia`'s files are read each on its own. One odd line in `params`
+/// (or a bad `information`) loses that file only: the dma-buf host stays ready on its `version`,
+/// and the rows that need the file say it could not be read, naming it.
+#[test]
+fn one_bad_file_of_proc_driver_nvidia_loses_that_file_only() {
+    let (_dir, sys, proc) = fixture_copy("inbox-dmabuf");
+    let nv = proc.join("driver/nvidia");
+    let mut params = fs::read_to_string(nv.join("params")).unwrap();
+    params.push_str("Some odd line\n");
+    fs::write(nv.join("params"), params).unwrap();
+    let h = Host::new(&sys, &proc);
+    let run = |options: &check::Options| check::run(&h, &Inputs::fixture(), options);
+    let report = run(&check::Options::default());
+    assert!(report.ready, "{}", report.verdict.text);
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert_eq!(report.get("nvidia_driver").unwrap().status, Status::Ok);
+    let why = &report.facts.unreadable["nvidia_proc.params"];
+    assert!(
+        why.contains("params") && why.contains("Some odd line"),
+        "{why}"
+    );
+    let gpu_gdr = report.get("gpu_gdr").unwrap();
+    assert!(gpu_gdr.detail.contains("NVIDIA H200"), "{}", gpu_gdr.detail);
+    let gin = run(&check::Options {
+        workload: Some(check::Workload::Gin),
+        ..Default::default()
+    });
+    let row = gin.get("gin_driver").unwrap();
+    assert_eq!(row.status, Status::Fail, "{row:?}");
+    assert!(
+        row.detail.contains("could not read") && row.detail.contains("Some odd line"),
+        "{}",
+        row.detail
+    );
+
+    // A GPU's `information` that cannot be parsed: that GPU's model is unknown, and says why.
+    let info = fs::read_dir(nv.join("gpus"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("information");
+    fs::write(&info, "no colon here\n").unwrap();
+    let report = run(&check::Options::default());
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    let gpu_gdr = report.get("gpu_gdr").unwrap();
+    assert!(
+        gpu_gdr.detail.contains("model unknown (could not read")
+            && gpu_gdr.detail.contains("information"),
+        "{}",
+        gpu_gdr.detail
+    );
+
+    // An unreadable `version` blocks dma-buf (open or proprietary unknown) with the true reason.
+    fs::write(nv.join("version"), "garbage\n").unwrap();
+    let report = run(&check::Options::default());
+    assert!(!report.ready);
+    let why = &report.pairs[0].why_not[&check::GdrPath::Dmabuf];
+    assert!(
+        why.reason.contains("could not read") && why.reason.contains("version"),
+        "{why:?}"
+    );
+    assert_eq!(report.get("nvidia_driver").unwrap().status, Status::Warn);
+}
+
 #[test]
 fn stats_of_the_ready_fixture() {
     let st = stats::read(&host("pix")).unwrap();

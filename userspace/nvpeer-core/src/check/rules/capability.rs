@@ -295,8 +295,12 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if !detail.is_empty() {
             detail.push_str("; ");
         }
+        let why = match ctx.proc_unreadable(crate::nvidia_proc::Part::Gpus) {
+            Some(e) => format!("could not read {e}"),
+            None => "no /proc/driver/nvidia/gpus/*/information".to_owned(),
+        };
         detail.push_str(&format!(
-            "{}: model unknown (no /proc/driver/nvidia/gpus/*/information), GeForce and vGPU not judged",
+            "{}: model unknown ({why}), GeForce and vGPU not judged",
             unknown.join(", ")
         ));
     }

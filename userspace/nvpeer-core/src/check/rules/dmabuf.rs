@@ -21,7 +21,7 @@
 //!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is judged refused.
 
 use crate::kernel::{release_major_minor, symbols};
-use crate::nvidia_proc::{Flavour, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::verbs::{DmabufProbe, Verbs};
 
 use super::super::{Check, PairFacts, Require};
@@ -47,6 +47,12 @@ fn driver(ctx: &Ctx) -> Result<(), WhyNot> {
         return Err(why(
             "nvidia.ko is not loaded",
             "load NVIDIA's open kernel modules (`modprobe nvidia`)",
+        ));
+    }
+    if let Some(e) = ctx.proc_unreadable(Part::Version) {
+        return Err(why(
+            format!("open or proprietary kernel modules unknown: could not read {e}"),
+            "/proc/driver/nvidia/version should be the driver's own text: check its permissions, or report its content as a bug",
         ));
     }
     let Some(v) = ctx.f.nvidia_proc.as_ref().and_then(|p| p.version.as_ref()) else {
@@ -178,6 +184,11 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     if !release.at_least(REGKEY_SINCE) {
         return Ok(());
     }
+    if let Some(e) = ctx.proc_unreadable(Part::Params) {
+        r.notes.push(format!(
+            "GrdmaPciTopoCheckOverride unknown, judged as 0 (the default): could not read {e}"
+        ));
+    }
     let override_ = ctx.params.and_then(|p| p.grdma_pci_topo_check_override());
     match override_ {
         Some(GRDMA_OVERRIDE_ALLOW) => {
@@ -253,6 +264,9 @@ fn summary(ctx: &Ctx) -> String {
                 .as_deref()
                 .map_or_else(String::new, |r| format!(" {r}"))
         ),
+        None if ctx.proc_unreadable(Part::Version).is_some() => {
+            "/proc/driver/nvidia/version unreadable".to_owned()
+        }
         None if f.nvidia.is_some() => "no /proc/driver/nvidia/version".to_owned(),
         None => "not loaded".to_owned(),
     };

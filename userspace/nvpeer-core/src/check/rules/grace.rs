@@ -319,6 +319,9 @@ fn check_cdmm(ctx: &Ctx) -> Check {
         .release
         .as_ref()
         .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string);
+    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+        return Check::error("cdmm", e);
+    }
     let Some(mode) = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) else {
         return Check::ok(
             "cdmm",

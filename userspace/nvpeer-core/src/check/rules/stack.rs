@@ -4,7 +4,7 @@
 
 use crate::kernel::symbols;
 use crate::limits::{human_bytes, Memlock};
-use crate::nvidia_proc::Flavour;
+use crate::nvidia_proc::{Flavour, Part};
 use crate::providers::PersistentApi;
 use crate::rdma::RdmaDevice;
 use crate::verbs::Verbs;
@@ -15,7 +15,10 @@ use super::Ctx;
 /// `nvidia_driver`, `rdma_devices` and `verbs`, in that order.
 pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let f = ctx.f;
-    let nvidia = match ctx.unreadable("nvidia").or(ctx.unreadable("nvidia_proc")) {
+    let nvidia = match ctx
+        .unreadable("nvidia")
+        .or(ctx.proc_unreadable(Part::Version))
+    {
         Some(e) => Check::error("nvidia_driver", e),
         None => check_nvidia_driver(ctx),
     };
