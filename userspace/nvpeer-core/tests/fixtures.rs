@@ -619,6 +619,30 @@ fn one_bad_file_of_proc_driver_nvidia_loses_that_file_only() {
     assert_eq!(report.get("nvidia_driver").unwrap().status, Status::Warn);
 }
 
+/// Review B6: the EFA host without `efa_nv_peermem` is carried by dma-buf alone: not
+/// "ready (EFA)", and what is not needed is so because dma-buf is ready.
+#[test]
+fn an_efa_host_without_efa_nv_peermem_is_ready_through_dma_buf() {
+    let (_dir, sys, proc) = fixture_copy("efa");
+    fs::remove_dir_all(sys.join("module/efa_nv_peermem")).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert_eq!(report.verdict.paths, [check::GdrPath::Dmabuf]);
+    assert!(report.pairs[0].why_not[&check::GdrPath::Efa]
+        .reason
+        .contains("efa_nv_peermem is not loaded"));
+    let module = report.get("module").unwrap();
+    assert!(
+        module.detail.starts_with("not needed: dma-buf ready"),
+        "{}",
+        module.detail
+    );
+}
+
 #[test]
 fn stats_of_the_ready_fixture() {
     let st = stats::read(&host("pix")).unwrap();

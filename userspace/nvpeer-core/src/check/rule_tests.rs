@@ -743,8 +743,10 @@ fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
         .unwrap()
         .detail
         .starts_with("not needed: EFA ready"));
+    // Without efa_nv_peermem only dma-buf carries the pair (review B6: this was "ready (EFA)").
     let r = efa(false, DmabufProbe::Supported { errno: 9 });
-    assert_eq!(r.verdict.text, "ready (EFA)");
+    assert_eq!(r.verdict.text, "ready (dma-buf)");
+    assert_eq!(r.verdict.paths, [GdrPath::Dmabuf]);
     assert_eq!(r.pairs[0].preferred, Some(GdrPath::Dmabuf));
     let r = efa(false, DmabufProbe::Unsupported { errno: 95 });
     assert!(!r.ready);
