@@ -738,6 +738,7 @@ fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
     let r = efa(true, DmabufProbe::Unsupported { errno: 95 });
     assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
     assert_eq!(r.pairs[0].paths, [GdrPath::Efa]);
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::Pcie));
     assert!(r
         .get("module")
         .unwrap()
@@ -753,6 +754,30 @@ fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
     assert_eq!(r.get("efa").unwrap().status, Status::Warn);
     assert!(why_not(&r, GdrPath::PeerMemory).contains("EFA has no PeerDirect"));
     assert!(why_not(&r, GdrPath::Efa).contains("efa_nv_peermem is not loaded"));
+}
+
+/// Review B5: efa_nv_peermem pins through nvidia_p2p_get_pages, whose pages are C2C pages on a
+/// coherent platform (FIELD §1.2.3): the EFA path maps through C2C there, as peer memory does.
+#[test]
+fn efa_on_a_coherent_platform_maps_through_c2c() {
+    let mut f = dmabuf_facts();
+    f.pairs[0].nic = "efa_0".to_owned();
+    f.pairs[0].nic_driver = Some("efa".to_owned());
+    f.pairs[0].coherent = true;
+    f.rdma_devices[0].name = "efa_0".to_owned();
+    f.rdma_devices[0].driver = Some("efa".to_owned());
+    f.efa_nv_peermem = true;
+    f.verbs = Verbs::Probed {
+        devices: vec![VerbsDevice {
+            name: "efa_0".to_owned(),
+            dmabuf: DmabufProbe::Unsupported { errno: 95 },
+        }],
+        reg_dmabuf_mr: Some(true),
+    };
+    let r = report(f, &Options::default());
+    assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
+    assert_eq!(r.pairs[0].preferred, Some(GdrPath::Efa));
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
 }
 
 #[test]
