@@ -673,6 +673,13 @@ fn cdmm_refuses_invalidating_pins_on_580_only() {
         m.core = None;
         m.parameters
             .insert("persistent_api_support".to_owned(), persistent.to_owned());
+        f.grace = Some(crate::check::GraceFacts::default());
+        if release.is_empty() {
+            // Neither /proc/driver/nvidia/version nor /sys/module/nvidia/version names it.
+            if let Some(n) = f.nvidia.as_mut() {
+                n.version = None;
+            }
+        }
         report(f, &Options::default())
     };
     let r = cdmm("580.65.06", "0");
@@ -694,6 +701,28 @@ fn cdmm_refuses_invalidating_pins_on_580_only() {
         .any(|n| n.contains("peer-memory MRs here are mapped through C2C")));
     let r = cdmm("590.44.01", "0");
     assert!(r.pairs[0].paths.contains(&GdrPath::PeerMemory));
+    // Review B4: an unknown release is not judged (it was "supports it (590.44.01+)"); with an
+    // invalidating client loaded the row warns and the pair says what it assumed.
+    let r = cdmm("", "0");
+    let row = r.get("cdmm").unwrap();
+    assert_eq!(row.status, Status::Warn, "{row:?}");
+    assert!(
+        row.detail.contains("driver release unknown: not judged")
+            && !row.detail.contains("supports it"),
+        "{}",
+        row.detail
+    );
+    assert!(
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n.contains("CDMM pins")),
+        "{:?}",
+        r.pairs[0]
+    );
+    let r = cdmm("", "1");
+    assert_eq!(r.get("cdmm").unwrap().status, Status::Ok);
+    assert!(r.get("cdmm").unwrap().detail.contains("not judged"));
 }
 
 #[test]

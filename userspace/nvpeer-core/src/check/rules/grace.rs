@@ -334,22 +334,35 @@ fn check_cdmm(ctx: &Ctx) -> Check {
             format!("CoherentGPUMemoryMode \"{mode}\" (not CDMM): GPU memory is onlined as a NUMA node; pins and dma-buf export work as on PCIe platforms, through C2C"),
         );
     }
-    let dmabuf_note = if ctx
-        .release
-        .as_ref()
-        .is_some_and(|r| r.at_least([595, 0, 0]))
-    {
-        "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
-    } else {
-        "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here"
+    let dmabuf_note = match &ctx.release {
+        Some(r) if r.at_least([595, 0, 0]) => {
+            "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
+        }
+        Some(_) => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here",
+        None => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM is not judged here",
     };
+    let invalidating = peer_memory::invalidating_modules(ctx);
+    if ctx.release.is_none() {
+        let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM), driver release unknown: not judged whether nvidia_p2p_get_pages pins it (nv-p2p.h 580.65.06 says it does not; the sentence is gone in 590.44.01){dmabuf_note}");
+        return if invalidating.is_empty() {
+            Check::ok("cdmm", base)
+        } else {
+            Check::warn(
+                "cdmm",
+                format!(
+                    "{base}; the nv_mem client of {} is invalidating: its pins fail on a 580 driver",
+                    invalidating.join(", ")
+                ),
+                "read the release in /proc/driver/nvidia/version; on 580: load the module with persistent_api_support=1, upgrade the driver to 590.44.01 or later, or use dma-buf",
+            )
+        };
+    }
     if !peer_memory::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
         return Check::ok(
             "cdmm",
             format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),
         );
     }
-    let invalidating = peer_memory::invalidating_modules(ctx);
     let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06), persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) do{dmabuf_note}");
     if invalidating.is_empty() {
         Check::ok("cdmm", base)
