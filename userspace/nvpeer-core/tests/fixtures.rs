@@ -155,7 +155,7 @@ fn path_fixtures() {
     assert_eq!(proc.version.unwrap().release.as_deref(), Some("580.159.04"));
     assert_eq!(
         proc.params.unwrap().grdma_pci_topo_check_override(),
-        Some(0)
+        Some(2)
     );
     assert_eq!(proc.gpus[0].model.as_deref(), Some("NVIDIA H200"));
     assert!(facts("inbox-dmabuf").pairs[0].common_bridge);
@@ -640,6 +640,40 @@ fn an_efa_host_without_efa_nv_peermem_is_ready_through_dma_buf() {
         module.detail.starts_with("not needed: dma-buf ready"),
         "{}",
         module.detail
+    );
+}
+
+/// Review R1: without the regkey, NVIDIA refuses a pair with no common PCIe bridge only on a
+/// chipset RM flags unsupported, which nothing outside the driver shows: `topo-refused` with
+/// `GrdmaPciTopoCheckOverride: 0` is ready through dma-buf, the assumption named.
+#[test]
+fn a_pair_without_a_common_bridge_is_ready_with_the_chipset_assumed() {
+    let (_dir, sys, proc) = fixture_copy("topo-refused");
+    let params = proc.join("driver/nvidia/params");
+    let text = fs::read_to_string(&params).unwrap();
+    assert!(text.contains("GrdmaPciTopoCheckOverride: 2\n"));
+    fs::write(
+        &params,
+        text.replace(
+            "GrdmaPciTopoCheckOverride: 2\n",
+            "GrdmaPciTopoCheckOverride: 0\n",
+        ),
+    )
+    .unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert!(
+        report
+            .verdict
+            .not_probed
+            .iter()
+            .any(|n| n.contains("unsupported-chipset rule for GPU0-mlx5_0")),
+        "{:?}",
+        report.verdict.not_probed
     );
 }
 

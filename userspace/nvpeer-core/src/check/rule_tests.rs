@@ -530,7 +530,7 @@ fn a_dma_buf_only_host_is_ready_and_the_peer_memory_rows_are_not_needed() {
 #[test]
 fn every_dma_buf_failure_class_is_named() {
     type Change = fn(&mut Facts);
-    let cases: [(Change, &str); 9] = [
+    let cases: [(Change, &str); 8] = [
         (
             |f| f.nvidia_proc = Some(proc_580("550.54.15", false, "")),
             "proprietary kernel modules export no GPU memory as dma-buf",
@@ -600,13 +600,6 @@ fn every_dma_buf_failure_class_is_named() {
             },
             "GrdmaPciTopoCheckOverride=2",
         ),
-        (
-            |f| {
-                f.pairs[0].common_bridge = false;
-                f.pairs[0].class = PathClass::Node;
-            },
-            "GPU0-mlx5_0 share no PCIe bridge (NODE): driver 580.159.04's GRDMA topology rule",
-        ),
     ];
     for (change, says) in cases {
         let mut f = dmabuf_facts();
@@ -637,9 +630,26 @@ fn nvidias_topology_rule_by_release_override_vm_and_coherence() {
         change(&mut f);
         report(f, &Options::default())
     };
-    // 580.65.06 brought the common-switch rule; 575 had only the regkey.
-    assert!(!far("580.65.06", "", |_| {}).ready);
-    assert!(far("575.64.05", "", |_| {}).ready);
+    // 580.65.06 brought the common-switch rule, for chipsets RM flags unsupported: which ones is
+    // not in sysfs, so the pair is ready and names the assumption (review R1: it was refused).
+    let chipset = |r: &Report| {
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n.contains("NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET"))
+    };
+    let r = far("580.65.06", "", |_| {});
+    assert!(r.ready && chipset(&r), "{:?}", r.pairs);
+    assert!(r
+        .verdict
+        .not_probed
+        .iter()
+        .any(|n| n.contains("GPU0-mlx5_0 (NODE, no common PCIe bridge)")));
+    let r = far("575.64.05", "", |_| {});
+    assert!(r.ready && !chipset(&r));
+    let mut near = dmabuf_facts();
+    near.nvidia_proc = Some(proc_580("580.65.06", true, ""));
+    assert!(!chipset(&report(near, &Options::default())));
     let r = far("580.65.06", "GrdmaPciTopoCheckOverride: 1\n", |_| {});
     assert!(r.ready);
     assert!(r.pairs[0]

@@ -18,7 +18,8 @@
 //!   driver marks `NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET`, only a GPU and NIC with a common
 //!   upstream bridge (`nv_pci_has_common_pci_switch`). The regkey dates from 570.86.15, the
 //!   common-switch rule from 580.65.06 (`../shared/FIELD.md` #1). Which chipsets the driver marks
-//!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is judged refused.
+//!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is assumed allowed
+//!   (an unflagged chipset, the common case) and the pair names that assumption (`not_probed`).
 
 use crate::kernel::{release_major_minor, symbols};
 use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
@@ -213,12 +214,11 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
         return Ok(());
     }
     if release.at_least(COMMON_SWITCH_SINCE) && !p.common_bridge {
-        return Err(why(
-            format!(
-                "{}-{} share no PCIe bridge ({}): driver {release}'s GRDMA topology rule (nv_grdma_pci_topology_supported) refuses the dma-buf attach unless its chipset table marks this platform P2P-capable",
-                p.gpu, p.nic, p.class
-            ),
-            "set NVreg_GrdmaPciTopoCheckOverride=1 (options nvidia NVreg_GrdmaPciTopoCheckOverride=1; the traffic then crosses the root complex), or place GPU and NIC under one PCIe switch",
+        // Refused only where RM set NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET, which nothing outside
+        // the driver shows: assumed unflagged, and said so.
+        r.not_probed.push(format!(
+            "NVIDIA's unsupported-chipset rule for {}-{} ({}, no common PCIe bridge): driver {release} refuses its dma-buf attach (error 524) only where RM flags this chipset NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET, which sysfs does not show (NVreg_GrdmaPciTopoCheckOverride=1 lifts it)",
+            p.gpu, p.nic, p.class
         ));
     }
     Ok(())
