@@ -142,6 +142,11 @@ fn kind(ctx: &Ctx, label: &str) -> (Kind, String) {
     (k, name)
 }
 
+/// The GPU of this label is a vGPU (its model a vGPU type).
+pub(super) fn is_vgpu(ctx: &Ctx, label: &str) -> bool {
+    kind(ctx, label).0 == Kind::Vgpu
+}
+
 /// The GPU of this label is MIG-enabled or a vGPU: NVIDIA refuses persistent pins on it.
 pub(super) fn refuses_persistent(ctx: &Ctx, label: &str) -> bool {
     matches!(kind(ctx, label).0, Kind::Vgpu | Kind::Mig(_))

@@ -14,7 +14,8 @@
 //! * NVIDIA's GRDMA topology rule at attach time (`nv_dma_buf_attach` in
 //!   `kernel-open/nvidia/nv-dmabuf.c` calls `nv_grdma_pci_topology_supported` in `nv-pci.c`,
 //!   595 snapshot): allowed on a coherent platform; then `NVreg_GrdmaPciTopoCheckOverride` 1
-//!   allows and 2 denies every peer; then a passthrough VM is allowed; then, on a chipset the
+//!   allows and 2 denies every peer; then a GPU passed through to a VM is allowed (assumed for
+//!   any VM whose GPU is no vGPU: cpuinfo tells a VM, not passthrough); then, on a chipset the
 //!   driver marks `NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET`, only a GPU and NIC with a common
 //!   upstream bridge (`nv_pci_has_common_pci_switch`). The regkey dates from 570.86.15, the
 //!   common-switch rule from 580.65.06 (`../shared/FIELD.md` #1). Which chipsets the driver marks
@@ -26,7 +27,7 @@ use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DEN
 use crate::verbs::{DmabufProbe, Verbs};
 
 use super::super::{Check, PairFacts, Require};
-use super::{grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
+use super::{capability, grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
 
 /// The first open-module release with `nv-dmabuf.c` (dma-buf export, CUDA 11.7).
 const EXPORT_SINCE: [u32; 3] = [515, 0, 0];
@@ -206,12 +207,21 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
         }
         _ => {}
     }
+    // NV_FLAG_PASSTHRU is set by RmInitAdapter (osinit.c) for a GPU passed through to a VM
+    // (IS_PASSTHRU), not for a vGPU; cpuinfo's `hypervisor` tells a VM, not which of the two.
     if ctx.f.hypervisor == Some(true) {
-        r.notes.push(
-            "a VM (cpuinfo: hypervisor): NVIDIA's driver allows GPUDirect RDMA to passed-through GPUs"
-                .to_owned(),
-        );
-        return Ok(());
+        if capability::is_vgpu(ctx, &p.gpu) {
+            r.notes.push(format!(
+                "a vGPU guest: NVIDIA's allowance for passed-through GPUs (NV_FLAG_PASSTHRU) does not apply to {}",
+                p.gpu
+            ));
+        } else {
+            r.notes.push(format!(
+                "a VM (cpuinfo: hypervisor), {} assumed passed through: NVIDIA's driver allows GPUDirect RDMA there (NV_FLAG_PASSTHRU), not to a vGPU",
+                p.gpu
+            ));
+            return Ok(());
+        }
     }
     if release.at_least(COMMON_SWITCH_SINCE) && !p.common_bridge {
         // Refused only where RM set NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET, which nothing outside
