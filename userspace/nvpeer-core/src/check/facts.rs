@@ -46,18 +46,20 @@ pub const GIN_ENV: [&str; 4] = [
 pub const JOB_MARKER_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID"];
 
 impl Inputs {
-    /// The running process and host: environment, getrlimit, and libibverbs when `host` is the
-    /// live `/sys` (probing the kernel about another tree would mix two hosts).
-    pub fn live(host: &Host) -> Self {
+    /// The running process and host: the environment (the caller's, as on any host), and when
+    /// `host` is the live `/sys` and `/proc` libibverbs and getrlimit (asking this kernel and
+    /// this process about another host's trees would mix two hosts). `as_job`: the caller is
+    /// the job being judged (`check --as-job`), so its own limit is measured whatever the trees.
+    pub fn live(host: &Host, as_job: bool) -> Self {
+        let foreign = host.foreign_roots();
         Self {
             env: nccl::relevant_env(),
-            memlock: Some(Memlock::current()),
-            verbs: if host.is_live_sysfs() {
-                verbs::probe()
-            } else {
-                Verbs::Skipped {
-                    reason: "--sysfs-root is not /sys".to_owned(),
-                }
+            memlock: (foreign.is_none() || as_job).then(Memlock::current),
+            verbs: match foreign {
+                None => verbs::probe(),
+                Some(why) => Verbs::Skipped {
+                    reason: why.to_owned(),
+                },
             },
             job_env: std::env::vars()
                 .filter(|(k, _)| {

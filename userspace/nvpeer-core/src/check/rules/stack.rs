@@ -161,7 +161,10 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
 
 pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
     let Some(m) = memlock else {
-        return Check::ok("memlock", "not measured");
+        return Check::ok(
+            "memlock",
+            "not measured: the trees are not this host's (--sysfs-root/--procfs-root), so this process's limit says nothing of theirs; `job_memlock` judges the job starters",
+        );
     };
     let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), human_bytes);
     match m.soft {
