@@ -261,6 +261,36 @@ fn grace_fixtures() {
         .is_none());
 }
 
+/// Review R6: a Grace root port alone does not make a GPU coherent. The gh200 host with its GPU
+/// named as a PCIe card (a Grace server holding an H100 PCIe) is no coherent pair: its peer
+/// memory maps through PCIe, and NVIDIA's topology rule is not skipped for it.
+#[test]
+fn a_pcie_gpu_below_a_grace_root_port_is_not_coherent() {
+    let (_dir, sys, proc) = fixture_copy("gh200");
+    let info = fs::read_dir(proc.join("driver/nvidia/gpus"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("information");
+    let text = fs::read_to_string(&info).unwrap();
+    assert!(text.contains("NVIDIA GH200 480GB"));
+    fs::write(
+        &info,
+        text.replace("NVIDIA GH200 480GB", "NVIDIA H100 PCIe"),
+    )
+    .unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    let pair = &report.facts.pairs[0];
+    assert!(!pair.coherent, "{pair:?}");
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::Pcie));
+}
+
 #[test]
 fn the_ready_fixture_is_ready() {
     let report = check::run(&host("pix"), &Inputs::fixture(), &check::Options::default());

@@ -153,8 +153,11 @@ pub struct PairFacts {
     /// GPU and NIC have a bridge in common (NVIDIA's `nv_pci_has_common_pci_switch`: the
     /// upstream bridges of both meet below the host bridge).
     pub common_bridge: bool,
-    /// The GPU hangs off a Grace root port: a coherent platform (GH200, GB200, GB300), where
-    /// the NIC reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for.
+    /// The GPU hangs off a Grace root port and is a Grace superchip's GPU by its model (GH200,
+    /// GB200, GB300; model unknown: the root port alone): a coherent platform, where the NIC
+    /// reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for. An
+    /// inference (NVIDIA's driver does not show its `coherent` flag): a PCIe card below a Grace
+    /// root port is not coherent.
     pub coherent: bool,
     /// The NIC's PCI driver (`mlx5_core`, `efa`).
     pub nic_driver: Option<String>,

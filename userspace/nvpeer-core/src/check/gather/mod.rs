@@ -126,9 +126,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         _ => None,
     };
     let pairs = match (&all_pci, &topology, &rdma_devices) {
-        (Ok(all), Some(t), Ok(r)) => devices::pairs(host, all, t, r, grace.as_ref())
-            .inspect_err(|e| note("pairs", e))
-            .unwrap_or_default(),
+        (Ok(all), Some(t), Ok(r)) => {
+            { devices::pairs(host, all, t, r, grace.as_ref(), nvidia_proc.as_ref()) }
+                .inspect_err(|e| note("pairs", e))
+                .unwrap_or_default()
+        }
         _ => Vec::new(),
     };
     let module_counters = modules::module_counters(host, &loaded);
