@@ -1075,3 +1075,35 @@ fn the_consumers_own_dma_buf_switches() {
         .iter()
         .any(|n| n == "UCX uses dma-buf here"));
 }
+
+/// Review R7: NCCL 2.26 and older see a C2C-attached NIC as a PHB path, within
+/// NCCL_NET_GDR_LEVEL=PHB (the advice said SYS).
+#[test]
+fn nccl_2_26_needs_phb_for_a_c2c_attached_nic() {
+    let nccl_gdr = |level: Option<&str>| {
+        let mut f = dmabuf_facts();
+        f.pairs[0].coherent = true;
+        f.pairs[0].class = PathClass::Node;
+        f.pairs[0].nccl_class = PathClass::Node.nccl();
+        let env: BTreeMap<String, String> = level
+            .map(|l| ("NCCL_NET_GDR_LEVEL".to_owned(), l.to_owned()))
+            .into_iter()
+            .collect();
+        f.nccl_env = nccl::nccl_env(&env);
+        report(f, &Options::default())
+            .get("nccl_gdr")
+            .unwrap()
+            .detail
+            .clone()
+    };
+    let d = nccl_gdr(None);
+    assert!(
+        d.contains("NCCL 2.26 and older count GPU0-mlx5_0 as PHB, GPUDirect RDMA there only with NCCL_NET_GDR_LEVEL=PHB or above"),
+        "{d}"
+    );
+    let d = nccl_gdr(Some("PHB"));
+    assert!(
+        d.contains("as PHB, which NCCL_NET_GDR_LEVEL=PHB allows"),
+        "{d}"
+    );
+}
