@@ -159,7 +159,7 @@ pub(super) fn check_acs(g: &GraceFacts) -> Check {
     }
     let boot = match config_acs(g) {
         Some(line) => format!(
-            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (kernel 6.11 or later; `rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot"
+            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (`rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot, then `rdma_topo check` must pass: config_acs came in kernel 6.11, and a list of several devices is parsed right only with Tushar Dave's 2025 fix \"PCI: Fix Extend ACS configurability\" (in NVIDIA's NV-Kernels; on another kernel look for it or its backport)"
         ),
         None => "reboot without ACS changes: the kernel's default (xx111x1) is what rdma_topo requires here".to_owned(),
     };
