@@ -252,6 +252,23 @@ fn grace_fixtures() {
     };
     assert!(p.coherent);
     assert_eq!(p.source, check::PairSource::DmaDirect);
+    // Review R4: CDMM on 580.65.06 is ready through dma-buf, whose CDMM export came with 595's
+    // nv-dmabuf.c: the verdict names that assumption.
+    let report = check::run(
+        &host("gb300"),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert!(
+        report
+            .verdict
+            .not_probed
+            .iter()
+            .any(|n| n.starts_with("dma-buf export of CDMM memory on driver 580.65.06")),
+        "{:?}",
+        report.verdict.not_probed
+    );
     let f = check::gather(&host("gh200"), &Inputs::fixture());
     assert!(f.grace.as_ref().unwrap().complexes.is_empty());
     assert!(f.pairs[0].coherent && f.pairs[0].source == check::PairSource::Nearest);

@@ -709,6 +709,22 @@ fn cdmm_refuses_invalidating_pins_on_580_only() {
         .notes
         .iter()
         .any(|n| n.contains("peer-memory MRs here are mapped through C2C")));
+    // Review R4: nv-p2p.h names only nvidia_p2p_get_pages: the persistent pins are assumed, and
+    // said so (the row claimed they "do" support CDMM).
+    assert!(
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n
+                .contains("CDMM pins through nvidia_p2p_get_pages_persistent on driver 580.65.06")),
+        "{:?}",
+        r.pairs[0]
+    );
+    let row = &r.get("cdmm").unwrap().detail;
+    assert!(
+        row.contains("assumed to work (not confirmed by NVIDIA)") && !row.contains(") do"),
+        "{row}"
+    );
     let r = cdmm("590.44.01", "0");
     assert!(r.pairs[0].paths.contains(&GdrPath::PeerMemory));
     // Review B4: an unknown release is not judged (it was "supports it (590.44.01+)"); with an

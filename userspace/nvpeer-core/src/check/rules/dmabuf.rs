@@ -243,14 +243,35 @@ fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot
     topology(ctx, p, r)
 }
 
+/// The first release whose `nv-dmabuf.c` exports CDMM memory (`MEMORY_DEVICE_COHERENT` pages).
+const CDMM_EXPORT_SINCE: [u32; 3] = [595, 0, 0];
+
 /// dma-buf for one pair: the conditions, then the mapping NCCL asks for at attach time.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
     let mut r = PathResult::works(Mapping::Pcie);
     match conditions(ctx, p, &mut r).and_then(|()| grace::dmabuf_mapping(ctx, p)) {
-        Ok(mapping) => PathResult {
-            mapping: Some(mapping),
-            ..r
-        },
+        Ok(mapping) => {
+            // After the probes' own entries, which the registration rests on first.
+            let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");
+            if p.coherent
+                && cdmm
+                && !ctx
+                    .release
+                    .as_ref()
+                    .is_some_and(|r| r.at_least(CDMM_EXPORT_SINCE))
+            {
+                r.not_probed.push(format!(
+                    "dma-buf export of CDMM memory on driver {} (595's nv-dmabuf.c added the CDMM path; before it, not judged)",
+                    ctx.release
+                        .as_ref()
+                        .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string)
+                ));
+            }
+            PathResult {
+                mapping: Some(mapping),
+                ..r
+            }
+        }
         Err(w) => PathResult {
             works: Err(w),
             mapping: None,

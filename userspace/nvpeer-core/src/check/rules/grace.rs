@@ -363,7 +363,7 @@ fn check_cdmm(ctx: &Ctx) -> Check {
             format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),
         );
     }
-    let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06), persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) do{dmabuf_note}");
+    let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06); persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) are not named there and are assumed to work (not confirmed by NVIDIA){dmabuf_note}");
     if invalidating.is_empty() {
         Check::ok("cdmm", base)
     } else {

@@ -176,6 +176,11 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts, host: &Result<(), WhyNot>) -> PathR
         }
     }
     if p.coherent && cdmm && cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
+        // nv-p2p.h 580.65.06 names nvidia_p2p_get_pages only; the persistent call is assumed.
+        not_probed.push(format!(
+            "CDMM pins through nvidia_p2p_get_pages_persistent on driver {} (nv-p2p.h refuses CDMM for nvidia_p2p_get_pages only)",
+            ctx.release.as_ref().map_or_else(String::new, ToString::to_string)
+        ));
         let invalidating = invalidating_modules(ctx);
         if !invalidating.is_empty() {
             return PathResult::fails(
