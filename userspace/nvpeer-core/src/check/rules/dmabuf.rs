@@ -22,6 +22,8 @@
 //!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is assumed allowed
 //!   (an unflagged chipset, the common case) and the pair names that assumption (`not_probed`).
 
+use nix::errno::Errno;
+
 use crate::kernel::{release_major_minor, symbols};
 use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::verbs::{DmabufProbe, Verbs};
@@ -135,13 +137,12 @@ fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
     }
 }
 
+/// `EOPNOTSUPP`, `EBADF`, ...: the name of a probe's errno (0: the probe registered).
 fn errno_name(errno: i32) -> String {
-    match errno {
-        95 => "EOPNOTSUPP".to_owned(),
-        93 => "EPROTONOSUPPORT".to_owned(),
-        9 => "EBADF".to_owned(),
-        0 => "success".to_owned(),
-        n => format!("errno {n}"),
+    match Errno::from_raw(errno) {
+        _ if errno == 0 => "success".to_owned(),
+        Errno::UnknownErrno => format!("errno {errno}"),
+        e => format!("{e:?}"),
     }
 }
 
@@ -152,10 +153,14 @@ fn nic(ctx: &Ctx, p: &PairFacts) -> Result<(), WhyNot> {
     };
     match devices.iter().find(|d| d.name == p.nic).map(|d| &d.dmabuf) {
         Some(DmabufProbe::Supported { .. }) => Ok(()),
-        Some(DmabufProbe::Unsupported { errno: 93 }) => Err(why(
+        Some(DmabufProbe::Unsupported { errno })
+            if Errno::from_raw(*errno) == Errno::EPROTONOSUPPORT =>
+        {
+            Err(why(
             format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EPROTONOSUPPORT: the kernel has no dma-buf MR method (older than 5.12)", p.nic),
             "a kernel 5.12 or later",
-        )),
+        ))
+        }
         Some(DmabufProbe::Unsupported { errno }) => Err(why(
             format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with {}: its driver has no dma-buf MRs", p.nic, errno_name(*errno)),
             "a NIC driver with dma-buf MRs (mlx5 from kernel 5.12 / MOFED 5.5, efa, bnxt_re, irdma, ...) and its provider library",
@@ -378,5 +383,21 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         Check::fail("dmabuf", detail, fix)
     } else {
         Check::warn("dmabuf", detail, fix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_names_are_nix_s() {
+        assert_eq!(errno_name(Errno::EOPNOTSUPP as i32), "EOPNOTSUPP");
+        assert_eq!(errno_name(Errno::EPROTONOSUPPORT as i32), "EPROTONOSUPPORT");
+        assert_eq!(errno_name(Errno::EBADF as i32), "EBADF");
+        // Any errno by its name (it was "errno 22"), 0 as the probe's success.
+        assert_eq!(errno_name(Errno::EINVAL as i32), "EINVAL");
+        assert_eq!(errno_name(0), "success");
+        assert_eq!(errno_name(100_000), "errno 100000");
     }
 }
