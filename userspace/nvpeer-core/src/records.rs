@@ -271,11 +271,18 @@ pub struct GpuTotals {
 }
 
 /// The per-GPU totals of module `name`, by UUID; empty when the module has no such directory
-/// (an older module, or no GPU pinned yet).
-pub fn gpu_totals(host: &Host, name: &str) -> Result<Vec<GpuTotals>> {
+/// (an older module, or no GPU pinned yet). Best-effort: a GPU whose files cannot be read (a
+/// directory caught before its files exist, or after they went) is left out and its error
+/// returned beside the others, so one GPU never hides the rest or the module's counters.
+pub fn gpu_totals(host: &Host, name: &str) -> (Vec<GpuTotals>, Vec<Error>) {
     let dir = format!("module/{name}/nvpeer/gpus");
     let mut out = Vec::new();
-    for uuid in host.list_sys(&dir)? {
+    let mut errors = Vec::new();
+    let uuids = host.list_sys(&dir).unwrap_or_else(|e| {
+        errors.push(e);
+        Vec::new()
+    });
+    for uuid in uuids {
         if !uuid.starts_with("GPU-") {
             continue;
         }
@@ -286,14 +293,20 @@ pub fn gpu_totals(host: &Host, name: &str) -> Result<Vec<GpuTotals>> {
                 .parse()
                 .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
         };
-        out.push(GpuTotals {
-            pinned_bytes: value("pinned_bytes")?,
-            pins: value("pins")?,
-            registrations: value("registrations")?,
-            uuid,
-        });
+        let totals = (|| {
+            Ok(GpuTotals {
+                pinned_bytes: value("pinned_bytes")?,
+                pins: value("pins")?,
+                registrations: value("registrations")?,
+                uuid: uuid.clone(),
+            })
+        })();
+        match totals {
+            Ok(t) => out.push(t),
+            Err(e) => errors.push(e),
+        }
     }
-    Ok(out)
+    (out, errors)
 }
 
 #[cfg(test)]
@@ -458,12 +471,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = dir.path();
         let host = Host::new(s, "/nonexistent");
-        assert!(gpu_totals(&host, "nvidia_peermem").unwrap().is_empty());
+        let (none, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert!(none.is_empty() && errors.is_empty());
         let g = format!("module/nvidia_peermem/nvpeer/gpus/{UUID}");
         write(s, &format!("{g}/pinned_bytes"), "4194304\n");
         write(s, &format!("{g}/pins"), "2\n");
         write(s, &format!("{g}/registrations"), "3\n");
-        let t = gpu_totals(&host, "nvidia_peermem").unwrap();
+        let (t, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             t,
             vec![GpuTotals {
@@ -473,8 +488,23 @@ mod tests {
                 registrations: 3
             }]
         );
-        write(s, &format!("{g}/pins"), "two\n");
-        let e = gpu_totals(&host, "nvidia_peermem").unwrap_err().to_string();
-        assert!(e.contains("pins") && e.contains("unsigned integer"), "{e}");
+        // Review: one GPU caught before its files exist (or with a bad one) is left out with
+        // its error; the others still count.
+        let other = "GPU-00000000-0000-0000-0000-000000000001";
+        write(
+            s,
+            &format!("module/nvidia_peermem/nvpeer/gpus/{other}/pins"),
+            "two\n",
+        );
+        let (t, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert_eq!(
+            t.iter().map(|t| t.uuid.as_str()).collect::<Vec<_>>(),
+            [UUID]
+        );
+        let [e] = errors.as_slice() else {
+            panic!("{errors:?}")
+        };
+        let e = e.to_string();
+        assert!(e.contains(other) && e.contains("unsigned integer"), "{e}");
     }
 }
