@@ -307,6 +307,8 @@ pub fn brief(who: &Who, limit: usize) -> String {
     if merged.is_empty() {
         return "no registrations".to_owned();
     }
+    // A holder of several GPUs sums their bytes: sorted again (stable: ties keep who's order).
+    merged.sort_by(|a, b| b.3.cmp(&a.3));
     let mut parts: Vec<String> = merged
         .iter()
         .take(limit)
@@ -435,5 +437,28 @@ mod tests {
         assert!(brief(&who, 5).ends_with("x?y[300] in /job/?3: 1 registration, 64 KiB"));
         assert_eq!(process(Some(300), "x\u{1b}y"), "x?y[300]");
         assert_eq!(process(None, "a"), "a[exited]");
+    }
+
+    /// Review: a holder of several GPUs, each smaller than another holder's one GPU, is the
+    /// biggest once merged, and `--brief` names it first.
+    #[test]
+    fn brief_sorts_merged_holders_by_their_sum() {
+        let records = vec![
+            rec(1, 100, "one", "/job/1", U0, 7, 3 << 20),
+            rec(2, 200, "two", "/job/2", U0, 8, 2 << 20),
+            rec(3, 200, "two", "/job/2", U1, 9, 2 << 20),
+        ];
+        let who = build(
+            "m",
+            records,
+            &[],
+            &GpuMap::default(),
+            &BTreeMap::new(),
+            vec![],
+        );
+        assert_eq!(
+            brief(&who, 1),
+            "two[200] in /job/2: 2 registrations, 4 MiB; +1 more"
+        );
     }
 }
