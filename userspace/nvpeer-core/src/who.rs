@@ -308,7 +308,7 @@ pub fn brief(who: &Who, limit: usize) -> String {
         return "no registrations".to_owned();
     }
     // A holder of several GPUs sums their bytes: sorted again (stable: ties keep who's order).
-    merged.sort_by(|a, b| b.3.cmp(&a.3));
+    merged.sort_by_key(|m| std::cmp::Reverse(m.3));
     let mut parts: Vec<String> = merged
         .iter()
         .take(limit)
