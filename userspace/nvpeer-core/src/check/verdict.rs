@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::rules::{carried, GdrPath, PairVerdict};
+use super::rules::{carried, uncarried, GdrPath, PairVerdict};
 use super::{Check, Require, Status};
 
 /// The first blocking row.
@@ -119,7 +119,7 @@ pub fn verdict(
         return blocked("paths", "no GPU-NIC pair".to_owned());
     }
     if let Some(p) = pairs.iter().find(|p| !carried(&p.paths, require)) {
-        return blocked("paths", format!("{} has no path", p.name()));
+        return blocked("paths", uncarried(p, require));
     }
     let (label, paths) = label(pairs);
     Verdict {
@@ -231,7 +231,7 @@ mod tests {
         // The policy, even without a `paths` row.
         assert_eq!(
             text(&ok, &[pair("m0", &[PeerMemory], false)], Require::Dmabuf),
-            "not ready: paths (GPU0-m0 has no path)"
+            "not ready: paths (GPU0-m0 has no dmabuf path)"
         );
         assert_eq!(
             text(&ok, &[pair("efa_0", &[Efa], true)], Require::Peermem),
@@ -239,6 +239,10 @@ mod tests {
         );
         assert_eq!(
             text(&ok, &[pair("m0", &[Dmabuf], false)], Require::Peermem),
+            "not ready: paths (GPU0-m0 has no peermem path)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("m0", &[], false)], Require::Peermem),
             "not ready: paths (GPU0-m0 has no path)"
         );
         assert_eq!(text(&ok, &[], any), "not ready: paths (no GPU-NIC pair)");

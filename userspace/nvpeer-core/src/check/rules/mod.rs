@@ -45,8 +45,8 @@ use crate::nvidia_proc::{self, DriverRelease, Params};
 
 use super::{Check, Facts, Options, PairFacts};
 
-pub(crate) use paths::carried;
 use paths::settle;
+pub(crate) use paths::{carried, uncarried};
 
 /// A way GPU memory reaches the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
