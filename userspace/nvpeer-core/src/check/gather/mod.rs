@@ -127,7 +127,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     };
     let pairs = match (&all_pci, &topology, &rdma_devices) {
         (Ok(all), Some(t), Ok(r)) => {
-            { devices::pairs(host, all, t, r, grace.as_ref(), nvidia_proc.as_ref()) }
+            devices::pairs(host, all, t, r, grace.as_ref(), nvidia_proc.as_ref())
                 .inspect_err(|e| note("pairs", e))
                 .unwrap_or_default()
         }

@@ -151,16 +151,14 @@ fn nic(ctx: &Ctx, p: &PairFacts) -> Result<(), WhyNot> {
     let Verbs::Probed { devices, .. } = &ctx.f.verbs else {
         return Ok(());
     };
+    // EPROTONOSUPPORT: the kernel's uverbs has no dma-buf MR method at all.
+    let no_method = |errno: &i32| Errno::from_raw(*errno) == Errno::EPROTONOSUPPORT;
     match devices.iter().find(|d| d.name == p.nic).map(|d| &d.dmabuf) {
         Some(DmabufProbe::Supported { .. }) => Ok(()),
-        Some(DmabufProbe::Unsupported { errno })
-            if Errno::from_raw(*errno) == Errno::EPROTONOSUPPORT =>
-        {
-            Err(why(
+        Some(DmabufProbe::Unsupported { errno }) if no_method(errno) => Err(why(
             format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EPROTONOSUPPORT: the kernel has no dma-buf MR method (older than 5.12)", p.nic),
             "a kernel 5.12 or later",
-        ))
-        }
+        )),
         Some(DmabufProbe::Unsupported { errno }) => Err(why(
             format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with {}: its driver has no dma-buf MRs", p.nic, errno_name(*errno)),
             "a NIC driver with dma-buf MRs (mlx5 from kernel 5.12 / MOFED 5.5, efa, bnxt_re, irdma, ...) and its provider library",
