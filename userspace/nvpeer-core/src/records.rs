@@ -272,41 +272,41 @@ pub struct GpuTotals {
 
 /// The per-GPU totals of module `name`, by UUID; empty when the module has no such directory
 /// (an older module, or no GPU pinned yet). Best-effort: a GPU whose files cannot be read (a
-/// directory caught before its files exist, or after they went) is left out and its error
-/// returned beside the others, so one GPU never hides the rest or the module's counters.
-pub fn gpu_totals(host: &Host, name: &str) -> (Vec<GpuTotals>, Vec<Error>) {
+/// directory caught before its files exist, or after they went) is left out with a note (one
+/// line each), so one GPU never hides the rest or the module's counters.
+pub fn gpu_totals(host: &Host, name: &str) -> (Vec<GpuTotals>, Vec<String>) {
     let dir = format!("module/{name}/nvpeer/gpus");
+    let left_out = |e: Error| format!("per-GPU totals left out: {e}");
+    let uuids = match host.list_sys(&dir) {
+        Ok(uuids) => uuids,
+        Err(e) => return (Vec::new(), vec![left_out(e)]),
+    };
     let mut out = Vec::new();
-    let mut errors = Vec::new();
-    let uuids = host.list_sys(&dir).unwrap_or_else(|e| {
-        errors.push(e);
-        Vec::new()
-    });
-    for uuid in uuids {
-        if !uuid.starts_with("GPU-") {
-            continue;
-        }
-        let value = |file: &str| -> Result<u64> {
-            let rel = format!("{dir}/{uuid}/{file}");
-            let text = host.read_sys(&rel)?.unwrap_or_default();
-            text.trim()
-                .parse()
-                .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
-        };
-        let totals = (|| {
-            Ok(GpuTotals {
-                pinned_bytes: value("pinned_bytes")?,
-                pins: value("pins")?,
-                registrations: value("registrations")?,
-                uuid: uuid.clone(),
-            })
-        })();
-        match totals {
+    let mut notes = Vec::new();
+    for uuid in uuids.into_iter().filter(|u| u.starts_with("GPU-")) {
+        match one_gpu(host, &format!("{dir}/{uuid}"), uuid) {
             Ok(t) => out.push(t),
-            Err(e) => errors.push(e),
+            Err(e) => notes.push(left_out(e)),
         }
     }
-    (out, errors)
+    (out, notes)
+}
+
+/// The totals in one GPU's directory `rel`.
+fn one_gpu(host: &Host, rel: &str, uuid: String) -> Result<GpuTotals> {
+    let value = |file: &str| -> Result<u64> {
+        let rel = format!("{rel}/{file}");
+        let text = host.read_sys(&rel)?.unwrap_or_default();
+        text.trim()
+            .parse()
+            .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
+    };
+    Ok(GpuTotals {
+        pinned_bytes: value("pinned_bytes")?,
+        pins: value("pins")?,
+        registrations: value("registrations")?,
+        uuid,
+    })
 }
 
 #[cfg(test)]
@@ -504,7 +504,11 @@ mod tests {
         let [e] = errors.as_slice() else {
             panic!("{errors:?}")
         };
-        let e = e.to_string();
-        assert!(e.contains(other) && e.contains("unsigned integer"), "{e}");
+        assert!(
+            e.starts_with("per-GPU totals left out: ")
+                && e.contains(other)
+                && e.contains("unsigned integer"),
+            "{e}"
+        );
     }
 }

@@ -171,11 +171,7 @@ pub fn read(host: &Host) -> Result<Stats> {
 /// `/proc/driver/nvidia` that cannot be read leaves the addresses out: the totals still count),
 /// and a note for each GPU whose totals could not be read.
 fn gpu_pinned(host: &Host, name: &str) -> (Vec<GpuPinned>, Vec<String>) {
-    let (totals, errors) = records::gpu_totals(host, name);
-    let notes = errors
-        .iter()
-        .map(|e| format!("per-GPU totals left out: {e}"))
-        .collect();
+    let (totals, notes) = records::gpu_totals(host, name);
     let proc = if totals.is_empty() {
         None
     } else {

@@ -259,11 +259,7 @@ pub fn build(
 pub fn gather(host: &Host) -> Result<Who, RecordsError> {
     let module = records::our_module(host)?.ok_or(RecordsError::NotLoaded)?;
     let records = records::read(host, &module)?;
-    let (totals, unreadable) = records::gpu_totals(host, &module);
-    let mut notes: Vec<String> = unreadable
-        .iter()
-        .map(|e| format!("per-GPU totals left out: {e}"))
-        .collect();
+    let (totals, mut notes) = records::gpu_totals(host, &module);
     let gpus = GpuMap::read(host, &mut notes);
     let nics = nic_names(host, &mut notes);
     Ok(build(&module, records, &totals, &gpus, &nics, notes))
