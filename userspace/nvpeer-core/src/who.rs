@@ -408,6 +408,18 @@ mod tests {
         assert_eq!(brief(&who, 3), "no registrations");
     }
 
+    /// `who` of these records alone (no totals, GPU map or NIC names).
+    fn who_of(records: Vec<Record>) -> Who {
+        build(
+            "m",
+            records,
+            &[],
+            &GpuMap::default(),
+            &BTreeMap::new(),
+            vec![],
+        )
+    }
+
     #[test]
     fn brief_names_the_biggest_holders() {
         let records = vec![
@@ -416,14 +428,7 @@ mod tests {
             rec(3, 200, "serve", "/job/2", U0, 9, 1 << 20),
             rec(4, 300, "x\u{1b}y", "/job/\n3", U0, 10, 1 << 16),
         ];
-        let who = build(
-            "m",
-            records,
-            &[],
-            &GpuMap::default(),
-            &BTreeMap::new(),
-            vec![],
-        );
+        let who = who_of(records);
         let line = brief(&who, 2);
         assert!(
             line.starts_with("train[100] in /job/1: 2 registrations, 4 MiB; serve[200] in /job/2: 1 registration"),
@@ -444,14 +449,7 @@ mod tests {
             rec(2, 200, "two", "/job/2", U0, 8, 2 << 20),
             rec(3, 200, "two", "/job/2", U1, 9, 2 << 20),
         ];
-        let who = build(
-            "m",
-            records,
-            &[],
-            &GpuMap::default(),
-            &BTreeMap::new(),
-            vec![],
-        );
+        let who = who_of(records);
         assert_eq!(
             brief(&who, 1),
             "two[200] in /job/2: 2 registrations, 4 MiB; +1 more"

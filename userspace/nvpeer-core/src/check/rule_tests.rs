@@ -772,24 +772,28 @@ fn a_loaded_module_keeps_its_problems_as_warnings_when_dma_buf_carries() {
     );
 }
 
+/// The dma-buf host with its NIC an EFA device `efa_0`, `efa_nv_peermem` loaded or not, and
+/// the NIC's answer to NCCL's dma-buf probe.
+fn efa_facts(shim: bool, probe: DmabufProbe) -> Facts {
+    let mut f = dmabuf_facts();
+    f.pairs[0].nic = "efa_0".to_owned();
+    f.pairs[0].nic_driver = Some("efa".to_owned());
+    f.rdma_devices[0].name = "efa_0".to_owned();
+    f.rdma_devices[0].driver = Some("efa".to_owned());
+    f.efa_nv_peermem = shim;
+    f.verbs = Verbs::Probed {
+        devices: vec![VerbsDevice {
+            name: "efa_0".to_owned(),
+            dmabuf: probe,
+        }],
+        reg_dmabuf_mr: Some(true),
+    };
+    f
+}
+
 #[test]
 fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
-    let efa = |shim: bool, probe: DmabufProbe| {
-        let mut f = dmabuf_facts();
-        f.pairs[0].nic = "efa_0".to_owned();
-        f.pairs[0].nic_driver = Some("efa".to_owned());
-        f.rdma_devices[0].name = "efa_0".to_owned();
-        f.rdma_devices[0].driver = Some("efa".to_owned());
-        f.efa_nv_peermem = shim;
-        f.verbs = Verbs::Probed {
-            devices: vec![VerbsDevice {
-                name: "efa_0".to_owned(),
-                dmabuf: probe,
-            }],
-            reg_dmabuf_mr: Some(true),
-        };
-        report(f, &Options::default())
-    };
+    let efa = |shim: bool, probe: DmabufProbe| report(efa_facts(shim, probe), &Options::default());
     let r = efa(true, DmabufProbe::Unsupported { errno: 95 });
     assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
     assert_eq!(r.pairs[0].paths, [GdrPath::Efa]);
@@ -815,20 +819,8 @@ fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
 /// coherent platform (FIELD §1.2.3): the EFA path maps through C2C there, as peer memory does.
 #[test]
 fn efa_on_a_coherent_platform_maps_through_c2c() {
-    let mut f = dmabuf_facts();
-    f.pairs[0].nic = "efa_0".to_owned();
-    f.pairs[0].nic_driver = Some("efa".to_owned());
+    let mut f = efa_facts(true, DmabufProbe::Unsupported { errno: 95 });
     f.pairs[0].coherent = true;
-    f.rdma_devices[0].name = "efa_0".to_owned();
-    f.rdma_devices[0].driver = Some("efa".to_owned());
-    f.efa_nv_peermem = true;
-    f.verbs = Verbs::Probed {
-        devices: vec![VerbsDevice {
-            name: "efa_0".to_owned(),
-            dmabuf: DmabufProbe::Unsupported { errno: 95 },
-        }],
-        reg_dmabuf_mr: Some(true),
-    };
     let r = report(f, &Options::default());
     assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
     assert_eq!(r.pairs[0].preferred, Some(GdrPath::Efa));
