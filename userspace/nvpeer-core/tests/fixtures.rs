@@ -273,13 +273,7 @@ fn grace_fixtures() {
 #[test]
 fn a_pcie_gpu_below_a_grace_root_port_is_not_coherent() {
     let (_dir, sys, proc) = fixture_copy("gh200");
-    let info = fs::read_dir(proc.join("driver/nvidia/gpus"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("information");
+    let info = first_information(&proc);
     let text = fs::read_to_string(&info).unwrap();
     assert!(text.contains("NVIDIA GH200 480GB"));
     fs::write(
@@ -438,6 +432,17 @@ fn doca_fixture_core_in_ib_uverbs() {
     assert_eq!(core["holders"][1], "nvidia_peermem");
     assert_eq!(json["facts"]["modules"][0]["core"], "5x-unmaps");
     assert!(json["facts"]["memory_peers"].is_null());
+}
+
+/// The first GPU's `/proc/driver/nvidia/gpus/*/information` under procfs root `proc`.
+fn first_information(proc: &Path) -> PathBuf {
+    fs::read_dir(proc.join("driver/nvidia/gpus"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("information")
 }
 
 /// `host` is "ready (dma-buf)", with what the verdict assumed starting with `assumed`.
@@ -640,13 +645,7 @@ fn one_bad_file_of_proc_driver_nvidia_loses_that_file_only() {
     );
 
     // A GPU's `information` that cannot be parsed: that GPU's model is unknown, and says why.
-    let info = fs::read_dir(nv.join("gpus"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("information");
+    let info = first_information(&proc);
     fs::write(&info, "no colon here\n").unwrap();
     let report = run(&check::Options::default());
     assert_eq!(report.verdict.text, "ready (dma-buf)");
