@@ -31,6 +31,21 @@ impl Host {
         self.sys == Path::new("/sys")
     }
 
+    /// True when this is the running host's own `/proc`.
+    pub fn is_live_procfs(&self) -> bool {
+        self.proc == Path::new("/proc")
+    }
+
+    /// Why the trees are not this running host's (`None`: both are), for what is then not
+    /// probed: the libibverbs probe and getrlimit would describe another host than the trees.
+    pub fn foreign_roots(&self) -> Option<&'static str> {
+        match (self.is_live_sysfs(), self.is_live_procfs()) {
+            (true, true) => None,
+            (false, _) => Some("--sysfs-root is not /sys"),
+            (true, false) => Some("--procfs-root is not /proc"),
+        }
+    }
+
     /// Path of `rel` (e.g. `module/nvidia_peermem/version`) under the sysfs root.
     pub fn sys_path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.sys.join(rel)

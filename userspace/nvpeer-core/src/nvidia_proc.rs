@@ -282,36 +282,88 @@ impl NvidiaProc {
     }
 }
 
-/// Reads the three kinds of files; `Ok(None)` when `/proc/driver/nvidia` does not exist. A file
-/// that exists but cannot be read or parsed is an error naming it.
-pub fn read(host: &Host) -> Result<Option<NvidiaProc>> {
-    let path = |rel: &str| host.proc_path(rel).display().to_string();
-    if !host.proc_path(DIR).is_dir() {
-        return Ok(None);
-    }
-    let version_rel = format!("{DIR}/version");
-    let version = match host.read_proc(&version_rel)? {
-        Some(text) => Some(parse_version(&path(&version_rel), &text)?),
-        None => None,
-    };
-    let params_rel = format!("{DIR}/params");
-    let params = match host.read_proc(&params_rel)? {
-        Some(text) => Some(parse_params(&path(&params_rel), &text)?),
-        None => None,
-    };
-    let mut gpus = Vec::new();
-    let gpus_dir = host.proc_path(format!("{DIR}/gpus"));
-    for bus_id in crate::host::list_dir(&gpus_dir)? {
-        let rel = format!("{DIR}/gpus/{bus_id}/information");
-        if let Some(text) = host.read_proc(&rel)? {
-            gpus.push(parse_information(&path(&rel), &bus_id, &text)?);
+/// The parts of `/proc/driver/nvidia`, each read on its own: one that cannot be read or parsed
+/// leaves the others whole (an odd line in `params` must not hide `version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Version,
+    Params,
+    /// `gpus/*/information`: one bad file loses that GPU only.
+    Gpus,
+}
+
+impl Part {
+    /// The key `check` keeps this part's error under in its facts' `unreadable`.
+    pub fn fact(self) -> &'static str {
+        match self {
+            Self::Version => "nvidia_proc.version",
+            Self::Params => "nvidia_proc.params",
+            Self::Gpus => "nvidia_proc.gpus",
         }
     }
-    Ok(Some(NvidiaProc {
-        version,
-        params,
-        gpus,
-    }))
+}
+
+/// What [`read`] found: every part that could be read, and the error of each that could not.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// `None` when `/proc/driver/nvidia` does not exist.
+    pub proc: Option<NvidiaProc>,
+    pub errors: Vec<(Part, Error)>,
+}
+
+/// Reads the three kinds of files, each on its own; `proc` is `None` when `/proc/driver/nvidia`
+/// does not exist. A file that exists but cannot be read or parsed is an error naming it, and
+/// leaves its part empty.
+pub fn read(host: &Host) -> Reading {
+    let path = |rel: &str| host.proc_path(rel).display().to_string();
+    let mut errors = Vec::new();
+    if !host.proc_path(DIR).is_dir() {
+        return Reading { proc: None, errors };
+    }
+    let version_rel = format!("{DIR}/version");
+    let version = host
+        .read_proc(&version_rel)
+        .and_then(|t| {
+            t.map(|t| parse_version(&path(&version_rel), &t))
+                .transpose()
+        })
+        .unwrap_or_else(|e| {
+            errors.push((Part::Version, e));
+            None
+        });
+    let params_rel = format!("{DIR}/params");
+    let params = host
+        .read_proc(&params_rel)
+        .and_then(|t| t.map(|t| parse_params(&path(&params_rel), &t)).transpose())
+        .unwrap_or_else(|e| {
+            errors.push((Part::Params, e));
+            None
+        });
+    let mut gpus = Vec::new();
+    let bus_ids =
+        crate::host::list_dir(&host.proc_path(format!("{DIR}/gpus"))).unwrap_or_else(|e| {
+            errors.push((Part::Gpus, e));
+            Vec::new()
+        });
+    for bus_id in bus_ids {
+        let rel = format!("{DIR}/gpus/{bus_id}/information");
+        match host.read_proc(&rel).and_then(|t| {
+            t.map(|t| parse_information(&path(&rel), &bus_id, &t))
+                .transpose()
+        }) {
+            Ok(Some(info)) => gpus.push(info),
+            Ok(None) => {}
+            Err(e) => errors.push((Part::Gpus, e)),
+        }
+    }
+    Reading {
+        proc: Some(NvidiaProc {
+            version,
+            params,
+            gpus,
+        }),
+        errors,
+    }
 }
 
 #[cfg(test)]

@@ -271,29 +271,42 @@ pub struct GpuTotals {
 }
 
 /// The per-GPU totals of module `name`, by UUID; empty when the module has no such directory
-/// (an older module, or no GPU pinned yet).
-pub fn gpu_totals(host: &Host, name: &str) -> Result<Vec<GpuTotals>> {
+/// (an older module, or no GPU pinned yet). Best-effort: a GPU whose files cannot be read (a
+/// directory caught before its files exist, or after they went) is left out with a note (one
+/// line each), so one GPU never hides the rest or the module's counters.
+pub fn gpu_totals(host: &Host, name: &str) -> (Vec<GpuTotals>, Vec<String>) {
     let dir = format!("module/{name}/nvpeer/gpus");
+    let left_out = |e: Error| format!("per-GPU totals left out: {e}");
+    let uuids = match host.list_sys(&dir) {
+        Ok(uuids) => uuids,
+        Err(e) => return (Vec::new(), vec![left_out(e)]),
+    };
     let mut out = Vec::new();
-    for uuid in host.list_sys(&dir)? {
-        if !uuid.starts_with("GPU-") {
-            continue;
+    let mut notes = Vec::new();
+    for uuid in uuids.into_iter().filter(|u| u.starts_with("GPU-")) {
+        match one_gpu(host, &format!("{dir}/{uuid}"), uuid) {
+            Ok(t) => out.push(t),
+            Err(e) => notes.push(left_out(e)),
         }
-        let value = |file: &str| -> Result<u64> {
-            let rel = format!("{dir}/{uuid}/{file}");
-            let text = host.read_sys(&rel)?.unwrap_or_default();
-            text.trim()
-                .parse()
-                .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
-        };
-        out.push(GpuTotals {
-            pinned_bytes: value("pinned_bytes")?,
-            pins: value("pins")?,
-            registrations: value("registrations")?,
-            uuid,
-        });
     }
-    Ok(out)
+    (out, notes)
+}
+
+/// The totals in one GPU's directory `rel`.
+fn one_gpu(host: &Host, rel: &str, uuid: String) -> Result<GpuTotals> {
+    let value = |file: &str| -> Result<u64> {
+        let rel = format!("{rel}/{file}");
+        let text = host.read_sys(&rel)?.unwrap_or_default();
+        text.trim()
+            .parse()
+            .map_err(|_| Error::parse(host.sys_path(&rel), text, "an unsigned integer"))
+    };
+    Ok(GpuTotals {
+        pinned_bytes: value("pinned_bytes")?,
+        pins: value("pins")?,
+        registrations: value("registrations")?,
+        uuid,
+    })
 }
 
 #[cfg(test)]
@@ -458,12 +471,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = dir.path();
         let host = Host::new(s, "/nonexistent");
-        assert!(gpu_totals(&host, "nvidia_peermem").unwrap().is_empty());
+        let (none, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert!(none.is_empty() && errors.is_empty());
         let g = format!("module/nvidia_peermem/nvpeer/gpus/{UUID}");
         write(s, &format!("{g}/pinned_bytes"), "4194304\n");
         write(s, &format!("{g}/pins"), "2\n");
         write(s, &format!("{g}/registrations"), "3\n");
-        let t = gpu_totals(&host, "nvidia_peermem").unwrap();
+        let (t, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             t,
             vec![GpuTotals {
@@ -473,8 +488,27 @@ mod tests {
                 registrations: 3
             }]
         );
-        write(s, &format!("{g}/pins"), "two\n");
-        let e = gpu_totals(&host, "nvidia_peermem").unwrap_err().to_string();
-        assert!(e.contains("pins") && e.contains("unsigned integer"), "{e}");
+        // Review: one GPU caught before its files exist (or with a bad one) is left out with
+        // its error; the others still count.
+        let other = "GPU-00000000-0000-0000-0000-000000000001";
+        write(
+            s,
+            &format!("module/nvidia_peermem/nvpeer/gpus/{other}/pins"),
+            "two\n",
+        );
+        let (t, errors) = gpu_totals(&host, "nvidia_peermem");
+        assert_eq!(
+            t.iter().map(|t| t.uuid.as_str()).collect::<Vec<_>>(),
+            [UUID]
+        );
+        let [e] = errors.as_slice() else {
+            panic!("{errors:?}")
+        };
+        assert!(
+            e.starts_with("per-GPU totals left out: ")
+                && e.contains(other)
+                && e.contains("unsigned integer"),
+            "{e}"
+        );
     }
 }

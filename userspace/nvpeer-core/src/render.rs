@@ -318,7 +318,11 @@ pub fn stats(st: &Stats, previous: Option<&Stats>) -> String {
             t.row(["memory_peers", "absent (/sys/kernel/mm/memory_peers)", ""]);
         }
     }
-    t.render(false)
+    let mut out = t.render(false);
+    for n in &st.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
 }
 
 /// `nvpeer nccl-log`: the NET devices, the distance rule per GPU/HCA, the connections, and the

@@ -68,6 +68,9 @@ pub struct Stats {
     pub memory_peers: Option<Vec<PeerClient>>,
     /// Per GPU, from our module's `nvpeer/gpus/` (empty for a module without it).
     pub gpus: Vec<GpuPinned>,
+    /// What was left out, one line each: a GPU whose totals could not be read (caught between
+    /// its directory and its files); the module's own counters still count.
+    pub notes: Vec<String>,
 }
 
 fn parse_u64(host: &Host, rel: &str, text: &str) -> Result<u64> {
@@ -113,8 +116,9 @@ pub fn read(host: &Host) -> Result<Stats> {
     let mut counters = BTreeMap::new();
     let mut failures = Vec::new();
     let mut gpus = Vec::new();
+    let mut notes = Vec::new();
     if let Some(m) = &ours {
-        gpus = gpu_pinned(host, &m.name)?;
+        (gpus, notes) = gpu_pinned(host, &m.name);
         let dir = format!("module/{}/nvpeer/stats", m.name);
         for name in host.list_sys(&dir)? {
             let rel = format!("{dir}/{name}");
@@ -159,19 +163,21 @@ pub fn read(host: &Host) -> Result<Stats> {
         failures,
         memory_peers,
         gpus,
+        notes,
     })
 }
 
 /// The module's per-GPU totals, each with its PCI address where the driver names the UUID (a
-/// `/proc/driver/nvidia` that cannot be read leaves the addresses out: the totals still count).
-fn gpu_pinned(host: &Host, name: &str) -> Result<Vec<GpuPinned>> {
-    let totals = records::gpu_totals(host, name)?;
+/// `/proc/driver/nvidia` that cannot be read leaves the addresses out: the totals still count),
+/// and a note for each GPU whose totals could not be read.
+fn gpu_pinned(host: &Host, name: &str) -> (Vec<GpuPinned>, Vec<String>) {
+    let (totals, notes) = records::gpu_totals(host, name);
     let proc = if totals.is_empty() {
         None
     } else {
-        nvidia_proc::read(host).ok().flatten()
+        nvidia_proc::read(host).proc
     };
-    Ok(totals
+    let gpus = totals
         .into_iter()
         .map(|t| GpuPinned {
             pci_bus_id: proc
@@ -183,7 +189,8 @@ fn gpu_pinned(host: &Host, name: &str) -> Result<Vec<GpuPinned>> {
             pins: t.pins,
             registrations: t.registrations,
         })
-        .collect())
+        .collect();
+    (gpus, notes)
 }
 
 #[cfg(test)]
@@ -256,6 +263,26 @@ mod tests {
         let st = read(&host).unwrap();
         assert_eq!(st.gpus[0].pci_bus_id, Some("0000:03:00.0".parse().unwrap()));
         assert_eq!((st.gpus[0].pins, st.gpus[0].registrations), (2, 3));
+        // Review: a GPU directory caught before its files exist no longer fails the whole read
+        // (the Slurm epilog's leak check needs the module's counters): it is a note.
+        write(
+            &s,
+            "module/nvidia_peermem/nvpeer/stats/live_contexts",
+            "1\n",
+        );
+        let late = "GPU-00000000-0000-0000-0000-000000000001";
+        fs::create_dir_all(s.join(format!("module/nvidia_peermem/nvpeer/gpus/{late}"))).unwrap();
+        let st = read(&host).unwrap();
+        assert_eq!(st.counters["live_contexts"], 1);
+        assert_eq!(st.gpus.len(), 1);
+        let [note] = st.notes.as_slice() else {
+            panic!("{:?}", st.notes)
+        };
+        assert!(
+            note.starts_with("per-GPU totals left out: ") && note.contains(late),
+            "{note}"
+        );
+        assert!(crate::render::stats(&st, None).contains(&format!("note: {note}\n")));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
+use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 /// What `ibv_reg_dmabuf_mr` said on one device.
@@ -62,13 +63,13 @@ type DeallocPd = unsafe extern "C" fn(*mut c_void) -> c_int;
 type RegDmabufMr = unsafe extern "C" fn(*mut c_void, u64, usize, u64, c_int, c_int) -> *mut c_void;
 type DeregMr = unsafe extern "C" fn(*mut c_void) -> c_int;
 
-/// The errnos NCCL treats as "no DMA-BUF support".
-const EOPNOTSUPP: i32 = 95;
-const EPROTONOSUPPORT: i32 = 93;
-
-/// NCCL's reading of the errno of `ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)`.
+/// NCCL's reading of the errno of `ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)`: EOPNOTSUPP and
+/// EPROTONOSUPPORT are "no DMA-BUF support", anything else is support.
 pub fn classify_dmabuf_errno(errno: i32) -> DmabufProbe {
-    if errno == EOPNOTSUPP || errno == EPROTONOSUPPORT {
+    if matches!(
+        Errno::from_raw(errno),
+        Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT
+    ) {
         DmabufProbe::Unsupported { errno }
     } else {
         DmabufProbe::Supported { errno }
@@ -221,17 +222,28 @@ mod tests {
 
     #[test]
     fn nccl_errno_rule() {
+        for (errno, unsupported) in [
+            (Errno::EOPNOTSUPP, true),
+            (Errno::ENOTSUP, true),
+            (Errno::EPROTONOSUPPORT, true),
+            (Errno::EBADF, false),
+        ] {
+            let errno = errno as i32;
+            let want = if unsupported {
+                DmabufProbe::Unsupported { errno }
+            } else {
+                DmabufProbe::Supported { errno }
+            };
+            assert_eq!(classify_dmabuf_errno(errno), want);
+        }
+        // Linux's numbers, which saved reports carry.
         assert_eq!(
-            classify_dmabuf_errno(95),
-            DmabufProbe::Unsupported { errno: 95 }
-        );
-        assert_eq!(
-            classify_dmabuf_errno(93),
-            DmabufProbe::Unsupported { errno: 93 }
-        );
-        assert_eq!(
-            classify_dmabuf_errno(9),
-            DmabufProbe::Supported { errno: 9 }
+            (
+                Errno::EOPNOTSUPP as i32,
+                Errno::EPROTONOSUPPORT as i32,
+                Errno::EBADF as i32
+            ),
+            (95, 93, 9)
         );
     }
 

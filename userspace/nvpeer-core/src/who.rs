@@ -76,13 +76,14 @@ impl GpuMap {
     /// `notes` (a map that is only partly known still names what it can).
     pub fn read(host: &Host, notes: &mut Vec<String>) -> Self {
         let mut map = Self::default();
-        let proc = match nvidia_proc::read(host) {
-            Ok(Some(p)) => p,
-            Ok(None) => return map,
-            Err(e) => {
+        let reading = nvidia_proc::read(host);
+        for (part, e) in &reading.errors {
+            if *part == nvidia_proc::Part::Gpus {
                 notes.push(format!("GPU UUIDs not mapped to PCI functions: {e}"));
-                return map;
             }
+        }
+        let Some(proc) = reading.proc else {
+            return map;
         };
         let gpus = match pci::gpus(host) {
             Ok(g) => g,
@@ -258,8 +259,7 @@ pub fn build(
 pub fn gather(host: &Host) -> Result<Who, RecordsError> {
     let module = records::our_module(host)?.ok_or(RecordsError::NotLoaded)?;
     let records = records::read(host, &module)?;
-    let totals = records::gpu_totals(host, &module)?;
-    let mut notes = Vec::new();
+    let (totals, mut notes) = records::gpu_totals(host, &module);
     let gpus = GpuMap::read(host, &mut notes);
     let nics = nic_names(host, &mut notes);
     Ok(build(&module, records, &totals, &gpus, &nics, notes))
@@ -303,6 +303,8 @@ pub fn brief(who: &Who, limit: usize) -> String {
     if merged.is_empty() {
         return "no registrations".to_owned();
     }
+    // A holder of several GPUs sums their bytes: sorted again (stable: ties keep who's order).
+    merged.sort_by_key(|m| std::cmp::Reverse(m.3));
     let mut parts: Vec<String> = merged
         .iter()
         .take(limit)
@@ -406,6 +408,18 @@ mod tests {
         assert_eq!(brief(&who, 3), "no registrations");
     }
 
+    /// `who` of these records alone (no totals, GPU map or NIC names).
+    fn who_of(records: Vec<Record>) -> Who {
+        build(
+            "m",
+            records,
+            &[],
+            &GpuMap::default(),
+            &BTreeMap::new(),
+            vec![],
+        )
+    }
+
     #[test]
     fn brief_names_the_biggest_holders() {
         let records = vec![
@@ -414,14 +428,7 @@ mod tests {
             rec(3, 200, "serve", "/job/2", U0, 9, 1 << 20),
             rec(4, 300, "x\u{1b}y", "/job/\n3", U0, 10, 1 << 16),
         ];
-        let who = build(
-            "m",
-            records,
-            &[],
-            &GpuMap::default(),
-            &BTreeMap::new(),
-            vec![],
-        );
+        let who = who_of(records);
         let line = brief(&who, 2);
         assert!(
             line.starts_with("train[100] in /job/1: 2 registrations, 4 MiB; serve[200] in /job/2: 1 registration"),
@@ -431,5 +438,21 @@ mod tests {
         assert!(brief(&who, 5).ends_with("x?y[300] in /job/?3: 1 registration, 64 KiB"));
         assert_eq!(process(Some(300), "x\u{1b}y"), "x?y[300]");
         assert_eq!(process(None, "a"), "a[exited]");
+    }
+
+    /// Review: a holder of several GPUs, each smaller than another holder's one GPU, is the
+    /// biggest once merged, and `--brief` names it first.
+    #[test]
+    fn brief_sorts_merged_holders_by_their_sum() {
+        let records = vec![
+            rec(1, 100, "one", "/job/1", U0, 7, 3 << 20),
+            rec(2, 200, "two", "/job/2", U0, 8, 2 << 20),
+            rec(3, 200, "two", "/job/2", U1, 9, 2 << 20),
+        ];
+        let who = who_of(records);
+        assert_eq!(
+            brief(&who, 1),
+            "two[200] in /job/2: 2 registrations, 4 MiB; +1 more"
+        );
     }
 }

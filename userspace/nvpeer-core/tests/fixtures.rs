@@ -155,7 +155,7 @@ fn path_fixtures() {
     assert_eq!(proc.version.unwrap().release.as_deref(), Some("580.159.04"));
     assert_eq!(
         proc.params.unwrap().grdma_pci_topo_check_override(),
-        Some(0)
+        Some(2)
     );
     assert_eq!(proc.gpus[0].model.as_deref(), Some("NVIDIA H200"));
     assert!(facts("inbox-dmabuf").pairs[0].common_bridge);
@@ -252,6 +252,12 @@ fn grace_fixtures() {
     };
     assert!(p.coherent);
     assert_eq!(p.source, check::PairSource::DmaDirect);
+    // Review R4: CDMM on 580.65.06 is ready through dma-buf, whose CDMM export came with 595's
+    // nv-dmabuf.c: the verdict names that assumption.
+    ready_assuming(
+        &host("gb300"),
+        "dma-buf export of CDMM memory on driver 580.65.06",
+    );
     let f = check::gather(&host("gh200"), &Inputs::fixture());
     assert!(f.grace.as_ref().unwrap().complexes.is_empty());
     assert!(f.pairs[0].coherent && f.pairs[0].source == check::PairSource::Nearest);
@@ -259,6 +265,30 @@ fn grace_fixtures() {
     assert!(check::gather(&host("pix"), &Inputs::fixture())
         .grace
         .is_none());
+}
+
+/// Review R6: a Grace root port alone does not make a GPU coherent. The gh200 host with its GPU
+/// named as a PCIe card (a Grace server holding an H100 PCIe) is no coherent pair: its peer
+/// memory maps through PCIe, and NVIDIA's topology rule is not skipped for it.
+#[test]
+fn a_pcie_gpu_below_a_grace_root_port_is_not_coherent() {
+    let (_dir, sys, proc) = fixture_copy("gh200");
+    let info = first_information(&proc);
+    let text = fs::read_to_string(&info).unwrap();
+    assert!(text.contains("NVIDIA GH200 480GB"));
+    fs::write(
+        &info,
+        text.replace("NVIDIA GH200 480GB", "NVIDIA H100 PCIe"),
+    )
+    .unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    let pair = &report.facts.pairs[0];
+    assert!(!pair.coherent, "{pair:?}");
+    assert_eq!(report.pairs[0].mapping, Some(check::Mapping::Pcie));
 }
 
 #[test]
@@ -402,6 +432,32 @@ fn doca_fixture_core_in_ib_uverbs() {
     assert_eq!(core["holders"][1], "nvidia_peermem");
     assert_eq!(json["facts"]["modules"][0]["core"], "5x-unmaps");
     assert!(json["facts"]["memory_peers"].is_null());
+}
+
+/// The first GPU's `/proc/driver/nvidia/gpus/*/information` under procfs root `proc`.
+fn first_information(proc: &Path) -> PathBuf {
+    fs::read_dir(proc.join("driver/nvidia/gpus"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("information")
+}
+
+/// `host` is "ready (dma-buf)", with what the verdict assumed starting with `assumed`.
+fn ready_assuming(host: &Host, assumed: &str) {
+    let report = check::run(host, &Inputs::fixture(), &check::Options::default());
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert!(
+        report
+            .verdict
+            .not_probed
+            .iter()
+            .any(|n| n.starts_with(assumed)),
+        "{assumed}: {:?}",
+        report.verdict.not_probed
+    );
 }
 
 /// A copy of a fixture (symlinks as symlinks) in a temporary directory, to be changed.
@@ -550,6 +606,113 @@ fn malformed_files_give_messages_naming_the_file() {
     assert!(
         err.contains("stats/registrations") && err.contains("many"),
         "{err}"
+    );
+}
+
+/// Review B3: `/proc/driver/nvidia`'s files are read each on its own. One odd line in `params`
+/// (or a bad `information`) loses that file only: the dma-buf host stays ready on its `version`,
+/// and the rows that need the file say it could not be read, naming it.
+#[test]
+fn one_bad_file_of_proc_driver_nvidia_loses_that_file_only() {
+    let (_dir, sys, proc) = fixture_copy("inbox-dmabuf");
+    let nv = proc.join("driver/nvidia");
+    let mut params = fs::read_to_string(nv.join("params")).unwrap();
+    params.push_str("Some odd line\n");
+    fs::write(nv.join("params"), params).unwrap();
+    let h = Host::new(&sys, &proc);
+    let run = |options: &check::Options| check::run(&h, &Inputs::fixture(), options);
+    let report = run(&check::Options::default());
+    assert!(report.ready, "{}", report.verdict.text);
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert_eq!(report.get("nvidia_driver").unwrap().status, Status::Ok);
+    let why = &report.facts.unreadable["nvidia_proc.params"];
+    assert!(
+        why.contains("params") && why.contains("Some odd line"),
+        "{why}"
+    );
+    let gpu_gdr = report.get("gpu_gdr").unwrap();
+    assert!(gpu_gdr.detail.contains("NVIDIA H200"), "{}", gpu_gdr.detail);
+    let gin = run(&check::Options {
+        workload: Some(check::Workload::Gin),
+        ..Default::default()
+    });
+    let row = gin.get("gin_driver").unwrap();
+    assert_eq!(row.status, Status::Fail, "{row:?}");
+    assert!(
+        row.detail.contains("could not read") && row.detail.contains("Some odd line"),
+        "{}",
+        row.detail
+    );
+
+    // A GPU's `information` that cannot be parsed: that GPU's model is unknown, and says why.
+    let info = first_information(&proc);
+    fs::write(&info, "no colon here\n").unwrap();
+    let report = run(&check::Options::default());
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    let gpu_gdr = report.get("gpu_gdr").unwrap();
+    assert!(
+        gpu_gdr.detail.contains("model unknown (could not read")
+            && gpu_gdr.detail.contains("information"),
+        "{}",
+        gpu_gdr.detail
+    );
+
+    // An unreadable `version` blocks dma-buf (open or proprietary unknown) with the true reason.
+    fs::write(nv.join("version"), "garbage\n").unwrap();
+    let report = run(&check::Options::default());
+    assert!(!report.ready);
+    let why = &report.pairs[0].why_not[&check::GdrPath::Dmabuf];
+    assert!(
+        why.reason.contains("could not read") && why.reason.contains("version"),
+        "{why:?}"
+    );
+    assert_eq!(report.get("nvidia_driver").unwrap().status, Status::Warn);
+}
+
+/// Review B6: the EFA host without `efa_nv_peermem` is carried by dma-buf alone: not
+/// "ready (EFA)", and what is not needed is so because dma-buf is ready.
+#[test]
+fn an_efa_host_without_efa_nv_peermem_is_ready_through_dma_buf() {
+    let (_dir, sys, proc) = fixture_copy("efa");
+    fs::remove_dir_all(sys.join("module/efa_nv_peermem")).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.verdict.text, "ready (dma-buf)");
+    assert_eq!(report.verdict.paths, [check::GdrPath::Dmabuf]);
+    assert!(report.pairs[0].why_not[&check::GdrPath::Efa]
+        .reason
+        .contains("efa_nv_peermem is not loaded"));
+    let module = report.get("module").unwrap();
+    assert!(
+        module.detail.starts_with("not needed: dma-buf ready"),
+        "{}",
+        module.detail
+    );
+}
+
+/// Review R1: without the regkey, NVIDIA refuses a pair with no common PCIe bridge only on a
+/// chipset RM flags unsupported, which nothing outside the driver shows: `topo-refused` with
+/// `GrdmaPciTopoCheckOverride: 0` is ready through dma-buf, the assumption named.
+#[test]
+fn a_pair_without_a_common_bridge_is_ready_with_the_chipset_assumed() {
+    let (_dir, sys, proc) = fixture_copy("topo-refused");
+    let params = proc.join("driver/nvidia/params");
+    let text = fs::read_to_string(&params).unwrap();
+    assert!(text.contains("GrdmaPciTopoCheckOverride: 2\n"));
+    fs::write(
+        &params,
+        text.replace(
+            "GrdmaPciTopoCheckOverride: 2\n",
+            "GrdmaPciTopoCheckOverride: 0\n",
+        ),
+    )
+    .unwrap();
+    ready_assuming(
+        &Host::new(&sys, &proc),
+        "NVIDIA's unsupported-chipset rule for GPU0-mlx5_0",
     );
 }
 

@@ -407,16 +407,10 @@ fn brief_names_the_failing_checks() {
     );
     let strict = nvpeer_on("pix", &["check", "--brief", "--strict"]);
     assert_eq!(strict.status.code(), Some(1));
-    // The memlock warning is this process's limit, which the binary inherits.
-    let memlock = nvpeer_core::limits::Memlock::current()
-        .soft
-        .map(|b| format!(", memlock ({})", nvpeer_core::limits::human_bytes(b)))
-        .unwrap_or_default();
+    // This process's memlock limit is not the tree's: --strict no longer depends on the shell.
     assert_eq!(
         stdout(&strict),
-        format!(
-            "nvpeer: not ready: core_bugs (MOFED 23.10-1.1.9), acs (P2P redirected){memlock}\n"
-        )
+        "nvpeer: not ready: core_bugs (MOFED 23.10-1.1.9), acs (P2P redirected)\n"
     );
     assert_eq!(
         nvpeer_on("pix", &["check", "--strict"]).status.code(),
@@ -588,4 +582,41 @@ fn nccl_log_reads_stdin() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["source"], "-");
+}
+
+/// Review R2: a tree that is not this host's, by either root, gets neither the libibverbs
+/// probe nor this process's memlock limit (they describe another host); `--as-job` measures the
+/// limit still (the caller is the job judged).
+#[test]
+fn another_hosts_tree_is_not_probed_from_this_one() {
+    let dir = fixture("inbox-dmabuf");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+            .args(args)
+            .args(["check", "--json"])
+            .output()
+            .unwrap();
+        json(&out)["facts"].clone()
+    };
+    let proc_only = run(&["--procfs-root", dir.join("proc").to_str().unwrap()]);
+    assert_eq!(
+        proc_only["verbs"]["state"], "skipped",
+        "{}",
+        proc_only["verbs"]
+    );
+    assert_eq!(proc_only["verbs"]["reason"], "--procfs-root is not /proc");
+    assert!(proc_only["memlock"].is_null(), "{}", proc_only["memlock"]);
+    let both = [
+        "--sysfs-root",
+        dir.join("sys").to_str().unwrap(),
+        "--procfs-root",
+        dir.join("proc").to_str().unwrap(),
+    ]
+    .map(str::to_owned);
+    let both: Vec<&str> = both.iter().map(String::as_str).collect();
+    let tree = run(&both);
+    assert_eq!(tree["verbs"]["reason"], "--sysfs-root is not /sys");
+    assert!(tree["memlock"].is_null());
+    let out = nvpeer_on("inbox-dmabuf", &["check", "--json", "--as-job"]);
+    assert!(!json(&out)["facts"]["memlock"].is_null());
 }

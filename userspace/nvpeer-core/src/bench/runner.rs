@@ -139,22 +139,25 @@ pub(super) fn measure_all(
         if let Some(p) = progress {
             p(i, opts.sizes.len(), size);
         }
+        // One batch of --iters at this size, as the options ask.
+        let batch = engine::RunSpec {
+            op: opts.op,
+            size,
+            iters: opts.iters,
+            latency: opts.latency,
+            validate: opts.validate,
+            bidir: opts.bidirectional,
+        };
         // The verification pass: one message at a time, every byte compared.
         let verified_first = if opts.verify_first > 0 && !opts.validate {
-            engine::client_run(
-                &client.side,
-                &mut client.ch,
-                &client.peer,
-                engine::RunSpec {
-                    op: opts.op,
-                    size,
-                    iters: opts.verify_first,
-                    latency: false,
-                    validate: true,
-                    bidir: false,
-                },
-            )?
-            .verified_bytes
+            let first = engine::RunSpec {
+                iters: opts.verify_first,
+                latency: false,
+                validate: true,
+                bidir: false,
+                ..batch
+            };
+            engine::client_run(&client.side, &mut client.ch, &client.peer, first)?.verified_bytes
         } else {
             0
         };
@@ -163,19 +166,7 @@ pub(super) fn measure_all(
         let mut m = engine::Measured::default();
         let mut rev = engine::Measured::default();
         loop {
-            let b = engine::client_run(
-                &client.side,
-                &mut client.ch,
-                &client.peer,
-                engine::RunSpec {
-                    op: opts.op,
-                    size,
-                    iters: opts.iters,
-                    latency: opts.latency,
-                    validate: opts.validate,
-                    bidir: opts.bidirectional,
-                },
-            )?;
+            let b = engine::client_run(&client.side, &mut client.ch, &client.peer, batch)?;
             add(&mut m, b);
             if opts.bidirectional {
                 add(&mut rev, engine::expect_reverse(&mut client.ch)?);

@@ -6,7 +6,7 @@
 use crate::kernel::IommuMode;
 use crate::limits::human_bytes;
 
-use super::rules::{carried, PairVerdict};
+use super::rules::{carried, uncarried, PairVerdict};
 use super::{Check, Facts, Report, Require, Status};
 
 /// How `check` maps its outcome to an exit code.
@@ -82,8 +82,7 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         "paths" => Some(match pairs.iter().find(|p| !carried(&p.paths, require)) {
             None if pairs.is_empty() => "no GPU-NIC pair".to_owned(),
             None => "pairs carried".to_owned(),
-            Some(p) if p.paths.is_empty() => format!("{} has no path", p.name()),
-            Some(p) => format!("{} has no {} path", p.name(), require.label()),
+            Some(p) => uncarried(p, require),
         }),
         "dmabuf" => pairs
             .iter()

@@ -46,18 +46,20 @@ pub const GIN_ENV: [&str; 4] = [
 pub const JOB_MARKER_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID"];
 
 impl Inputs {
-    /// The running process and host: environment, getrlimit, and libibverbs when `host` is the
-    /// live `/sys` (probing the kernel about another tree would mix two hosts).
-    pub fn live(host: &Host) -> Self {
+    /// The running process and host: the environment (the caller's, as on any host), and when
+    /// `host` is the live `/sys` and `/proc` libibverbs and getrlimit (asking this kernel and
+    /// this process about another host's trees would mix two hosts). `as_job`: the caller is
+    /// the job being judged (`check --as-job`), so its own limit is measured whatever the trees.
+    pub fn live(host: &Host, as_job: bool) -> Self {
+        let foreign = host.foreign_roots();
         Self {
             env: nccl::relevant_env(),
-            memlock: Some(Memlock::current()),
-            verbs: if host.is_live_sysfs() {
-                verbs::probe()
-            } else {
-                Verbs::Skipped {
-                    reason: "--sysfs-root is not /sys".to_owned(),
-                }
+            memlock: (foreign.is_none() || as_job).then(Memlock::current),
+            verbs: match foreign {
+                None => verbs::probe(),
+                Some(why) => Verbs::Skipped {
+                    reason: why.to_owned(),
+                },
             },
             job_env: std::env::vars()
                 .filter(|(k, _)| {
@@ -151,8 +153,11 @@ pub struct PairFacts {
     /// GPU and NIC have a bridge in common (NVIDIA's `nv_pci_has_common_pci_switch`: the
     /// upstream bridges of both meet below the host bridge).
     pub common_bridge: bool,
-    /// The GPU hangs off a Grace root port: a coherent platform (GH200, GB200, GB300), where
-    /// the NIC reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for.
+    /// The GPU hangs off a Grace root port and is a Grace superchip's GPU by its model (GH200,
+    /// GB200, GB300; model unknown: the root port alone): a coherent platform, where the NIC
+    /// reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for. An
+    /// inference (NVIDIA's driver does not show its `coherent` flag): a PCIe card below a Grace
+    /// root port is not coherent.
     pub coherent: bool,
     /// The NIC's PCI driver (`mlx5_core`, `efa`).
     pub nic_driver: Option<String>,

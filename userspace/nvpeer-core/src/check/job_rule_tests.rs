@@ -376,3 +376,46 @@ fn gin_rows_fail_only_when_asked() {
     let r = report(f, &gin());
     assert_eq!(row(&r, "gin_gdrcopy").status, Status::Ok);
 }
+
+/// Review R5: NVIDIA allows a VM's GPU for GPUDirect RDMA only when passed through
+/// (NV_FLAG_PASSTHRU, set for IS_PASSTHRU in RmInitAdapter), not a vGPU; cpuinfo's `hypervisor`
+/// tells a VM only. A pair without a common bridge in a VM: assumed passed through (said so);
+/// in a vGPU guest the chipset rule still applies, named as assumed.
+#[test]
+fn a_vm_is_assumed_passthrough_unless_its_gpu_is_a_vgpu() {
+    let vm = |model: &str| {
+        let mut f = dmabuf_facts();
+        f.hypervisor = Some(true);
+        f.pairs[0].common_bridge = false;
+        f.pairs[0].class = crate::topo::PathClass::Node;
+        information(&mut f, model);
+        report(f, &Options::default())
+    };
+    let r = vm("NVIDIA H100 80GB HBM3");
+    assert!(
+        r.pairs[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("GPU0 assumed passed through")),
+        "{:?}",
+        r.pairs[0]
+    );
+    assert!(r.pairs[0].not_probed.iter().all(|n| !n.contains("chipset")));
+    let r = vm("NVIDIA A30-8C");
+    assert!(
+        r.pairs[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("a vGPU guest: NVIDIA's allowance for passed-through GPUs")),
+        "{:?}",
+        r.pairs[0]
+    );
+    assert!(
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n.contains("NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET")),
+        "{:?}",
+        r.pairs[0]
+    );
+}

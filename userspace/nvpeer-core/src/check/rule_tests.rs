@@ -530,7 +530,7 @@ fn a_dma_buf_only_host_is_ready_and_the_peer_memory_rows_are_not_needed() {
 #[test]
 fn every_dma_buf_failure_class_is_named() {
     type Change = fn(&mut Facts);
-    let cases: [(Change, &str); 9] = [
+    let cases: [(Change, &str); 8] = [
         (
             |f| f.nvidia_proc = Some(proc_580("550.54.15", false, "")),
             "proprietary kernel modules export no GPU memory as dma-buf",
@@ -600,13 +600,6 @@ fn every_dma_buf_failure_class_is_named() {
             },
             "GrdmaPciTopoCheckOverride=2",
         ),
-        (
-            |f| {
-                f.pairs[0].common_bridge = false;
-                f.pairs[0].class = PathClass::Node;
-            },
-            "GPU0-mlx5_0 share no PCIe bridge (NODE): driver 580.159.04's GRDMA topology rule",
-        ),
     ];
     for (change, says) in cases {
         let mut f = dmabuf_facts();
@@ -637,9 +630,26 @@ fn nvidias_topology_rule_by_release_override_vm_and_coherence() {
         change(&mut f);
         report(f, &Options::default())
     };
-    // 580.65.06 brought the common-switch rule; 575 had only the regkey.
-    assert!(!far("580.65.06", "", |_| {}).ready);
-    assert!(far("575.64.05", "", |_| {}).ready);
+    // 580.65.06 brought the common-switch rule, for chipsets RM flags unsupported: which ones is
+    // not in sysfs, so the pair is ready and names the assumption (review R1: it was refused).
+    let chipset = |r: &Report| {
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n.contains("NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET"))
+    };
+    let r = far("580.65.06", "", |_| {});
+    assert!(r.ready && chipset(&r), "{:?}", r.pairs);
+    assert!(r
+        .verdict
+        .not_probed
+        .iter()
+        .any(|n| n.contains("GPU0-mlx5_0 (NODE, no common PCIe bridge)")));
+    let r = far("575.64.05", "", |_| {});
+    assert!(r.ready && !chipset(&r));
+    let mut near = dmabuf_facts();
+    near.nvidia_proc = Some(proc_580("580.65.06", true, ""));
+    assert!(!chipset(&report(near, &Options::default())));
     let r = far("580.65.06", "GrdmaPciTopoCheckOverride: 1\n", |_| {});
     assert!(r.ready);
     assert!(r.pairs[0]
@@ -673,6 +683,13 @@ fn cdmm_refuses_invalidating_pins_on_580_only() {
         m.core = None;
         m.parameters
             .insert("persistent_api_support".to_owned(), persistent.to_owned());
+        f.grace = Some(crate::check::GraceFacts::default());
+        if release.is_empty() {
+            // Neither /proc/driver/nvidia/version nor /sys/module/nvidia/version names it.
+            if let Some(n) = f.nvidia.as_mut() {
+                n.version = None;
+            }
+        }
         report(f, &Options::default())
     };
     let r = cdmm("580.65.06", "0");
@@ -692,8 +709,46 @@ fn cdmm_refuses_invalidating_pins_on_580_only() {
         .notes
         .iter()
         .any(|n| n.contains("peer-memory MRs here are mapped through C2C")));
+    // Review R4: nv-p2p.h names only nvidia_p2p_get_pages: the persistent pins are assumed, and
+    // said so (the row claimed they "do" support CDMM).
+    assert!(
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n
+                .contains("CDMM pins through nvidia_p2p_get_pages_persistent on driver 580.65.06")),
+        "{:?}",
+        r.pairs[0]
+    );
+    let row = &r.get("cdmm").unwrap().detail;
+    assert!(
+        row.contains("assumed to work (not confirmed by NVIDIA)") && !row.contains(") do"),
+        "{row}"
+    );
     let r = cdmm("590.44.01", "0");
     assert!(r.pairs[0].paths.contains(&GdrPath::PeerMemory));
+    // Review B4: an unknown release is not judged (it was "supports it (590.44.01+)"); with an
+    // invalidating client loaded the row warns and the pair says what it assumed.
+    let r = cdmm("", "0");
+    let row = r.get("cdmm").unwrap();
+    assert_eq!(row.status, Status::Warn, "{row:?}");
+    assert!(
+        row.detail.contains("driver release unknown: not judged")
+            && !row.detail.contains("supports it"),
+        "{}",
+        row.detail
+    );
+    assert!(
+        r.pairs[0]
+            .not_probed
+            .iter()
+            .any(|n| n.contains("CDMM pins")),
+        "{:?}",
+        r.pairs[0]
+    );
+    let r = cdmm("", "1");
+    assert_eq!(r.get("cdmm").unwrap().status, Status::Ok);
+    assert!(r.get("cdmm").unwrap().detail.contains("not judged"));
 }
 
 #[test]
@@ -717,40 +772,59 @@ fn a_loaded_module_keeps_its_problems_as_warnings_when_dma_buf_carries() {
     );
 }
 
+/// The dma-buf host with its NIC an EFA device `efa_0`, `efa_nv_peermem` loaded or not, and
+/// the NIC's answer to NCCL's dma-buf probe.
+fn efa_facts(shim: bool, probe: DmabufProbe) -> Facts {
+    let mut f = dmabuf_facts();
+    f.pairs[0].nic = "efa_0".to_owned();
+    f.pairs[0].nic_driver = Some("efa".to_owned());
+    f.rdma_devices[0].name = "efa_0".to_owned();
+    f.rdma_devices[0].driver = Some("efa".to_owned());
+    f.efa_nv_peermem = shim;
+    f.verbs = Verbs::Probed {
+        devices: vec![VerbsDevice {
+            name: "efa_0".to_owned(),
+            dmabuf: probe,
+        }],
+        reg_dmabuf_mr: Some(true),
+    };
+    f
+}
+
 #[test]
 fn efa_pairs_are_ready_through_efa_nv_peermem_or_dma_buf() {
-    let efa = |shim: bool, probe: DmabufProbe| {
-        let mut f = dmabuf_facts();
-        f.pairs[0].nic = "efa_0".to_owned();
-        f.pairs[0].nic_driver = Some("efa".to_owned());
-        f.rdma_devices[0].name = "efa_0".to_owned();
-        f.rdma_devices[0].driver = Some("efa".to_owned());
-        f.efa_nv_peermem = shim;
-        f.verbs = Verbs::Probed {
-            devices: vec![VerbsDevice {
-                name: "efa_0".to_owned(),
-                dmabuf: probe,
-            }],
-            reg_dmabuf_mr: Some(true),
-        };
-        report(f, &Options::default())
-    };
+    let efa = |shim: bool, probe: DmabufProbe| report(efa_facts(shim, probe), &Options::default());
     let r = efa(true, DmabufProbe::Unsupported { errno: 95 });
     assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
     assert_eq!(r.pairs[0].paths, [GdrPath::Efa]);
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::Pcie));
     assert!(r
         .get("module")
         .unwrap()
         .detail
         .starts_with("not needed: EFA ready"));
+    // Without efa_nv_peermem only dma-buf carries the pair (review B6: this was "ready (EFA)").
     let r = efa(false, DmabufProbe::Supported { errno: 9 });
-    assert_eq!(r.verdict.text, "ready (EFA)");
+    assert_eq!(r.verdict.text, "ready (dma-buf)");
+    assert_eq!(r.verdict.paths, [GdrPath::Dmabuf]);
     assert_eq!(r.pairs[0].preferred, Some(GdrPath::Dmabuf));
     let r = efa(false, DmabufProbe::Unsupported { errno: 95 });
     assert!(!r.ready);
     assert_eq!(r.get("efa").unwrap().status, Status::Warn);
     assert!(why_not(&r, GdrPath::PeerMemory).contains("EFA has no PeerDirect"));
     assert!(why_not(&r, GdrPath::Efa).contains("efa_nv_peermem is not loaded"));
+}
+
+/// Review B5: efa_nv_peermem pins through nvidia_p2p_get_pages, whose pages are C2C pages on a
+/// coherent platform (FIELD §1.2.3): the EFA path maps through C2C there, as peer memory does.
+#[test]
+fn efa_on_a_coherent_platform_maps_through_c2c() {
+    let mut f = efa_facts(true, DmabufProbe::Unsupported { errno: 95 });
+    f.pairs[0].coherent = true;
+    let r = report(f, &Options::default());
+    assert_eq!(r.verdict.text, "ready (EFA)", "{:?}", r.checks);
+    assert_eq!(r.pairs[0].preferred, Some(GdrPath::Efa));
+    assert_eq!(r.pairs[0].mapping, Some(Mapping::C2c));
 }
 
 #[test]
@@ -1008,4 +1082,36 @@ fn the_consumers_own_dma_buf_switches() {
         .notes
         .iter()
         .any(|n| n == "UCX uses dma-buf here"));
+}
+
+/// Review R7: NCCL 2.26 and older see a C2C-attached NIC as a PHB path, within
+/// NCCL_NET_GDR_LEVEL=PHB (the advice said SYS).
+#[test]
+fn nccl_2_26_needs_phb_for_a_c2c_attached_nic() {
+    let nccl_gdr = |level: Option<&str>| {
+        let mut f = dmabuf_facts();
+        f.pairs[0].coherent = true;
+        f.pairs[0].class = PathClass::Node;
+        f.pairs[0].nccl_class = PathClass::Node.nccl();
+        let env: BTreeMap<String, String> = level
+            .map(|l| ("NCCL_NET_GDR_LEVEL".to_owned(), l.to_owned()))
+            .into_iter()
+            .collect();
+        f.nccl_env = nccl::nccl_env(&env);
+        report(f, &Options::default())
+            .get("nccl_gdr")
+            .unwrap()
+            .detail
+            .clone()
+    };
+    let d = nccl_gdr(None);
+    assert!(
+        d.contains("NCCL 2.26 and older count GPU0-mlx5_0 as PHB, GPUDirect RDMA there only with NCCL_NET_GDR_LEVEL=PHB or above"),
+        "{d}"
+    );
+    let d = nccl_gdr(Some("PHB"));
+    assert!(
+        d.contains("as PHB, which NCCL_NET_GDR_LEVEL=PHB allows"),
+        "{d}"
+    );
 }

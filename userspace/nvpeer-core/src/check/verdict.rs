@@ -3,12 +3,13 @@
 //! results. Not ready when a row fails (its id and short reason are the first blocking
 //! reason: the rows come in order of what blocks first, see [`super::rules`]); else ready,
 //! named by the paths that carry every pair: `ready (dma-buf)`, `ready (peer memory)`,
-//! `ready (dma-buf and peer memory)` (both carry every pair, or each pair one of them), or
-//! `ready (EFA)` (every pair's NIC is an EFA device).
+//! `ready (dma-buf and peer memory)` (both carry every pair, or each pair one of them),
+//! `ready (EFA)` (every pair's NIC is an EFA device, and EFA carries each), or, on a host whose
+//! pairs need different paths, every path some pair takes (`ready (dma-buf and EFA)`).
 
 use serde::Serialize;
 
-use super::rules::{carried, GdrPath, PairVerdict};
+use super::rules::{carried, uncarried, GdrPath, PairVerdict};
 use super::{Check, Require, Status};
 
 /// The first blocking row.
@@ -48,27 +49,45 @@ impl Verdict {
     }
 }
 
-/// The label and the paths of a host whose pairs are all carried.
-fn label(pairs: &[PairVerdict]) -> (&'static str, Vec<GdrPath>) {
+/// The label and the paths of a host whose pairs are all carried: the one path that carries
+/// every pair (dma-buf before peer memory), `EFA` where every pair's NIC is an EFA device and
+/// EFA carries every pair (with dma-buf where it too carries every pair), both of dma-buf and
+/// peer memory where each carries every pair, else every path some pair uses. Only paths that
+/// work for some pair are named: an EFA device whose `efa_nv_peermem` is missing is carried
+/// by dma-buf, not by EFA.
+fn label(pairs: &[PairVerdict]) -> (String, Vec<GdrPath>) {
     let all = |g: GdrPath| pairs.iter().all(|p| p.paths.contains(&g));
-    let efa = pairs
+    // efa::pair judges EFA for an EFA device only: it is in `paths` or `why_not` exactly there.
+    let efa_nics = pairs
         .iter()
         .all(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
-    if efa {
-        let mut paths = vec![GdrPath::Efa];
-        if all(GdrPath::Dmabuf) {
-            paths.insert(0, GdrPath::Dmabuf);
-        }
-        return ("EFA", paths);
+    if efa_nics && all(GdrPath::Efa) {
+        let paths = [GdrPath::Dmabuf, GdrPath::Efa];
+        return (
+            "EFA".to_owned(),
+            paths.into_iter().filter(|g| all(*g)).collect(),
+        );
     }
-    match (all(GdrPath::Dmabuf), all(GdrPath::PeerMemory)) {
-        (true, false) => ("dma-buf", vec![GdrPath::Dmabuf]),
-        (false, true) => ("peer memory", vec![GdrPath::PeerMemory]),
-        _ => (
-            "dma-buf and peer memory",
-            vec![GdrPath::Dmabuf, GdrPath::PeerMemory],
-        ),
-    }
+    let paths: Vec<GdrPath> = if all(GdrPath::Dmabuf) && all(GdrPath::PeerMemory) {
+        vec![GdrPath::Dmabuf, GdrPath::PeerMemory]
+    } else if let Some(one) = [GdrPath::Dmabuf, GdrPath::PeerMemory, GdrPath::Efa]
+        .into_iter()
+        .find(|g| all(*g))
+    {
+        vec![one]
+    } else {
+        [GdrPath::Dmabuf, GdrPath::PeerMemory, GdrPath::Efa]
+            .into_iter()
+            .filter(|g| pairs.iter().any(|p| p.paths.contains(g)))
+            .collect()
+    };
+    let names: Vec<&str> = paths.iter().map(|g| g.describe()).collect();
+    let label = match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    (label, paths)
 }
 
 /// The verdict of rows `checks` (in report order) and pairs `pairs` under `require`; `reason`
@@ -100,7 +119,7 @@ pub fn verdict(
         return blocked("paths", "no GPU-NIC pair".to_owned());
     }
     if let Some(p) = pairs.iter().find(|p| !carried(&p.paths, require)) {
-        return blocked("paths", format!("{} has no path", p.name()));
+        return blocked("paths", uncarried(p, require));
     }
     let (label, paths) = label(pairs);
     Verdict {
@@ -212,7 +231,7 @@ mod tests {
         // The policy, even without a `paths` row.
         assert_eq!(
             text(&ok, &[pair("m0", &[PeerMemory], false)], Require::Dmabuf),
-            "not ready: paths (GPU0-m0 has no path)"
+            "not ready: paths (GPU0-m0 has no dmabuf path)"
         );
         assert_eq!(
             text(&ok, &[pair("efa_0", &[Efa], true)], Require::Peermem),
@@ -220,9 +239,54 @@ mod tests {
         );
         assert_eq!(
             text(&ok, &[pair("m0", &[Dmabuf], false)], Require::Peermem),
+            "not ready: paths (GPU0-m0 has no peermem path)"
+        );
+        assert_eq!(
+            text(&ok, &[pair("m0", &[], false)], Require::Peermem),
             "not ready: paths (GPU0-m0 has no path)"
         );
         assert_eq!(text(&ok, &[], any), "not ready: paths (no GPU-NIC pair)");
+    }
+
+    /// Review B6: only paths that work for some pair are named. An EFA device whose EFA path
+    /// does not work (no efa_nv_peermem) is carried by dma-buf; a host with an EFA-only pair and a
+    /// dma-buf-only pair has no peer memory.
+    #[test]
+    fn a_path_no_pair_has_is_never_named() {
+        use GdrPath::*;
+        let v = |pairs: &[PairVerdict]| verdict(&[], pairs, Require::Any, |_| String::new());
+        let efa_broken = v(&[pair("efa_0", &[Dmabuf], true)]);
+        assert_eq!(
+            (efa_broken.text.as_str(), efa_broken.paths),
+            ("ready (dma-buf)", vec![Dmabuf])
+        );
+        let mixed = v(&[pair("efa_0", &[Efa], true), pair("m0", &[Dmabuf], false)]);
+        assert_eq!(
+            (mixed.text.as_str(), mixed.paths),
+            ("ready (dma-buf and EFA)", vec![Dmabuf, Efa])
+        );
+        let one_efa_without = v(&[
+            pair("efa_0", &[Dmabuf, Efa], true),
+            pair("efa_1", &[Dmabuf], true),
+        ]);
+        assert_eq!(
+            (one_efa_without.text.as_str(), one_efa_without.paths),
+            ("ready (dma-buf)", vec![Dmabuf])
+        );
+        let three = v(&[
+            pair("efa_0", &[Efa], true),
+            pair("m0", &[Dmabuf], false),
+            pair("m1", &[PeerMemory], false),
+        ]);
+        assert_eq!(three.text, "ready (dma-buf, peer memory and EFA)");
+        let dmabuf_everywhere = v(&[
+            pair("m0", &[Dmabuf, PeerMemory], false),
+            pair("m1", &[Dmabuf], false),
+        ]);
+        assert_eq!(
+            (dmabuf_everywhere.text.as_str(), dmabuf_everywhere.paths),
+            ("ready (dma-buf)", vec![Dmabuf])
+        );
     }
 
     #[test]

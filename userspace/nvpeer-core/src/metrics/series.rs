@@ -173,7 +173,7 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
     e.family(
         "nvpeer_verdict_info",
         Kind::Gauge,
-        "The host's verdict as nvpeer check prints it: ready (dma-buf), ready (peer memory), ready (dma-buf and peer memory), ready (EFA) or not ready: <first blocking reason>; always 1",
+        "The host's verdict as nvpeer check prints it: ready (dma-buf), ready (peer memory), ready (dma-buf and peer memory), ready (EFA), a host whose pairs need different paths every path a pair takes (ready (dma-buf and EFA)), or not ready: <first blocking reason>; always 1",
     )
     .set(&[("verdict", &report.verdict.text)], 1);
     for p in &report.pairs {

@@ -37,7 +37,11 @@ pub fn run(
     // The same checks in every form: --brief reads sysfs/procfs and probes libibverbs like the
     // table (no CUDA context, no RDMA traffic), only the rendering differs.
     let report = match facts {
-        None => check::run(host, &Inputs::live(host), &flags.options),
+        None => check::run(
+            host,
+            &Inputs::live(host, flags.options.as_job),
+            &flags.options,
+        ),
         Some(file) => match check::read_facts(file) {
             Ok(facts) => check::report(facts, &flags.options),
             Err(e) => {

@@ -73,7 +73,7 @@ pub fn run_prometheus(
     out: &mut Out,
 ) -> std::io::Result<ExitCode> {
     let st = stats::read(host);
-    let report = check::run(host, &Inputs::live(host), &check::Options::default());
+    let report = check::run(host, &Inputs::live(host, false), &check::Options::default());
     let text = metrics::render(&st, &report);
     match textfile {
         Some(dir) => {

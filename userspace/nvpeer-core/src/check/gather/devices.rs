@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::nvidia_proc::NvidiaProc;
 use crate::pci::{self, Acs, KnownDevice, PciAddress, PciDevice};
 use crate::rdma::RdmaDevice;
 use crate::topo::{PathClass, Topology};
@@ -103,6 +104,20 @@ pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>>
     Ok(out)
 }
 
+/// A GPU NVIDIA names as the GPU of a Grace superchip, joined to the CPU by NVLink-C2C
+/// (`NVIDIA GH200 480GB`, `NVIDIA GB200`, `NVIDIA GB300`, `NVIDIA GB10`), not a PCIe card (`NVIDIA
+/// H100 PCIe`, `NVIDIA RTX PRO 6000 Blackwell ...`) that a Grace server may also hold below a
+/// Grace root port. The model is the driver's (`information`); this is a reading of NVIDIA's
+/// product names, not a flag the driver shows ([inferred]: the driver's own `nv->coherent` is not
+/// exported).
+fn is_superchip_model(model: &str) -> bool {
+    let name = model.strip_prefix("NVIDIA ").unwrap_or(model);
+    let mut c = name.chars();
+    c.next() == Some('G')
+        && matches!(c.next(), Some('H' | 'B'))
+        && c.next().is_some_and(|d| d.is_ascii_digit())
+}
+
 /// The pairs whose paths are judged: each GPU with its nearest NIC(s), as `topo` finds them,
 /// except that a GPU of a Grace-Blackwell DMA-Direct complex is paired with that complex's NIC
 /// (its Data Direct partner, as `rdma_topo` pairs them).
@@ -112,6 +127,7 @@ pub(super) fn pairs(
     t: &Topology,
     rdma_devices: &[RdmaDevice],
     grace: Option<&GraceFacts>,
+    nvidia_proc: Option<&NvidiaProc>,
 ) -> Result<Vec<PairFacts>> {
     let mut out = Vec::new();
     for gpu in &t.gpus {
@@ -128,10 +144,16 @@ pub(super) fn pairs(
             },
         };
         let root_port = gpu.pci.path.bridges().first().copied();
+        let model = nvidia_proc
+            .into_iter()
+            .flat_map(|p| &p.gpus)
+            .find(|i| i.bus_location == Some(gpu.pci.address))
+            .and_then(|i| i.model.as_deref());
         let coherent = root_port
             .and_then(|rp| all.iter().find(|d| d.address == rp))
             .and_then(|rp| KnownDevice::of(rp.vendor, rp.device))
-            == Some(KnownDevice::GraceRootPort);
+            == Some(KnownDevice::GraceRootPort)
+            && model.is_none_or(is_superchip_model);
         for nic_name in nics {
             let Some(nic) = t.nic(&nic_name).and_then(|n| n.pci.as_ref()) else {
                 continue;

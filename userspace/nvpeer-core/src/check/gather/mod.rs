@@ -42,7 +42,13 @@ use super::{DmabufFacts, Facts, Inputs, GIN_ENV};
 pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let mut unreadable = BTreeMap::new();
     let mut note = |fact: &str, e: &Error| {
-        unreadable.insert(fact.to_owned(), e.to_string());
+        unreadable
+            .entry(fact.to_owned())
+            .and_modify(|all: &mut String| {
+                all.push_str("; ");
+                all.push_str(&e.to_string());
+            })
+            .or_insert_with(|| e.to_string());
     };
     let kallsyms = kernel::kallsyms(host);
     let loaded = peermem::loaded_modules(host)
@@ -52,10 +58,13 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         .inspect_err(|e| note("memory_peers", e))
         .ok()
         .flatten();
-    let nvidia_proc = nvidia_proc::read(host)
-        .inspect_err(|e| note("nvidia_proc", e))
-        .ok()
-        .flatten();
+    let nvidia_proc = {
+        let reading = nvidia_proc::read(host);
+        for (part, e) in &reading.errors {
+            note(part.fact(), e);
+        }
+        reading.proc
+    };
     let nvidia = providers::nvidia_driver(host, &kallsyms, nvidia_proc.as_ref())
         .inspect_err(|e| note("nvidia", e))
         .ok()
@@ -117,9 +126,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         _ => None,
     };
     let pairs = match (&all_pci, &topology, &rdma_devices) {
-        (Ok(all), Some(t), Ok(r)) => devices::pairs(host, all, t, r, grace.as_ref())
-            .inspect_err(|e| note("pairs", e))
-            .unwrap_or_default(),
+        (Ok(all), Some(t), Ok(r)) => {
+            devices::pairs(host, all, t, r, grace.as_ref(), nvidia_proc.as_ref())
+                .inspect_err(|e| note("pairs", e))
+                .unwrap_or_default()
+        }
         _ => Vec::new(),
     };
     let module_counters = modules::module_counters(host, &loaded);

@@ -142,6 +142,11 @@ fn kind(ctx: &Ctx, label: &str) -> (Kind, String) {
     (k, name)
 }
 
+/// The GPU of this label is a vGPU (its model a vGPU type).
+pub(super) fn is_vgpu(ctx: &Ctx, label: &str) -> bool {
+    kind(ctx, label).0 == Kind::Vgpu
+}
+
 /// The GPU of this label is MIG-enabled or a vGPU: NVIDIA refuses persistent pins on it.
 pub(super) fn refuses_persistent(ctx: &Ctx, label: &str) -> bool {
     matches!(kind(ctx, label).0, Kind::Vgpu | Kind::Mig(_))
@@ -295,8 +300,12 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if !detail.is_empty() {
             detail.push_str("; ");
         }
+        let why = match ctx.proc_unreadable(crate::nvidia_proc::Part::Gpus) {
+            Some(e) => format!("could not read {e}"),
+            None => "no /proc/driver/nvidia/gpus/*/information".to_owned(),
+        };
         detail.push_str(&format!(
-            "{}: model unknown (no /proc/driver/nvidia/gpus/*/information), GeForce and vGPU not judged",
+            "{}: model unknown ({why}), GeForce and vGPU not judged",
             unknown.join(", ")
         ));
     }

@@ -222,8 +222,15 @@ fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
         list(&no, "none")
     );
     if !older.is_empty() {
+        // Before P2C and NCCL_NET_GDR_C2C (2.27) the GPU's C2C link to the CPU and the CPU's
+        // PCIe link to the NIC made a PHB path: within any level from PHB up.
+        let within = if nccl::within_gdr_level(topo::NcclPathType::Phb, e.gdr_level) {
+            format!("which NCCL_NET_GDR_LEVEL={} allows", e.gdr_level)
+        } else {
+            "GPUDirect RDMA there only with NCCL_NET_GDR_LEVEL=PHB or above".to_owned()
+        };
         detail.push_str(&format!(
-            "; NCCL 2.26 and older count {} as PHB: GPUDirect RDMA there only with NCCL_NET_GDR_LEVEL=SYS",
+            "; NCCL 2.26 and older count {} as PHB, {within}",
             older.join(", ")
         ));
     }

@@ -14,18 +14,22 @@
 //! * NVIDIA's GRDMA topology rule at attach time (`nv_dma_buf_attach` in
 //!   `kernel-open/nvidia/nv-dmabuf.c` calls `nv_grdma_pci_topology_supported` in `nv-pci.c`,
 //!   595 snapshot): allowed on a coherent platform; then `NVreg_GrdmaPciTopoCheckOverride` 1
-//!   allows and 2 denies every peer; then a passthrough VM is allowed; then, on a chipset the
+//!   allows and 2 denies every peer; then a GPU passed through to a VM is allowed (assumed for
+//!   any VM whose GPU is no vGPU: cpuinfo tells a VM, not passthrough); then, on a chipset the
 //!   driver marks `NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET`, only a GPU and NIC with a common
 //!   upstream bridge (`nv_pci_has_common_pci_switch`). The regkey dates from 570.86.15, the
 //!   common-switch rule from 580.65.06 (`../shared/FIELD.md` #1). Which chipsets the driver marks
-//!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is judged refused.
+//!   is in RM's chipset tables, not in sysfs: a pair without a common bridge is assumed allowed
+//!   (an unflagged chipset, the common case) and the pair names that assumption (`not_probed`).
+
+use nix::errno::Errno;
 
 use crate::kernel::{release_major_minor, symbols};
-use crate::nvidia_proc::{Flavour, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::verbs::{DmabufProbe, Verbs};
 
 use super::super::{Check, PairFacts, Require};
-use super::{grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
+use super::{capability, grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
 
 /// The first open-module release with `nv-dmabuf.c` (dma-buf export, CUDA 11.7).
 const EXPORT_SINCE: [u32; 3] = [515, 0, 0];
@@ -47,6 +51,12 @@ fn driver(ctx: &Ctx) -> Result<(), WhyNot> {
         return Err(why(
             "nvidia.ko is not loaded",
             "load NVIDIA's open kernel modules (`modprobe nvidia`)",
+        ));
+    }
+    if let Some(e) = ctx.proc_unreadable(Part::Version) {
+        return Err(why(
+            format!("open or proprietary kernel modules unknown: could not read {e}"),
+            "/proc/driver/nvidia/version should be the driver's own text: check its permissions, or report its content as a bug",
         ));
     }
     let Some(v) = ctx.f.nvidia_proc.as_ref().and_then(|p| p.version.as_ref()) else {
@@ -127,13 +137,12 @@ fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
     }
 }
 
+/// `EOPNOTSUPP`, `EBADF`, ...: the name of a probe's errno (0: the probe registered).
 fn errno_name(errno: i32) -> String {
-    match errno {
-        95 => "EOPNOTSUPP".to_owned(),
-        93 => "EPROTONOSUPPORT".to_owned(),
-        9 => "EBADF".to_owned(),
-        0 => "success".to_owned(),
-        n => format!("errno {n}"),
+    match Errno::from_raw(errno) {
+        _ if errno == 0 => "success".to_owned(),
+        Errno::UnknownErrno => format!("errno {errno}"),
+        e => format!("{e:?}"),
     }
 }
 
@@ -142,9 +151,11 @@ fn nic(ctx: &Ctx, p: &PairFacts) -> Result<(), WhyNot> {
     let Verbs::Probed { devices, .. } = &ctx.f.verbs else {
         return Ok(());
     };
+    // EPROTONOSUPPORT: the kernel's uverbs has no dma-buf MR method at all.
+    let no_method = |errno: &i32| Errno::from_raw(*errno) == Errno::EPROTONOSUPPORT;
     match devices.iter().find(|d| d.name == p.nic).map(|d| &d.dmabuf) {
         Some(DmabufProbe::Supported { .. }) => Ok(()),
-        Some(DmabufProbe::Unsupported { errno: 93 }) => Err(why(
+        Some(DmabufProbe::Unsupported { errno }) if no_method(errno) => Err(why(
             format!("{} answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EPROTONOSUPPORT: the kernel has no dma-buf MR method (older than 5.12)", p.nic),
             "a kernel 5.12 or later",
         )),
@@ -178,6 +189,11 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     if !release.at_least(REGKEY_SINCE) {
         return Ok(());
     }
+    if let Some(e) = ctx.proc_unreadable(Part::Params) {
+        r.notes.push(format!(
+            "GrdmaPciTopoCheckOverride unknown, judged as 0 (the default): could not read {e}"
+        ));
+    }
     let override_ = ctx.params.and_then(|p| p.grdma_pci_topo_check_override());
     match override_ {
         Some(GRDMA_OVERRIDE_ALLOW) => {
@@ -194,20 +210,28 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
         }
         _ => {}
     }
+    // NV_FLAG_PASSTHRU is set by RmInitAdapter (osinit.c) for a GPU passed through to a VM
+    // (IS_PASSTHRU), not for a vGPU; cpuinfo's `hypervisor` tells a VM, not which of the two.
     if ctx.f.hypervisor == Some(true) {
-        r.notes.push(
-            "a VM (cpuinfo: hypervisor): NVIDIA's driver allows GPUDirect RDMA to passed-through GPUs"
-                .to_owned(),
-        );
-        return Ok(());
+        if capability::is_vgpu(ctx, &p.gpu) {
+            r.notes.push(format!(
+                "a vGPU guest: NVIDIA's allowance for passed-through GPUs (NV_FLAG_PASSTHRU) does not apply to {}",
+                p.gpu
+            ));
+        } else {
+            r.notes.push(format!(
+                "a VM (cpuinfo: hypervisor), {} assumed passed through: NVIDIA's driver allows GPUDirect RDMA there (NV_FLAG_PASSTHRU), not to a vGPU",
+                p.gpu
+            ));
+            return Ok(());
+        }
     }
     if release.at_least(COMMON_SWITCH_SINCE) && !p.common_bridge {
-        return Err(why(
-            format!(
-                "{}-{} share no PCIe bridge ({}): driver {release}'s GRDMA topology rule (nv_grdma_pci_topology_supported) refuses the dma-buf attach unless its chipset table marks this platform P2P-capable",
-                p.gpu, p.nic, p.class
-            ),
-            "set NVreg_GrdmaPciTopoCheckOverride=1 (options nvidia NVreg_GrdmaPciTopoCheckOverride=1; the traffic then crosses the root complex), or place GPU and NIC under one PCIe switch",
+        // Refused only where RM set NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET, which nothing outside
+        // the driver shows: assumed unflagged, and said so.
+        r.not_probed.push(format!(
+            "NVIDIA's unsupported-chipset rule for {}-{} ({}, no common PCIe bridge): driver {release} refuses its dma-buf attach (error 524) only where RM flags this chipset NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET, which sysfs does not show (NVreg_GrdmaPciTopoCheckOverride=1 lifts it)",
+            p.gpu, p.nic, p.class
         ));
     }
     Ok(())
@@ -222,14 +246,35 @@ fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot
     topology(ctx, p, r)
 }
 
+/// The first release whose `nv-dmabuf.c` exports CDMM memory (`MEMORY_DEVICE_COHERENT` pages).
+const CDMM_EXPORT_SINCE: [u32; 3] = [595, 0, 0];
+
 /// dma-buf for one pair: the conditions, then the mapping NCCL asks for at attach time.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
     let mut r = PathResult::works(Mapping::Pcie);
     match conditions(ctx, p, &mut r).and_then(|()| grace::dmabuf_mapping(ctx, p)) {
-        Ok(mapping) => PathResult {
-            mapping: Some(mapping),
-            ..r
-        },
+        Ok(mapping) => {
+            // After the probes' own entries, which the registration rests on first.
+            let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");
+            if p.coherent
+                && cdmm
+                && !ctx
+                    .release
+                    .as_ref()
+                    .is_some_and(|r| r.at_least(CDMM_EXPORT_SINCE))
+            {
+                r.not_probed.push(format!(
+                    "dma-buf export of CDMM memory on driver {} (595's nv-dmabuf.c added the CDMM path; before it, not judged)",
+                    ctx.release
+                        .as_ref()
+                        .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string)
+                ));
+            }
+            PathResult {
+                mapping: Some(mapping),
+                ..r
+            }
+        }
         Err(w) => PathResult {
             works: Err(w),
             mapping: None,
@@ -253,6 +298,9 @@ fn summary(ctx: &Ctx) -> String {
                 .as_deref()
                 .map_or_else(String::new, |r| format!(" {r}"))
         ),
+        None if ctx.proc_unreadable(Part::Version).is_some() => {
+            "/proc/driver/nvidia/version unreadable".to_owned()
+        }
         None if f.nvidia.is_some() => "no /proc/driver/nvidia/version".to_owned(),
         None => "not loaded".to_owned(),
     };
@@ -333,5 +381,21 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         Check::fail("dmabuf", detail, fix)
     } else {
         Check::warn("dmabuf", detail, fix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_names_are_nix_s() {
+        assert_eq!(errno_name(Errno::EOPNOTSUPP as i32), "EOPNOTSUPP");
+        assert_eq!(errno_name(Errno::EPROTONOSUPPORT as i32), "EPROTONOSUPPORT");
+        assert_eq!(errno_name(Errno::EBADF as i32), "EBADF");
+        // Any errno by its name (it was "errno 22"), 0 as the probe's success.
+        assert_eq!(errno_name(Errno::EINVAL as i32), "EINVAL");
+        assert_eq!(errno_name(0), "success");
+        assert_eq!(errno_name(100_000), "errno 100000");
     }
 }

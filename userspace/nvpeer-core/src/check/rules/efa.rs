@@ -3,8 +3,9 @@
 //! peer-memory client but a shim that re-exports NVIDIA's P2P API to the `efa` driver
 //! (amzn/amzn-drivers `kernel/linux/efa/src/efa_nvmem_impl.h`: `symbol_get` of
 //! `efa_nv_peermem_p2p_get_pages`, else `nvidia_p2p_get_pages`), so `ibv_reg_mr` of GPU memory
-//! on an EFA device works without any peer-memory core; dma-buf works as on any NIC whose
-//! driver has dma-buf MRs. nvpeer's module plays no part here; the verdict does.
+//! on an EFA device works without any peer-memory core (and, being nv-p2p pins, maps through C2C
+//! on a coherent platform, as peer memory does); dma-buf works as on any NIC whose driver has
+//! dma-buf MRs. nvpeer's module plays no part here; the verdict does.
 
 use super::super::{Check, PairFacts};
 use super::{Ctx, GdrPath, Mapping, PairVerdict, PathResult};
@@ -15,7 +16,13 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> Option<PathResult> {
         return None;
     }
     Some(if ctx.f.efa_nv_peermem {
-        PathResult::works(Mapping::Pcie)
+        // The pins are nvidia_p2p_get_pages' (efa_nvmem_impl.h): on a coherent platform those
+        // are C2C pages, as for every nv-p2p client (../shared/FIELD.md §1.2.3).
+        PathResult::works(if p.coherent {
+            Mapping::C2c
+        } else {
+            Mapping::Pcie
+        })
     } else {
         PathResult::fails(
             "efa_nv_peermem is not loaded (EFA's ibv_reg_mr of GPU memory needs it)",

@@ -59,6 +59,12 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
 const DRIVER_FIX: &str = "`options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" NVreg_EnableStreamMemOPs=1` in /etc/modprobe.d/ (add PeerMappingOverride=1 to an existing RegistryDwords string rather than a second line), rebuild the initramfs, then reload the NVIDIA driver or reboot";
 
 fn driver(ctx: &Ctx) -> Result<String, (String, String)> {
+    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+        return Err((
+            format!("driver settings unknown: PeerMappingOverride and EnableStreamMemOPs not read: could not read {e}"),
+            "/proc/driver/nvidia/params should be the driver's own text: check its permissions, or report its content as a bug".to_owned(),
+        ));
+    }
     let Some(p) = ctx.params else {
         return Err((
             "driver settings unknown: no /proc/driver/nvidia/params, so PeerMappingOverride and EnableStreamMemOPs cannot be read".to_owned(),

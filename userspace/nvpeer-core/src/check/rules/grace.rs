@@ -159,7 +159,7 @@ pub(super) fn check_acs(g: &GraceFacts) -> Check {
     }
     let boot = match config_acs(g) {
         Some(line) => format!(
-            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (kernel 6.11 or later; `rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot"
+            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (`rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot, then `rdma_topo check` must pass: config_acs came in kernel 6.11, and a list of several devices is parsed right only with Tushar Dave's 2025 fix \"PCI: Fix Extend ACS configurability\" (in NVIDIA's NV-Kernels; on another kernel look for it or its backport)"
         ),
         None => "reboot without ACS changes: the kernel's default (xx111x1) is what rdma_topo requires here".to_owned(),
     };
@@ -319,6 +319,9 @@ fn check_cdmm(ctx: &Ctx) -> Check {
         .release
         .as_ref()
         .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string);
+    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+        return Check::error("cdmm", e);
+    }
     let Some(mode) = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) else {
         return Check::ok(
             "cdmm",
@@ -331,23 +334,36 @@ fn check_cdmm(ctx: &Ctx) -> Check {
             format!("CoherentGPUMemoryMode \"{mode}\" (not CDMM): GPU memory is onlined as a NUMA node; pins and dma-buf export work as on PCIe platforms, through C2C"),
         );
     }
-    let dmabuf_note = if ctx
-        .release
-        .as_ref()
-        .is_some_and(|r| r.at_least([595, 0, 0]))
-    {
-        "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
-    } else {
-        "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here"
+    let dmabuf_note = match &ctx.release {
+        Some(r) if r.at_least([595, 0, 0]) => {
+            "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
+        }
+        Some(_) => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here",
+        None => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM is not judged here",
     };
+    let invalidating = peer_memory::invalidating_modules(ctx);
+    if ctx.release.is_none() {
+        let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM), driver release unknown: not judged whether nvidia_p2p_get_pages pins it (nv-p2p.h 580.65.06 says it does not; the sentence is gone in 590.44.01){dmabuf_note}");
+        return if invalidating.is_empty() {
+            Check::ok("cdmm", base)
+        } else {
+            Check::warn(
+                "cdmm",
+                format!(
+                    "{base}; the nv_mem client of {} is invalidating: its pins fail on a 580 driver",
+                    invalidating.join(", ")
+                ),
+                "read the release in /proc/driver/nvidia/version; on 580: load the module with persistent_api_support=1, upgrade the driver to 590.44.01 or later, or use dma-buf",
+            )
+        };
+    }
     if !peer_memory::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
         return Check::ok(
             "cdmm",
             format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),
         );
     }
-    let invalidating = peer_memory::invalidating_modules(ctx);
-    let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06), persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) do{dmabuf_note}");
+    let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06); persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) are not named there and are assumed to work (not confirmed by NVIDIA){dmabuf_note}");
     if invalidating.is_empty() {
         Check::ok("cdmm", base)
     } else {

@@ -41,12 +41,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nvidia_proc::{DriverRelease, Params};
+use crate::nvidia_proc::{self, DriverRelease, Params};
 
 use super::{Check, Facts, Options, PairFacts};
 
-pub(crate) use paths::carried;
 use paths::settle;
+pub(crate) use paths::{carried, uncarried};
 
 /// A way GPU memory reaches the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -203,6 +203,13 @@ impl<'a> Ctx<'a> {
     /// The fact could not be read: why.
     fn unreadable(&self, fact: &str) -> Option<&'a str> {
         self.f.unreadable.get(fact).map(String::as_str)
+    }
+
+    /// A part of `/proc/driver/nvidia` could not be read or parsed: why. Facts of an nvpeer that
+    /// read the directory as one keep a single `nvidia_proc` key, which stands for every part.
+    fn proc_unreadable(&self, part: nvidia_proc::Part) -> Option<&'a str> {
+        self.unreadable(part.fact())
+            .or_else(|| self.unreadable("nvidia_proc"))
     }
 
     /// The NIC of a pair is an AWS EFA device.

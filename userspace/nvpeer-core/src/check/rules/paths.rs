@@ -17,6 +17,16 @@ pub(crate) fn carried(paths: &[GdrPath], require: Require) -> bool {
     }
 }
 
+/// Why a pair is not carried under `require`, as the verdict and `--brief` say it:
+/// `GPU0-mlx5_0 has no path`, or under a policy `GPU0-mlx5_0 has no dmabuf path`.
+pub(crate) fn uncarried(p: &PairVerdict, require: Require) -> String {
+    if p.paths.is_empty() {
+        format!("{} has no path", p.name())
+    } else {
+        format!("{} has no {} path", p.name(), require.label())
+    }
+}
+
 /// One pair from each path's result (`None`: the path does not apply to this NIC).
 pub(super) fn pair(
     ctx: &Ctx,

@@ -4,7 +4,7 @@
 
 use crate::kernel::symbols;
 use crate::limits::{human_bytes, Memlock};
-use crate::nvidia_proc::Flavour;
+use crate::nvidia_proc::{Flavour, Part};
 use crate::providers::PersistentApi;
 use crate::rdma::RdmaDevice;
 use crate::verbs::Verbs;
@@ -15,7 +15,10 @@ use super::Ctx;
 /// `nvidia_driver`, `rdma_devices` and `verbs`, in that order.
 pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let f = ctx.f;
-    let nvidia = match ctx.unreadable("nvidia").or(ctx.unreadable("nvidia_proc")) {
+    let nvidia = match ctx
+        .unreadable("nvidia")
+        .or(ctx.proc_unreadable(Part::Version))
+    {
         Some(e) => Check::error("nvidia_driver", e),
         None => check_nvidia_driver(ctx),
     };
@@ -158,7 +161,10 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
 
 pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
     let Some(m) = memlock else {
-        return Check::ok("memlock", "not measured");
+        return Check::ok(
+            "memlock",
+            "not measured: the trees are not this host's (--sysfs-root/--procfs-root), so this process's limit says nothing of theirs; `job_memlock` judges the job starters",
+        );
     };
     let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), human_bytes);
     match m.soft {

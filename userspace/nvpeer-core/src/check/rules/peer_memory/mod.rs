@@ -165,7 +165,22 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts, host: &Result<(), WhyNot>) -> PathR
         return PathResult::fails(w.reason.clone(), w.fix.clone());
     }
     let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");
+    let mut not_probed = Vec::new();
+    if p.coherent && cdmm && ctx.release.is_none() {
+        let invalidating = invalidating_modules(ctx);
+        if !invalidating.is_empty() {
+            not_probed.push(format!(
+                "CDMM pins of the invalidating nv_mem of {} (driver release unknown; a 580 driver refuses them)",
+                invalidating.join(", ")
+            ));
+        }
+    }
     if p.coherent && cdmm && cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
+        // nv-p2p.h 580.65.06 names nvidia_p2p_get_pages only; the persistent call is assumed.
+        not_probed.push(format!(
+            "CDMM pins through nvidia_p2p_get_pages_persistent on driver {} (nv-p2p.h refuses CDMM for nvidia_p2p_get_pages only)",
+            ctx.release.as_ref().map_or_else(String::new, ToString::to_string)
+        ));
         let invalidating = invalidating_modules(ctx);
         if !invalidating.is_empty() {
             return PathResult::fails(
@@ -178,9 +193,12 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts, host: &Result<(), WhyNot>) -> PathR
             );
         }
     }
-    PathResult::works(if p.coherent {
-        Mapping::C2c
-    } else {
-        Mapping::Pcie
-    })
+    PathResult {
+        not_probed,
+        ..PathResult::works(if p.coherent {
+            Mapping::C2c
+        } else {
+            Mapping::Pcie
+        })
+    }
 }
