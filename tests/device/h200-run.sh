@@ -17,6 +17,13 @@ ldd "$nvpeer"
 "$nvpeer" selftest; echo rc=$?
 "$nvpeer" selftest --size 64M --json; echo rc=$?
 "$nvpeer" check; echo rc=$?
+# Issue 36's rows on a real driver: GPU-initiated networking asked for, the job's own memlock
+# (as the shell gives it, and under an 8 MiB limit as containerd would), the per-pair JSON.
+"$nvpeer" check --for gin; echo rc=$?
+"$nvpeer" check --as-job; echo rc=$?
+prlimit --memlock=8388608 "$nvpeer" check --as-job; echo rc=$?
+"$nvpeer" check --json; echo rc=$?
+"$nvpeer" who; echo rc=$?
 "$nvpeer" bench --mem cuda --compare-staged -a; echo rc=$?
 "$nvpeer" bench --mem cuda --reg dmabuf -s 1M; echo rc=$?
 "$nvpeer" bench --mem cuda --lat --op send; echo rc=$?
