@@ -28,18 +28,19 @@ shift
 # NVIDIA's symbols are weak, resolved at load).
 undefined=$("$nm" -u "$@" | awk 'NF == 2 && ($1 == "U" || $1 == "w") { print $1, $2 }' | sort -u -k2,2)
 
-# One awk over the Module.symvers files (first match wins, in modpost's reading order), then the
-# undefined symbols, given as the last "file" (-: standard input).
+# One awk over the Module.symvers files (tab-separated, 4+ fields; first match wins, in
+# modpost's reading order), then the undefined symbols on standard input ("U sym", one field
+# under a tab separator).
 # shellcheck disable=SC2086 # SYMVERS is a list of paths without blanks (Kbuild's own)
 imports=$(printf '%s\n' "$undefined" | awk -F'\t' -v unversioned="^($unversioned)\$" '
-    FILENAME != "-" {
-        if (NF >= 3 && !($2 in mod)) {
+    NF >= 3 {
+        if (!($2 in mod)) {
             m = $3; sub(".*/", "", m); gsub("-", "_", m)
             crc[$2] = $1; mod[$2] = m
         }
         next
     }
-    {
+    NF == 1 {
         split($0, f, " ")
         bind = f[1]; sym = f[2]
         if (sym == "" || sym ~ unversioned) next
