@@ -38,7 +38,7 @@ step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak d
 step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
     dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
-    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild tests/install/test-units.sh tests/install/test-provenance.sh
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
@@ -67,7 +67,7 @@ step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" te
 # The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules: the
 # 7.2 test kernel with CONFIG_MODVERSIONS, built once and cached like the others (no kernel below
 # versions modules, and the suites load one build on every core generation, which versions forbid).
-step "modversions: the generation markers unversioned, on the 7.2 test kernel with CONFIG_MODVERSIONS" \
+step "modversions: the generation markers unversioned; build provenance judged before load (compatible, rebuild), on the 7.2 test kernel with CONFIG_MODVERSIONS" \
     tests/compat/test-modversions.sh
 step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference

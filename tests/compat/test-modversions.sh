@@ -10,7 +10,10 @@
 # as against MOFED's and NVIDIA's on a real host), and a control build of the same module that
 # keeps the markers' versions (NVPEER_UNVERSIONED set to a name no core exports); one boot runs
 # tests/scenarios/modversions.py: the control must be refused on peer_core_sim_abi2.ko, whose
-# marker CRC differs, and ours must load and work there.
+# marker CRC differs, and ours must load and work there. The same boot proves issue 37's build
+# provenance: the CRCs our module records in its .modinfo, judged before load by the release CLI
+# (built first: make test builds it before this step) as compatible on peer_core_sim_abi2.ko and
+# as "rebuild" on the composite peer_core_sim.ko, and modprobe doing what the verdict said.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 . "$repo/tests/setup/env.sh"
@@ -20,6 +23,8 @@ check() {  # check DESCRIPTION COMMAND...
     if "${@:2}"; then echo "ok    $1"; else echo "FAIL  $1"; fails=$((fails + 1)); fi
 }
 stop() { echo "FAIL  $1"; echo "modversions: cannot run"; exit 1; }
+[ -x "$repo/userspace/target/release/nvpeer" ] \
+    || stop "the release CLI is built (cd userspace && cargo build --release --locked)"
 rm -rf "$work"; mkdir -p "$work/shadow/tests/kernel" "$work/src/tests" "$work/ko/control"
 cp "$repo/tests/kernel/build.sh" "$repo/tests/kernel/nvpeer-x86_64.config" "$work/shadow/tests/kernel/"
 # The fragment's options replace nvpeer.config's own lines for them (build.sh checks each line).

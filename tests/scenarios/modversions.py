@@ -8,9 +8,17 @@ peer_core_sim_abi2.ko, whose marker ib_umem_stop_invalidation_notifier has anoth
 ib_umem grew a field, as a MOFED update changes it under an unchanged peer-memory ABI). The
 control, the same module built with the markers versioned (as before the fix), must be refused
 there: "disagrees about version of symbol".
+Then build provenance, judged before load (issue 37): the module records in its .modinfo the CRC
+of every symbol it imports (ib_uverbs.ko's), `nvpeer check` and `nvpeer attach --dry-run` judge
+the `nvidia_peermem` that modprobe would load against the core that runs: compatible on
+peer_core_sim_abi2 (same CRC of ib_register_peer_memory_client), and `modprobe` loads it;
+"rebuild" on the composite peer_core_sim.ko, whose CRC of it differs, and `modprobe` indeed
+refuses ("disagrees about version of symbol ib_register_peer_memory_client").
 Usage (in the VM): modversions.py KO_DIR"""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -118,13 +126,117 @@ def modversions_case(t, ko_dir):
                 t.check(f"{label}: rmmod {mod}", False)
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NVPEER = os.path.join(REPO, "userspace", "target", "release", "nvpeer")
+PROV_DIR = f"/lib/modules/{os.uname().release}/updates/nvpeer-provenance"
+
+
+def install_modules(ko_dir, core):
+    """Our module, nv_p2p_sim and one core in PROV_DIR (the guest's root is an overlay), then
+    depmod: what `modprobe nvidia_peermem` would load and the core's file are in modules.dep."""
+    shutil.rmtree(PROV_DIR, ignore_errors=True)
+    os.makedirs(PROV_DIR)
+    for mod in ("nvidia_peermem", "nv_p2p_sim", core):
+        shutil.copy(os.path.join(ko_dir, mod + ".ko"), PROV_DIR)
+    return subprocess.run(["depmod", "-a"], capture_output=True, text=True)
+
+
+def provenance_row():
+    """`nvpeer check --require peermem --json`'s provenance row."""
+    r = subprocess.run([NVPEER, "check", "--require", "peermem", "--json"], capture_output=True,
+                       text=True)
+    try:
+        rows = {x["id"]: x for x in json.loads(r.stdout)["checks"]}
+    except (ValueError, KeyError) as e:
+        return {"status": "unparsed", "detail": f"{e}: {r.stdout[-300:]} {r.stderr[-300:]}"}
+    return rows.get("provenance", {"status": "absent", "detail": str(sorted(rows))})
+
+
+def attach_dry_run():
+    return subprocess.run([NVPEER, "attach", "--dry-run"], capture_output=True, text=True)
+
+
+def provenance_case(t, ko_dir):
+    """Compatible on the core whose CRCs it was built against, rebuild on the other, each
+    judged before load and then tried with modprobe."""
+    label = "[provenance]"
+    ko = os.path.join(ko_dir, "nvidia_peermem.ko")
+    symvers = os.path.join(ko_dir, "peer_core_sim.symvers")
+    reg = symvers_crcs(symvers, "ib_register_peer_memory_client")
+    imports = subprocess.run(["modinfo", "-F", "nvpeer_import", ko], capture_output=True,
+                             text=True).stdout.splitlines()
+    recorded = {f[0]: f[1:] for f in (line.split() for line in imports) if len(f) == 3}
+    t.eq(f"{label}: .modinfo records ib_register_peer_memory_client with ib_uverbs.ko's CRC",
+         [f"0x{reg.get('ib_uverbs', -1):08x}", "ib_uverbs"],
+         recorded.get("ib_register_peer_memory_client"))
+    t.check(f"{label}: ... and nvidia_p2p_get_pages with nv_p2p_sim's",
+            recorded.get("nvidia_p2p_get_pages", [None, None])[1] == "nv_p2p_sim", imports)
+    t.eq(f"{label}: ... and nothing of the generation markers", [],
+         [m for m in MARKERS if m in recorded])
+    t.check(f"{label}: ... and no symbol of vmlinux", "kfree" not in recorded and
+            "__kmalloc_noprof" not in recorded, sorted(recorded))
+    t.check(f"{label}: the composite peer_core_sim.ko exports ib_register_peer_memory_client with "
+            "another CRC", None not in (reg.get("ib_uverbs"), reg.get("peer_core_sim")) and
+            reg["ib_uverbs"] != reg["peer_core_sim"], reg)
+    for core, params, want in (
+            ("peer_core_sim_abi2", ["generation=5x-unmaps", "line=25.04"], "compatible"),
+            ("peer_core_sim", ["generation=5x-unmaps"], "rebuild")):
+        case = f"{label} {core}"
+        r = install_modules(ko_dir, core)
+        t.eq(f"{case}: depmod", 0, r.returncode)
+        loaded_here = []
+        try:
+            for mod, p in (("nv_p2p_sim", ["pt_version=0x20000"]), (core, params)):
+                r = subprocess.run(["modprobe", mod, *p], capture_output=True, text=True)
+                t.eq(f"{case}: modprobe {mod}", 0, r.returncode)
+                if r.returncode:
+                    print(f"      {r.stderr.strip()}", flush=True)
+                    return
+                loaded_here.append(mod)
+            row = provenance_row()
+            dry = attach_dry_run()
+            kmsg = coresim.Kmsg()
+            load = subprocess.run(["modprobe", "nvidia_peermem", "persistent_api_support=0"],
+                                  capture_output=True, text=True)
+            if load.returncode == 0:
+                loaded_here.append("nvidia_peermem")
+            if want == "compatible":
+                t.check(f"{case}: check's provenance row, before load: ok, compatible",
+                        row["status"] == "ok" and row["detail"].startswith("compatible"), row)
+                t.check(f"{case}: attach --dry-run: would load, compatible",
+                        dry.returncode == 0 and "compatible" in dry.stdout + dry.stderr,
+                        (dry.returncode, dry.stdout, dry.stderr))
+                t.eq(f"{case}: modprobe nvidia_peermem loads it", 0, load.returncode)
+            else:
+                t.check(f"{case}: check's provenance row, before load: fail, rebuild, built against "
+                        "ib_uverbs's CRC, running peer_core_sim's",
+                        row["status"] == "fail" and row["detail"].startswith("rebuild: built against "
+                        "ib_uverbs") and f"0x{reg['peer_core_sim']:08x}" in row["detail"], row)
+                t.check(f"{case}: attach --dry-run refuses: rebuild (exit 1)",
+                        dry.returncode == 1 and "rebuild" in dry.stdout + dry.stderr,
+                        (dry.returncode, dry.stdout, dry.stderr))
+                t.check(f"{case}: modprobe nvidia_peermem is indeed refused",
+                        load.returncode != 0 and not loaded("nvidia_peermem"), load.stderr)
+                t.check(f"{case}: ... disagreeing about ib_register_peer_memory_client's version",
+                        "disagrees about version of symbol ib_register_peer_memory_client"
+                        in kmsg.text(), kmsg.text()[-400:])
+            kmsg.close()
+        finally:
+            for mod in reversed(loaded_here):
+                if rmmod(mod).returncode != 0:
+                    t.check(f"{case}: rmmod {mod}", False)
+    shutil.rmtree(PROV_DIR, ignore_errors=True)
+    subprocess.run(["depmod", "-a"], capture_output=True)
+
+
 def main(argv):
     t = Tally("modversions")
-    try:
-        modversions_case(t, argv[1])
-    except Exception as e:
-        t.check("[modversions]: ran to the end", False, repr(e))
-    for name in ("nvidia_peermem", "peer_core_sim_abi2", "nv_p2p_sim"):
+    for case in (modversions_case, provenance_case):
+        try:
+            case(t, argv[1])
+        except Exception as e:
+            t.check(f"[{case.__name__}]: ran to the end", False, repr(e))
+    for name in ("nvidia_peermem", "peer_core_sim_abi2", "peer_core_sim", "nv_p2p_sim"):
         t.check(f"[modversions]: {name} unloaded", not loaded(name))
     return t.finish()
 

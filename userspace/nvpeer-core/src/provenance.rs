@@ -357,6 +357,15 @@ pub fn verdict(f: &ProvenanceFacts) -> Verdict {
             }
             continue;
         }
+        if i.module.is_none() && i.crc.is_none() && *owner == Owner::Nobody {
+            // No Module.symvers named it at build and nothing exports it now: a weak reference
+            // (optional, such as nvidia_p2p_cap_persistent_pages) that the loader leaves unset.
+            notes.push(format!(
+                "{} is exported by no loaded module: its weak reference stays unresolved",
+                i.symbol
+            ));
+            continue;
+        }
         let Some(ex) = ex else {
             unknowns.push(format!("no exporter of {} known", i.symbol));
             continue;
@@ -818,6 +827,45 @@ pub(crate) mod tests {
             .modinfo
             .insert("nvidia_peermem.ko".into(), ours_modinfo("-"));
         assert!(matches!(judge(&t), Verdict::Compatible { .. }));
+    }
+
+    #[test]
+    fn an_optional_symbol_nobody_exports_is_a_note() {
+        // gen-provenance.sh writes `<symbol> - -` for a weak reference no Module.symvers named.
+        let mut t = tree(0x11);
+        let mut info = ours_modinfo("0x00000011");
+        info.push((
+            "nvpeer_import".into(),
+            "nvidia_p2p_cap_persistent_pages - -".into(),
+        ));
+        t.tools.modinfo.insert("nvidia_peermem.ko".into(), info);
+        assert_eq!(
+            judge(&t),
+            Verdict::Compatible {
+                notes: vec!["nvidia_p2p_cap_persistent_pages is exported by no loaded module: its weak reference stays unresolved".into()]
+            }
+        );
+        // Exported now: judged as any other symbol (its module's file, no CRC to compare).
+        t.tools
+            .exports
+            .get_mut("nvidia.ko.zst")
+            .unwrap()
+            .insert("nvidia_p2p_cap_persistent_pages".into(), 0);
+        t.write(
+            "proc/kallsyms",
+            &format!(
+                "0 T {REG}\t[ib_uverbs]\n0 T {UNREG}\t[ib_uverbs]\n0 T {GET}\t[nvidia]\n\
+                 0 D nvidia_p2p_cap_persistent_pages\t[nvidia]\n"
+            ),
+        );
+        assert_eq!(judge(&t), Verdict::Compatible { notes: vec![] });
+        // kallsyms unreadable: who exports it is not known.
+        t.remove("proc/kallsyms");
+        assert!(
+            judge(&t).to_string().starts_with("unknown: "),
+            "{}",
+            judge(&t)
+        );
     }
 
     #[test]
