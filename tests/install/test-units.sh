@@ -81,7 +81,9 @@ grep -qx 'SUBSYSTEM=="module", ACTION=="add", KERNEL=="ib_uverbs", TAG+="systemd
 sed "s/KERNEL==\"ib_uverbs\"/KERNEL==\"ib_uverbs|$other\"/" "$rule" >"$t/replay.rules"
 # udevadm_test RULE ACTION MODULE: the properties udev gives the uevent with only RULE installed.
 udevadm_test() {
-    # A private /run/udev too: udevadm test writes the device's database there.
+    # A private /run/udev too: udevadm test writes the device's database there (its mount point
+    # is made where the host has none: a container without udev).
+    mkdir -p /run/udev /etc/udev/rules.d
     # shellcheck disable=SC2016  # expanded by the inner sh
     unshare -m sh -c 'mount -t tmpfs none /etc/udev/rules.d && mount -t tmpfs none /run/udev &&
         cp "$1" /etc/udev/rules.d/90-nvpeer.rules &&
