@@ -103,7 +103,8 @@ use crate::ffi;
 use crate::log::{nv_dbg, nv_pin_err, nv_pin_warn};
 use crate::module_ref::ModuleRef;
 use crate::owner::Owner;
-use crate::p2p::{Api, GPU_PAGE_SIZE};
+use crate::p2p::{self, Api, GPU_PAGE_SIZE};
+use crate::records::{self, Gpu};
 use crate::stats::{self, Op, Stat};
 
 /// An NVIDIA page table, by address.
@@ -176,6 +177,8 @@ pub(crate) struct Chain {
     head: Option<Arc<SharedPin>>,
     /// The shard's own index: what [`ShardLocked`] checks a lock against.
     shard: u8,
+    /// The shard's registrations, for the records' reader (`records`).
+    pub(crate) records: records::List,
 }
 
 pub(crate) type ShardLock = Mutex<Chain>;
@@ -211,6 +214,18 @@ impl Shard {
         // build), the vector's length (`install`).
         unsafe { shards.get_unchecked(index) }.lock()
     }
+}
+
+/// For the records' reader (`records`): runs `f` under the lock of shard `index`; `None` when
+/// there is no such shard or no registry. The reader's files are created after the registry is
+/// installed and removed (their readers drained) before it is dropped, so a reader never meets
+/// a registry being dropped.
+pub(crate) fn with_shard<R>(index: usize, f: impl FnOnce(&mut Chain) -> R) -> Option<R> {
+    let registry = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
+    // SAFETY: null or installed and not dropped while the reader's files exist (see above).
+    let shards = unsafe { registry.as_ref() }.map(|r| &r.shards)?;
+    let mut guard = shards.get(index)?.lock();
+    Some(f(&mut guard))
 }
 
 /// State under a registry shard's lock: [`kernel::sync::LockedBy`] without the owner's address,
@@ -368,7 +383,7 @@ impl RegistryOwner {
         let mut shards = KVec::with_capacity(SHARDS, GFP_KERNEL)?;
         for shard in 0..SHARDS as u8 {
             // INVARIANT: the chain is made inside its mutex, with its own index.
-            let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard }), GFP_KERNEL)?;
+            let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard, records: records::List::new() }), GFP_KERNEL)?;
             shards.push(chain, GFP_KERNEL)?;
         }
         let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
@@ -861,6 +876,7 @@ impl SharedPin {
         // registration's `PinRef` inside it.)
         let shard = self.shard;
         let mut chain = shard.lock();
+        let mut new_gpu = None;
         let go_live = |inner: PinInner<'_>| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
@@ -877,6 +893,9 @@ impl SharedPin {
                 *inner.state = PinState::Live { users: 1, nvidia_ref };
                 stats::add(Stat::PinnedPages, self.range().pages());
                 stats::inc(Stat::LivePins);
+                // A GPU seen for the first time gets its directory of totals once unlocked.
+                // SAFETY: the table of a pin that is not revoked, under its shard's lock.
+                new_gpu = unsafe { p2p::gpu_uuid(table.0) }.and_then(|uuid| Gpu::add_if_new(&uuid));
                 (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
             }
             Err(e) => {
@@ -894,7 +913,26 @@ impl SharedPin {
         let pin = PinRef { pin: self };
         // SAFETY: `ctx` is the pin's first registration: counted in `users: 1` and, invalidating,
         // its member (`first`) (caller); `chain` locks the pin's shard, which is `ctx`'s.
-        unsafe { publish(chain, ctx, pin) }
+        let published = unsafe { publish(chain, ctx, pin) };
+        // Unlocked now (`publish` dropped the guard).
+        if let Some(gpu) = new_gpu {
+            gpu.publish();
+        }
+        published
+    }
+
+    /// How many registrations hold the pin (its `users` while `Live`; 0 otherwise), for the
+    /// records' reader.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    pub(crate) unsafe fn users_locked(&self, chain: &Chain) -> u32 {
+        // SAFETY: `chain` is the pin's shard's (caller).
+        match unsafe { self.state.access(self.shard, chain) } {
+            PinState::Live { users, .. } => u32::from(*users),
+            _ => 0,
+        }
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`, [`publish`]'s fallback); the last
