@@ -220,7 +220,7 @@ void nvpeer_glue_module_put(struct module *module)
  * The drop of a pin's last reference that NVIDIA's free callback would make (REVIEW-KMOD C5):
  * pin.rs queues the pin and this work drops it, outside NVIDIA's thread; module exit flushes it,
  * so the work function has returned before the module's text can be freed (the callback's own
- * return after queuing it and unlocking stays uncovered: pin.rs, defer_drop).
+ * return is covered by its own module reference: nvpeer_callback.c).
  */
 static void nvpeer_deferred_fn(struct work_struct *work)
 {

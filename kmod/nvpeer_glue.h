@@ -167,6 +167,15 @@ int nvpeer_glue_sysfs_init(const char *core_id);
 void nvpeer_glue_sysfs_exit(void);
 
 /*
+ * NVIDIA's free callback (nvpeer_callback.c): takes a module reference, runs the body (Rust,
+ * pin.rs), and drops the reference by a tail jump into module_put.
+ */
+void nvpeer_glue_free_callback(void *data);
+void nvpeer_free_callback(void *data);
+/* Test only (NVPEER_PLANT=callback-stall*): stalls the callback after its body's hand-off. */
+void nvpeer_glue_plant_callback_stall(void);
+
+/*
  * Who holds pinned GPU memory (issue 37; kmod/README.md "Who holds pinned GPU memory").
  *
  * Each registration keeps its record in its own object (records.rs): what is fixed at acquire

@@ -235,8 +235,8 @@ impl Drop for NvPeer {
     fn drop(&mut self) {
         // Every pin a free callback handed to the work item is dropped already (each held a
         // module reference, and exit runs only once none is left); this waits until the work
-        // function that dropped the last one has returned (REVIEW-KMOD C5; what it cannot wait
-        // for: `pin::defer_drop`).
+        // function that dropped the last one has returned (REVIEW-KMOD C5; the callbacks' own
+        // returns are covered by their module reference: `pin::defer_drop`).
         // SAFETY: no precondition: flushes the module's own work item.
         unsafe { ffi::nvpeer_glue_flush_deferred() };
         pr_info!("nvpeer unloading\n");
