@@ -116,6 +116,7 @@ def racing(t, nv, core, buf, mrs):
             f"{len(reads)} reads, {bad[:3]}")
     t.check("[racing] no registration twice in one read", not dup, dup[:1])
     t.check("[racing] never more than were live", all(len(rows) <= len(mrs) for _, rows, _ in reads))
+    buf.free()
     _, rows, _ = read_records(211)
     t.eq("[racing] none left", [], rows)
     t.eq("[racing] sysfs totals back to 0", {(0, 0, 0)}, set(gpu_totals().values()))
@@ -217,6 +218,7 @@ def core_reload(t, st):
     _, rows, _ = read_records()
     t.eq("[reload] then no records", [], rows)
     t.eq("[reload] and no live registration", 0, our_stats()["live_contexts"])
+    buf.free()
     core.close()
     nv.close()
     code, err = st.unload_client()
@@ -233,6 +235,7 @@ def core_reload(t, st):
     t.eq("[reload] after the reload a new registration is recorded",
          [(str(os.getpid()), hex(b.va), str(MIB))], [(r["tgid"], r["va"], r["bytes"]) for r in rows])
     core.dereg_mr(mr)
+    b.free()
     core.close()
     nv.close()
 
