@@ -9,7 +9,8 @@
 //! `client` (the clients and their C callbacks), `context` (the per-registration state machine),
 //! `pin` (the shared NVIDIA pins and their registry), `owner` (a pin's process), `module_ref`,
 //! `p2p` (NVIDIA's API), `sg` (the SG table), `records` (who holds pinned GPU memory), `stats`
-//! and `log`; `nvpeer_glue.c` holds what Rust cannot express.
+//! and `log`; `nvpeer_glue.c` holds what Rust cannot express, `nvpeer_callback.c` the entry of
+//! NVIDIA's free callback (its module reference, dropped by a tail jump).
 
 use kernel::prelude::*;
 
