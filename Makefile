@@ -115,7 +115,7 @@ uninstall:
 dkms-install:
 	rm -rf $(DKMS_SRC)
 	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/include
-	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/probe-kernel.sh kmod/gen-provenance.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
+	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/probe-kernel.sh kmod/gen-provenance.sh kmod/check-tail-call.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
 	cp -r include/. $(DKMS_SRC)/include/
 	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(NVPEER_VERSION)"/' kmod/dkms.conf > $(DKMS_SRC)/dkms.conf
 	@echo "dkms-install: $(DKMS_SRC); next: dkms add nvpeer/$(NVPEER_VERSION) && dkms install nvpeer/$(NVPEER_VERSION)"

@@ -151,6 +151,11 @@ impl Atomic<u64> {
     pub(crate) fn add<O: RmwOrdering>(&self, value: u64, _: O) {
         self.get().fetch_add(value, O::ORD);
     }
+
+    /// Wrapping add that returns the old value, as the kernel's `Atomic::fetch_add`.
+    pub(crate) fn fetch_add<O: RmwOrdering>(&self, value: u64, _: O) -> u64 {
+        self.get().fetch_add(value, O::ORD)
+    }
 }
 
 /// [`SetOnce`]'s states.

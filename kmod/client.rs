@@ -117,6 +117,13 @@ impl ClientSlot {
         self.kind
     }
 
+    /// The client's name as registered, NUL-terminated, in the slot's static struct: written
+    /// by `register` before the slot accepts registrations, unchanged afterwards.
+    pub(crate) fn c_name(&self) -> *const c_char {
+        // SAFETY: only a field's address is taken, within the static slot's struct.
+        unsafe { ptr::addr_of!((*self.raw.get()).client.name) }.cast()
+    }
+
     /// Whether `acquire` may take a new registration.
     fn accepting(&self) -> bool {
         self.accepting.load(Acquire)

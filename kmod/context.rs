@@ -75,10 +75,13 @@ use kernel::sync::Arc;
 
 use crate::client::{ClientKind, ClientSlot};
 use crate::atomic::{Acquire, Atomic, Release};
+use crate::compat;
+use crate::ffi;
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
 use crate::pin::{Chain, PinRef, Registry, Shard, ShardLocked, SharedPin};
+use crate::records::{self, Held, Record};
 use crate::sg::{Layout, SgAlloc, SgSlot, SgTable};
 use crate::stats::{self, Op, Stat};
 
@@ -126,6 +129,20 @@ enum State {
 }
 
 impl State {
+    /// [`Self::name`] for the records' reader (C), NUL-terminated.
+    fn c_name(&self) -> &'static CStr {
+        match self {
+            State::Pinning => kernel::c_str!("pinning"),
+            State::Acquired(_) => kernel::c_str!("acquired"),
+            State::Pinned(_) => kernel::c_str!("pinned"),
+            State::Mapping(_) => kernel::c_str!("mapping"),
+            State::Mapped(..) => kernel::c_str!("mapped"),
+            State::Invalidating => kernel::c_str!("invalidating"),
+            State::Revoked => kernel::c_str!("revoked"),
+            State::Unpinned => kernel::c_str!("unpinned"),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             State::Pinning => "pinning",
@@ -160,6 +177,11 @@ struct Inner {
 /// - `_module` holds a module reference for the whole life of the context.
 /// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
 /// - `sg` is `None` in `Pinning`, `Acquired`, `Pinned` and `Mapping`.
+/// - `record` is listed in its shard (`records`) from the critical section that publishes its
+///   pin ([`Self::take_pin`]) until one of [`Self::unpin`]'s, and never otherwise: `release`
+///   always calls `unpin`, which takes the lock unless `left` was set in a section of its own
+///   that unlinked; so the context is unlisted before the core's reference goes, and no other
+///   reference outlives that listed.
 /// - Nobody uses `sg_slot`'s entry but through the table in `sg`, when that table is in it: the
 ///   core stops using a table at or before the `dma_unmap`, `put_pages` or `release` that takes
 ///   it out of `sg` (an invalidating core may stop inside its invalidate), and a failed
@@ -171,6 +193,8 @@ pub(crate) struct RegContext {
     left: Atomic<bool>,
     shard: Shard,
     inner: ShardLocked<Inner>,
+    /// Who registered what, and the context's place in its shard's list (`records`).
+    record: Record,
     /// The one entry of a one-entry table, which the core reads and writes (its first/last-entry
     /// fix-ups) while it holds the table.
     sg_slot: SgSlot,
@@ -179,11 +203,15 @@ pub(crate) struct RegContext {
 }
 
 // The memory budget (see `pin`): with its table's entry (32 bytes on x86_64 and arm64, which
-// both select NEED_SG_DMA_LENGTH), a 96-byte slab object (an `Arc`'s count and 88 bytes); its
-// pin is a 64-byte object, and a one-entry table allocates nothing more: 160 bytes, as NVIDIA's
-// 128-byte context and its table's entry.
-const _: () =
-    assert!(core::mem::size_of::<RegContext>() <= 56 + core::mem::size_of::<bindings::scatterlist>());
+// both select NEED_SG_DMA_LENGTH) and its record (80 bytes: issue 37), a 192-byte slab object
+// (an `Arc`'s count and 168 bytes); its pin is a 64-byte object, and a one-entry table allocates
+// nothing more: 256 bytes, beside NVIDIA's 128-byte context and its table's entry (160), which
+// record nothing. The record costs no allocation of its own.
+const _: () = assert!(
+    core::mem::size_of::<RegContext>()
+        <= 56 + core::mem::size_of::<bindings::scatterlist>() + core::mem::size_of::<Record>()
+);
+const _: () = assert!(core::mem::size_of::<RegContext>() <= 192 - 8);
 
 /// The context's state under its shard's lock, for one critical section: `$guard` is a guard
 /// every caller took from `$ctx.shard.lock()`.
@@ -209,9 +237,10 @@ impl RegContext {
         let inner = ShardLocked::new(Inner { state: State::Pinning, core_context: 0, sg: None });
         let left = Atomic::new(false);
         let sg_slot = SgSlot::new();
+        let record = Record::new(addr, size);
         // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
-        // left; no table yet, so nobody uses the slot.
-        let ctx = match Arc::new(Self { kind, left, shard, inner, sg_slot, _module: module }, GFP_KERNEL) {
+        // left; no table yet, so nobody uses the slot; not listed.
+        let ctx = match Arc::new(Self { kind, left, shard, inner, record, sg_slot, _module: module }, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
@@ -256,6 +285,68 @@ impl RegContext {
         ClientSlot::slot(self.kind)
     }
 
+    /// Its record (`records`).
+    pub(crate) fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// What the records' reader shows of this registration now: its record (with references
+    /// of the view's own), client and state and, while it holds a pin, the pin, its bytes,
+    /// registrations and GPU, and while it is mapped, the NIC. Under the lock, so one
+    /// consistent line; neither allocates nor calls out.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of this registration's shard's lock.
+    pub(crate) unsafe fn view_locked(&self, chain: &mut Chain, view: &mut ffi::nvpeer_record_view) {
+        // SAFETY: the record's fixed part, read-only; `view.rec` is writable and gets
+        // references of its own (the C reader drops them).
+        unsafe { ffi::nvpeer_glue_record_copy(&mut view.rec, self.record.fixed()) };
+        view.client = self.client().c_name();
+        // SAFETY: `chain` locks this context's shard (caller).
+        let inner = unsafe { self.inner.access_mut(self.shard, chain) };
+        view.state = compat::char_ptr(inner.state.c_name());
+        let pin = match &inner.state {
+            State::Mapped(pin, mapping) => {
+                // SAFETY: mapped and not revoked while we hold the lock: a live mapping.
+                unsafe { mapping.peer_name(&mut view.nic) };
+                Some(pin)
+            }
+            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) => Some(pin),
+            _ => None,
+        };
+        let Some(pin) = pin.map(|p| (p.pin().clone(), p.table())) else { return };
+        let (pin, table) = pin;
+        view.pin = Arc::as_ptr(&pin).cast();
+        view.pin_bytes = pin.range().len;
+        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held).
+        if let Some(uuid) = unsafe { p2p::gpu_uuid(table) } {
+            view.has_gpu = true;
+            view.gpu = uuid;
+        }
+        // SAFETY: `chain` locks the pin's shard, this registration's.
+        view.shares = unsafe { pin.users_locked(chain) };
+        // Not the pin's last reference: the state holds another, unchanged while locked.
+        drop(pin);
+    }
+
+    /// The pin this registration holds now, its bytes and its GPU (`None`: no pin).
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of this registration's shard's lock.
+    pub(crate) unsafe fn pin_locked(&self, chain: &mut Chain) -> Option<Held> {
+        // SAFETY: `chain` locks this context's shard (caller).
+        let inner = unsafe { self.inner.access_mut(self.shard, chain) };
+        let pin = match &inner.state {
+            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) => pin,
+            _ => return None,
+        };
+        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held).
+        let gpu = unsafe { p2p::gpu_uuid(pin.table()) };
+        Some(Held { pin: Arc::as_ptr(pin.pin()).cast(), bytes: pin.pin().range().len, gpu })
+    }
+
     /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
     /// shard's lock (`chain`) in the critical section that made the pin live or joined it:
     /// `Pinning` -> `Acquired`. A revocation is then either before (the pin never went live and
@@ -276,6 +367,10 @@ impl RegContext {
         }
         // INVARIANT: this context's pin (caller).
         inner.state = State::Acquired(pin);
+        // INVARIANT: listed in the section that publishes its pin; `self` is in its `Arc`, and
+        // the core's `release` unlinks it (`unpin`).
+        // SAFETY: `chain` locks this context's shard (above).
+        unsafe { records::link(self, chain) };
         Ok(())
     }
 
@@ -508,6 +603,9 @@ impl RegContext {
             other => {
                 // Revoked, being revoked (NVIDIA frees it), or already left.
                 inner.state = other;
+                // INVARIANT: unlisted in a section of `unpin` (done already if it left).
+                // SAFETY: `guard` locks this context's shard.
+                unsafe { records::unlink(self, &mut guard) };
                 drop(guard);
                 drop(sg);
                 return;
@@ -516,6 +614,9 @@ impl RegContext {
         // Off the pin in the same critical section (the pin's state is under the same lock).
         // SAFETY: `guard` locks this context's shard, its pin's (invariant).
         let leaving = unsafe { pin.pin().leave_locked(&mut guard, self) };
+        // INVARIANT: unlisted in the section that sets `left`.
+        // SAFETY: as above.
+        unsafe { records::unlink(self, &mut guard) };
         self.left.store(true, Release);
         drop(guard);
         drop(sg);

@@ -6,10 +6,10 @@
 //! Where the last reference may go (REVIEW-KMOD C5): a registration's in the core's own calls
 //! (`release`, a declined `acquire`), which the core's unregister at module exit waits for; a
 //! pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
-//! hands its pin reference (`pin::defer_drop`), which module exit flushes. What is left of C5:
-//! the free callback's own return into NVIDIA once it queued the work and unlocked the pin's
-//! shard (a few instructions, which only NVIDIA could cover, by holding a reference on the
-//! callback's module across the call).
+//! hands its pin reference (`pin::defer_drop`), which module exit flushes; and the free
+//! callback's own, taken on entry and dropped by its last instruction, a tail jump into the
+//! kernel's `module_put` (`nvpeer_callback.c`), so that no instruction of the module runs after
+//! the reference keeping it loaded is gone.
 
 use crate::compat;
 use crate::ffi;

@@ -5,18 +5,24 @@
  * (mode 0444, as NVIDIA's), weak references to the foreign APIs, sysfs attributes, dynamic debug,
  * a rate limit and a few static inline helpers.
  */
+#include <linux/cgroup.h>
+#include <linux/debugfs.h>
 #include <linux/dma-mapping.h>
 #include <linux/dynamic_debug.h>
+#include <linux/jiffies.h>
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
 #include <linux/pci.h>
 #include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/ratelimit.h>
 #include <linux/workqueue.h>
 #include <linux/scatterlist.h>
+#include <linux/seq_file.h>
+#include <linux/siphash.h>
 #include <linux/sysfs.h>
 #include "nvpeer_glue.h"
 
@@ -214,7 +220,7 @@ void nvpeer_glue_module_put(struct module *module)
  * The drop of a pin's last reference that NVIDIA's free callback would make (REVIEW-KMOD C5):
  * pin.rs queues the pin and this work drops it, outside NVIDIA's thread; module exit flushes it,
  * so the work function has returned before the module's text can be freed (the callback's own
- * return after queuing it and unlocking stays uncovered: pin.rs, defer_drop).
+ * return is covered by its own module reference: nvpeer_callback.c).
  */
 static void nvpeer_deferred_fn(struct work_struct *work)
 {
@@ -405,4 +411,379 @@ void nvpeer_glue_sysfs_exit(void)
 	sysfs_remove_groups(nvpeer_kobj, nvpeer_groups);
 	kobject_put(nvpeer_kobj);
 	nvpeer_kobj = NULL;
+}
+
+/* ---------------------------------------------------------------- records (issue 37) */
+
+void nvpeer_glue_record_init(struct nvpeer_record *rec, uint64_t va, uint64_t bytes)
+{
+	rec->tgid = get_pid(task_tgid(current));
+#ifdef CONFIG_CGROUPS
+	/* A reference, not the path: the path is read by the reader (kernfs), never here. */
+	rcu_read_lock();
+	rec->cgroup = task_dfl_cgroup(current);
+	cgroup_get(rec->cgroup);
+	rcu_read_unlock();
+#else
+	rec->cgroup = NULL;
+#endif
+	get_task_comm(rec->comm, current);
+	rec->va = va;
+	rec->bytes = bytes;
+	rec->since = get_jiffies_64();
+}
+
+void nvpeer_glue_record_fini(struct nvpeer_record *rec)
+{
+	put_pid(rec->tgid);
+	rec->tgid = NULL;
+#ifdef CONFIG_CGROUPS
+	if (rec->cgroup)
+		cgroup_put(rec->cgroup);
+#endif
+	rec->cgroup = NULL;
+}
+
+void nvpeer_glue_record_copy(struct nvpeer_record *dst, const struct nvpeer_record *src)
+{
+	*dst = *src;
+	get_pid(dst->tgid);
+#ifdef CONFIG_CGROUPS
+	if (dst->cgroup)
+		cgroup_get(dst->cgroup);
+#endif
+}
+
+void nvpeer_glue_pci_name(const struct pci_dev *pdev, char *buf, unsigned int len)
+{
+	strscpy(buf, pci_name(pdev), len);
+}
+
+/* ---------------------------------------------------------------- per-GPU totals (issue 37) */
+
+/*
+ * One entry per GPU pinned since load, by NVIDIA's UUID; kept until unload (a fixed table: no
+ * allocation when a pin finds its GPU, which it does under a shard lock). Entries below
+ * nvpeer_gpu_count have their UUID set for good (published with release, read with acquire);
+ * nvpeer_gpus_lock only serialises adding one. The totals are summed when read.
+ */
+struct nvpeer_gpu {
+	u8 uuid[NVIDIA_P2P_GPU_UUID_LEN];
+	/* Its directory, set once by nvpeer_glue_gpu_publish under nvpeer_gpus_dir_lock. */
+	struct kobject *kobj;
+};
+
+static struct nvpeer_gpu nvpeer_gpus[NVPEER_MAX_GPUS];
+static unsigned int nvpeer_gpu_count;
+static DEFINE_SPINLOCK(nvpeer_gpus_lock);
+/* Serialises the directories' creation and removal; nvpeer_gpus_kobj is set under it. */
+static DEFINE_MUTEX(nvpeer_gpus_dir_lock);
+/* nvpeer/gpus/, between nvpeer_glue_records_init and _exit. */
+static struct kobject *nvpeer_gpus_kobj;
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes it. */
+#define NVPEER_GPU_NAME_LEN (4 + 36 + 1)
+#define NVPEER_GPU_FMT "GPU-%4phN-%2phN-%2phN-%2phN-%6phN"
+#define NVPEER_GPU_ARGS(u) (u), (u) + 4, (u) + 6, (u) + 8, (u) + 10
+
+int nvpeer_glue_gpu_find(const uint8_t *uuid, bool *added)
+{
+	unsigned int i, n = smp_load_acquire(&nvpeer_gpu_count);
+
+	*added = false;
+	for (i = 0; i < n; i++)
+		if (!memcmp(nvpeer_gpus[i].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN))
+			return i;
+	spin_lock(&nvpeer_gpus_lock);
+	n = nvpeer_gpu_count;
+	for (; i < n; i++) {
+		if (!memcmp(nvpeer_gpus[i].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN)) {
+			spin_unlock(&nvpeer_gpus_lock);
+			return i;
+		}
+	}
+	if (n == NVPEER_MAX_GPUS) {
+		spin_unlock(&nvpeer_gpus_lock);
+		return -1;
+	}
+	memcpy(nvpeer_gpus[n].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN);
+	smp_store_release(&nvpeer_gpu_count, n + 1);
+	spin_unlock(&nvpeer_gpus_lock);
+	*added = true;
+	return n;
+}
+
+static struct nvpeer_gpu *gpu_of(struct kobject *kobj)
+{
+	unsigned int i, n = smp_load_acquire(&nvpeer_gpu_count);
+
+	for (i = 0; i < n; i++)
+		if (READ_ONCE(nvpeer_gpus[i].kobj) == kobj)
+			return &nvpeer_gpus[i];
+	return NULL;
+}
+
+/* A GPU's files: summed over the registrations when read (their removal waits for readers). */
+#define NVPEER_GPU_ATTR(field)								\
+static ssize_t gpu_##field##_show(struct kobject *kobj, struct kobj_attribute *attr,	\
+				  char *buf)						\
+{											\
+	struct nvpeer_gpu *g = gpu_of(kobj);						\
+	struct nvpeer_gpu_totals totals;						\
+											\
+	if (!g)										\
+		return -ENODEV;								\
+	nvpeer_gpu_totals(g->uuid, &totals);						\
+	return sysfs_emit(buf, "%llu\n", (unsigned long long)totals.field);		\
+}											\
+static struct kobj_attribute gpu_##field##_attr = __ATTR(field, 0444, gpu_##field##_show, NULL)
+
+NVPEER_GPU_ATTR(pinned_bytes);
+NVPEER_GPU_ATTR(pins);
+NVPEER_GPU_ATTR(registrations);
+
+static struct attribute *gpu_attrs[] = {
+	&gpu_pinned_bytes_attr.attr,
+	&gpu_pins_attr.attr,
+	&gpu_registrations_attr.attr,
+	NULL,
+};
+static const struct attribute_group gpu_group = {
+	.attrs = gpu_attrs,
+};
+
+void nvpeer_glue_gpu_publish(int gpu)
+{
+	struct nvpeer_gpu *g;
+	struct kobject *kobj;
+	char name[NVPEER_GPU_NAME_LEN];
+
+	if (gpu < 0 || gpu >= NVPEER_MAX_GPUS)
+		return;
+	g = &nvpeer_gpus[gpu];
+	snprintf(name, sizeof(name), NVPEER_GPU_FMT, NVPEER_GPU_ARGS(g->uuid));
+	mutex_lock(&nvpeer_gpus_dir_lock);
+	if (g->kobj || !nvpeer_gpus_kobj)
+		goto out;
+	kobj = kobject_create_and_add(name, nvpeer_gpus_kobj);
+	if (!kobj)
+		goto fail;
+	/* Before its files exist: their show finds the GPU by it. */
+	WRITE_ONCE(g->kobj, kobj);
+	if (sysfs_create_group(kobj, &gpu_group)) {
+		WRITE_ONCE(g->kobj, NULL);
+		kobject_put(kobj);
+		goto fail;
+	}
+	goto out;
+fail:
+	pr_warn_ratelimited("cannot create nvpeer/gpus/%s: its totals are not shown\n", name);
+out:
+	mutex_unlock(&nvpeer_gpus_dir_lock);
+}
+
+/* ---------------------------------------------------------------- the records file */
+
+static struct dentry *nvpeer_debugfs;
+/* Hashes the pins' addresses into the `pin` column (an address is never shown, even to root). */
+static siphash_key_t nvpeer_pin_key;
+
+/* The view of the registration a read is at, with references of its own; *pos encodes where. */
+struct nvpeer_records_iter {
+	struct nvpeer_record_view view;
+	bool held;	/* view.rec holds references */
+	char path[PATH_MAX];
+};
+
+/* *pos: 0 the header, else ((shard + 1) << 56) | id: the first registration at or after it. */
+#define RECORDS_SHARD_SHIFT 56
+#define RECORDS_ID_MASK ((1ULL << RECORDS_SHARD_SHIFT) - 1)
+
+static void iter_put(struct nvpeer_records_iter *it)
+{
+	if (it->held)
+		nvpeer_glue_record_fini(&it->view.rec);
+	it->held = false;
+}
+
+static void *records_at(struct seq_file *m, loff_t *pos)
+{
+	struct nvpeer_records_iter *it = m->private;
+	struct nvpeer_records_cursor cursor = {
+		.shard = ((u64)*pos >> RECORDS_SHARD_SHIFT) - 1,
+		.id = (u64)*pos & RECORDS_ID_MASK,
+	};
+
+	iter_put(it);
+	memset(&it->view, 0, sizeof(it->view));
+	if (!nvpeer_records_next(&cursor, &it->view))
+		return NULL;
+	it->held = true;
+	/* Ids stay below 2^56 (a registration a nanosecond for two years). */
+	*pos = ((loff_t)(cursor.shard + 1) << RECORDS_SHARD_SHIFT) | (cursor.id & RECORDS_ID_MASK);
+	return it;
+}
+
+static void *records_start(struct seq_file *m, loff_t *pos)
+{
+	return *pos ? records_at(m, pos) : SEQ_START_TOKEN;
+}
+
+static void *records_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	if (v == SEQ_START_TOKEN)
+		*pos = 1ULL << RECORDS_SHARD_SHIFT;
+	else
+		*pos += 1;
+	return records_at(m, pos);
+}
+
+static void records_stop(struct seq_file *m, void *v)
+{
+	iter_put(m->private);
+}
+
+/* Every byte outside 0x21..0x7e, and '\\', as \ooo (as /proc/mounts); a lone "-" as \055. */
+static void put_escaped(struct seq_file *m, const char *s)
+{
+	if (!*s || !strcmp(s, "-")) {
+		seq_puts(m, *s ? "\\055" : "\\000");
+		return;
+	}
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c < 0x21 || c > 0x7e || c == '\\')
+			seq_printf(m, "\\%03o", c);
+		else
+			seq_putc(m, c);
+	}
+}
+
+static int records_show(struct seq_file *m, void *v)
+{
+	struct nvpeer_records_iter *it = m->private;
+	struct nvpeer_record_view *view = &it->view;
+	struct nvpeer_record *rec = &view->rec;
+	pid_t tgid = 0;
+
+	if (v == SEQ_START_TOKEN) {
+		seq_puts(m, "# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n");
+		return 0;
+	}
+	/* In the reader's pid namespace; none when it exited or is not visible there. */
+	rcu_read_lock();
+	if (pid_has_task(rec->tgid, PIDTYPE_TGID))
+		tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
+	rcu_read_unlock();
+	seq_printf(m, "%llu ", view->id);
+	if (tgid)
+		seq_printf(m, "%d ", tgid);
+	else
+		seq_puts(m, "- ");
+	rec->comm[sizeof(rec->comm) - 1] = 0;
+	put_escaped(m, rec->comm);
+	seq_putc(m, ' ');
+#ifdef CONFIG_CGROUPS
+	if (!rec->cgroup || cgroup_path(rec->cgroup, it->path, sizeof(it->path)) < 0)
+		strscpy(it->path, "?", sizeof(it->path));
+#else
+	strscpy(it->path, "/", sizeof(it->path));
+#endif
+	put_escaped(m, it->path);
+	if (view->has_gpu)
+		seq_printf(m, " " NVPEER_GPU_FMT, NVPEER_GPU_ARGS(view->gpu));
+	else
+		seq_puts(m, " -");
+	seq_printf(m, " 0x%llx %llu ", rec->va, rec->bytes);
+	put_escaped(m, view->client);
+	seq_putc(m, ' ');
+	view->nic[sizeof(view->nic) - 1] = 0;
+	if (view->nic[0])
+		put_escaped(m, view->nic);
+	else
+		seq_putc(m, '-');
+	seq_printf(m, " %s %llu", view->state,
+		   (unsigned long long)jiffies64_to_msecs(get_jiffies_64() - rec->since));
+	if (view->pin)
+		seq_printf(m, " %llu %llu %u\n",
+			   (unsigned long long)siphash_1u64((u64)(unsigned long)view->pin, &nvpeer_pin_key),
+			   view->pin_bytes, view->shares);
+	else
+		seq_puts(m, " - - -\n");
+	return 0;
+}
+
+static const struct seq_operations records_seq_ops = {
+	.start = records_start,
+	.next = records_next,
+	.stop = records_stop,
+	.show = records_show,
+};
+
+static int records_open(struct inode *inode, struct file *file)
+{
+	return seq_open_private(file, &records_seq_ops, sizeof(struct nvpeer_records_iter));
+}
+
+static const struct file_operations records_fops = {
+	.owner = THIS_MODULE,
+	.open = records_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = seq_release_private,
+};
+
+int nvpeer_glue_records_init(void)
+{
+	struct dentry *dir;
+	struct kobject *gpus;
+
+	if (!nvpeer_kobj)
+		return -ENOENT;
+	get_random_bytes(&nvpeer_pin_key, sizeof(nvpeer_pin_key));
+	gpus = kobject_create_and_add("gpus", nvpeer_kobj);
+	if (!gpus)
+		return -ENOMEM;
+	mutex_lock(&nvpeer_gpus_dir_lock);
+	nvpeer_gpus_kobj = gpus;
+	mutex_unlock(&nvpeer_gpus_dir_lock);
+	/* Without debugfs the module works as before; `nvpeer who` says why it has no records. */
+	if (!debugfs_initialized())
+		return 0;
+	dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	if (IS_ERR(dir)) {
+		pr_warn("cannot create /sys/kernel/debug/%s (%ld): no registration records\n",
+			KBUILD_MODNAME, PTR_ERR(dir));
+		return 0;
+	}
+	/* Root only: it names processes and their cgroups. */
+	debugfs_create_file("registrations", 0400, dir, NULL, &records_fops);
+	nvpeer_debugfs = dir;
+	return 0;
+}
+
+void nvpeer_glue_records_exit(void)
+{
+	unsigned int i;
+	struct kobject *gpus;
+
+	/* Waits for readers in the file (debugfs' removal drains them). */
+	debugfs_remove_recursive(nvpeer_debugfs);
+	nvpeer_debugfs = NULL;
+	/* Each directory's removal waits for readers in its files. */
+	mutex_lock(&nvpeer_gpus_dir_lock);
+	for (i = 0; i < NVPEER_MAX_GPUS; i++) {
+		struct kobject *kobj = nvpeer_gpus[i].kobj;
+
+		if (!kobj)
+			continue;
+		sysfs_remove_group(kobj, &gpu_group);
+		WRITE_ONCE(nvpeer_gpus[i].kobj, NULL);
+		kobject_put(kobj);
+	}
+	gpus = nvpeer_gpus_kobj;
+	nvpeer_gpus_kobj = NULL;
+	mutex_unlock(&nvpeer_gpus_dir_lock);
+	kobject_put(gpus);
 }

@@ -166,4 +166,93 @@ int nvpeer_failure_bucket_errno(unsigned int bucket);
 int nvpeer_glue_sysfs_init(const char *core_id);
 void nvpeer_glue_sysfs_exit(void);
 
+/*
+ * NVIDIA's free callback (nvpeer_callback.c): takes a module reference, runs the body (Rust,
+ * pin.rs), and drops the reference by a tail jump into module_put.
+ */
+void nvpeer_glue_free_callback(void *data);
+void nvpeer_free_callback(void *data);
+/* Test only (NVPEER_PLANT=callback-stall*): stalls the callback after its body's hand-off. */
+void nvpeer_glue_plant_callback_stall(void);
+
+/*
+ * Who holds pinned GPU memory (issue 37; kmod/README.md "Who holds pinned GPU memory").
+ *
+ * Each registration keeps its record in its own object (records.rs): what is fixed at acquire
+ * (a struct nvpeer_record: process, cgroup, range, comm, time) and its place in its shard's list
+ * of registrations, linked and unlinked in critical sections the registration takes anyway, so
+ * recording takes no lock and allocates nothing. The reader walks the shards one registration
+ * at a time (nvpeer_records_next, in Rust) and prints with no lock held.
+ */
+struct pid;
+struct cgroup;
+struct nvpeer_record {
+	struct pid *tgid;	/* a reference: the registering thread group */
+	struct cgroup *cgroup;	/* a reference (NULL without CONFIG_CGROUPS): its cgroup v2 */
+	uint64_t va;
+	uint64_t bytes;
+	uint64_t since;		/* jiffies at acquire */
+	char comm[16];		/* TASK_COMM_LEN */
+};
+/* Fills `rec` for the current task (takes its references; neither sleeps nor allocates). */
+void nvpeer_glue_record_init(struct nvpeer_record *rec, uint64_t va, uint64_t bytes);
+/* Drops the references of a record made by nvpeer_glue_record_init or _copy. */
+void nvpeer_glue_record_fini(struct nvpeer_record *rec);
+/* `*dst = *src` with references of its own (under a shard lock: atomic increments only). */
+void nvpeer_glue_record_copy(struct nvpeer_record *dst, const struct nvpeer_record *src);
+
+/* What a line shows of one registration, filled by nvpeer_records_next under its shard lock. */
+struct nvpeer_record_view {
+	struct nvpeer_record rec;	/* a copy with references of its own */
+	uint64_t id;			/* unique for the module's lifetime */
+	const char *client;		/* a static string */
+	const char *state;		/* a static string */
+	const void *pin;		/* the pin (compared and hashed, never dereferenced); NULL: none */
+	uint64_t pin_bytes;
+	uint32_t shares;		/* registrations on the pin */
+	bool has_gpu;
+	uint8_t gpu[16];		/* NVIDIA's UUID of the pin's GPU, when has_gpu */
+	char nic[48];			/* the mapped DMA device's name; "": not mapped */
+};
+/*
+ * Where a reader is: the next registration it shows is the first in shard `shard` (0..63) with
+ * an id of at least `id`, else the first of a later shard. Implemented in Rust (records.rs):
+ * true and `view` filled (and `cursor` at that registration) when there is one; takes one shard
+ * lock at a time, so call it with no lock held.
+ */
+struct nvpeer_records_cursor {
+	uint32_t shard;
+	uint64_t id;
+};
+bool nvpeer_records_next(struct nvpeer_records_cursor *cursor, struct nvpeer_record_view *view);
+
+/* The name of the PCI device `pdev` into buf (records.rs: the NIC of a DMA mapping). */
+void nvpeer_glue_pci_name(const struct pci_dev *pdev, char *buf, unsigned int len);
+
+/*
+ * Per-GPU totals under /sys/module/<name>/nvpeer/gpus/GPU-<uuid>/ (pinned_bytes, pins,
+ * registrations), summed when read (nvpeer_gpu_totals, in Rust, over the registrations as the
+ * reader walks them). nvpeer_glue_gpu_find: the table index of a 16-byte NVIDIA UUID, added at
+ * the GPU's first pin (no allocation, a spinlock: callable under a shard lock); -1 when the
+ * table is full. *added says the caller added it and must call nvpeer_glue_gpu_publish (which
+ * may sleep: with no lock held) to create its directory.
+ */
+#define NVPEER_MAX_GPUS 64
+struct nvpeer_gpu_totals {
+	uint64_t pinned_bytes;
+	uint64_t pins;
+	uint64_t registrations;
+};
+void nvpeer_gpu_totals(const uint8_t *uuid, struct nvpeer_gpu_totals *totals);
+int nvpeer_glue_gpu_find(const uint8_t *uuid, bool *added);
+void nvpeer_glue_gpu_publish(int gpu);
+
+/*
+ * /sys/kernel/debug/<name>/registrations and nvpeer/gpus/: created after the pin registry,
+ * removed before it (their readers walk it). Without debugfs (or on failure: logged) no
+ * records file; the module works as before.
+ */
+int nvpeer_glue_records_init(void);
+void nvpeer_glue_records_exit(void);
+
 #endif

@@ -8,8 +8,9 @@
 //! cell), `params` (module parameters), `core_gen` (the IB core's generation, detected at load),
 //! `client` (the clients and their C callbacks), `context` (the per-registration state machine),
 //! `pin` (the shared NVIDIA pins and their registry), `owner` (a pin's process), `module_ref`,
-//! `p2p` (NVIDIA's API), `sg` (the SG table), `stats` and `log`; `nvpeer_glue.c` holds what Rust
-//! cannot express.
+//! `p2p` (NVIDIA's API), `sg` (the SG table), `records` (who holds pinned GPU memory), `stats`
+//! and `log`; `nvpeer_glue.c` holds what Rust cannot express, `nvpeer_callback.c` the entry of
+//! NVIDIA's free callback (its module reference, dropped by a tail jump).
 
 use kernel::prelude::*;
 
@@ -25,6 +26,7 @@ mod owner;
 mod p2p;
 mod params;
 mod pin;
+mod records;
 mod sg;
 mod stats;
 
@@ -77,10 +79,34 @@ impl Drop for SysfsDir {
     }
 }
 
-/// The loaded module. Fields drop in order: clients are unregistered before the pin registry
-/// and sysfs go.
+/// `/sys/kernel/debug/<name>/registrations` and `/sys/module/<name>/nvpeer/gpus/` (`records`),
+/// whose readers walk the pin registry: made after it is installed, removed (their readers
+/// drained) before it goes.
+struct RecordsFiles;
+
+impl RecordsFiles {
+    fn create(_pins: &RegistryOwner) -> Result<Self> {
+        // SAFETY: called once from module init, after the sysfs directory and the registry;
+        // only `Drop` removes what it creates.
+        kernel::error::to_result(unsafe { ffi::nvpeer_glue_records_init() })
+            .inspect_err(|e| pr_err!("cannot create /sys/module/<name>/nvpeer/gpus: {:?}
+", e))?;
+        Ok(Self)
+    }
+}
+
+impl Drop for RecordsFiles {
+    fn drop(&mut self) {
+        // SAFETY: after `create`, once; the registry is still installed (dropped after us).
+        unsafe { ffi::nvpeer_glue_records_exit() };
+    }
+}
+
+/// The loaded module. Fields drop in order: clients are unregistered (every registration
+/// released) before the records' files, the pin registry and sysfs go.
 struct NvPeer {
     _clients: KVec<Registration>,
+    _records: RecordsFiles,
     _pins: RegistryOwner,
     _sysfs: SysfsDir,
 }
@@ -151,6 +177,7 @@ impl kernel::Module for NvPeer {
 
         let planned = plan(&params, api.persistent())?;
         let pins = RegistryOwner::install(params.share_pins)?;
+        let records = RecordsFiles::create(&pins)?;
         // Reserved before the first registration, so that nothing after it can fail but a later
         // registration itself: a failed init frees the module whatever its reference count, and
         // a pin NVIDIA still held (after a failed put_pages) would then call freed code.
@@ -198,6 +225,7 @@ impl kernel::Module for NvPeer {
         );
         Ok(Self {
             _clients: clients,
+            _records: records,
             _pins: pins,
             _sysfs: sysfs,
         })
@@ -208,8 +236,8 @@ impl Drop for NvPeer {
     fn drop(&mut self) {
         // Every pin a free callback handed to the work item is dropped already (each held a
         // module reference, and exit runs only once none is left); this waits until the work
-        // function that dropped the last one has returned (REVIEW-KMOD C5; what it cannot wait
-        // for: `pin::defer_drop`).
+        // function that dropped the last one has returned (REVIEW-KMOD C5; the callbacks' own
+        // returns are covered by their module reference: `pin::defer_drop`).
         // SAFETY: no precondition: flushes the module's own work item.
         unsafe { ffi::nvpeer_glue_flush_deferred() };
         pr_info!("nvpeer unloading\n");

@@ -320,6 +320,44 @@ impl DmaMapping {
     }
 }
 
+impl DmaMapping {
+    /// Writes the name of the PCI device the mapping was made for (the NIC: NVIDIA keeps the
+    /// peer it was given in `pci_dev`) into `buf`, NUL-terminated; leaves `buf` as it is when
+    /// there is none.
+    ///
+    /// # Safety
+    ///
+    /// The mapping is live for the duration of the call.
+    pub(crate) unsafe fn peer_name(&self, buf: &mut [kernel::ffi::c_char]) {
+        // SAFETY: live mapping (caller); `pci_dev` exists in every mapping version we accept.
+        let pdev = unsafe { (*self.mapping.as_ptr()).pci_dev };
+        let Ok(len) = u32::try_from(buf.len()) else { return };
+        if !pdev.is_null() {
+            // SAFETY: NVIDIA's peer of a live mapping: the core's live DMA device, which it
+            // holds while the mapping exists; `buf` is writable for `len` bytes.
+            unsafe { ffi::nvpeer_glue_pci_name(pdev, buf.as_mut_ptr(), len) };
+        }
+    }
+}
+
+/// NVIDIA's UUID of the GPU a live page table's pages are on (`gpu_uuid`, 16 bytes); `None`
+/// when the table has none.
+///
+/// # Safety
+///
+/// `table` is live for the duration of the call.
+pub(crate) unsafe fn gpu_uuid(table: NonNull<ffi::nvidia_p2p_page_table>) -> Option<[u8; 16]> {
+    // SAFETY: live table (caller); `gpu_uuid` exists in every table version.
+    let uuid = unsafe { (*table.as_ptr()).gpu_uuid };
+    if uuid.is_null() {
+        return None;
+    }
+    // SAFETY: NVIDIA's UUID of a live table: NVIDIA_P2P_GPU_UUID_LEN (16) bytes it owns as long
+    // as the table.
+    Some(unsafe { uuid.cast::<[u8; 16]>().read_unaligned() })
+}
+const _: () = assert!(ffi::NVIDIA_P2P_GPU_UUID_LEN == 16);
+
 /// What `dma_map` needs to know of a live page table (CONTRACT 2.3, 5.7).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TableInfo {

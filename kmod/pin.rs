@@ -45,8 +45,9 @@
 //! callback tells the core about the others, so no registration of the buffer enters
 //! `get_pages` or `dma_map` once the callback started (REVIEW-KMOD-2 T3-2). Its last reference
 //! to the pin goes to a work item of the module (`defer_drop`), which module exit flushes: the
-//! drop that can be the module's last reference never runs in NVIDIA's thread (REVIEW-KMOD C5,
-//! narrowed to the callback's return: see `defer_drop`).
+//! drop that can be the module's last reference never runs in NVIDIA's thread; the callback
+//! holds a module reference of its own until its last instruction (REVIEW-KMOD C5: see
+//! `defer_drop`).
 //!
 //! Which pins are shared (`share_pins`): an invalidating pin by default, since its free callback
 //! takes it out of the registry before a cudaFree'd VA can be handed out again. A persistent pin
@@ -103,7 +104,8 @@ use crate::ffi;
 use crate::log::{nv_dbg, nv_pin_err, nv_pin_warn};
 use crate::module_ref::ModuleRef;
 use crate::owner::Owner;
-use crate::p2p::{Api, GPU_PAGE_SIZE};
+use crate::p2p::{self, Api, GPU_PAGE_SIZE};
+use crate::records::{self, Gpu};
 use crate::stats::{self, Op, Stat};
 
 /// An NVIDIA page table, by address.
@@ -176,6 +178,8 @@ pub(crate) struct Chain {
     head: Option<Arc<SharedPin>>,
     /// The shard's own index: what [`ShardLocked`] checks a lock against.
     shard: u8,
+    /// The shard's registrations, for the records' reader (`records`).
+    pub(crate) records: records::List,
 }
 
 pub(crate) type ShardLock = Mutex<Chain>;
@@ -211,6 +215,18 @@ impl Shard {
         // build), the vector's length (`install`).
         unsafe { shards.get_unchecked(index) }.lock()
     }
+}
+
+/// For the records' reader (`records`): runs `f` under the lock of shard `index`; `None` when
+/// there is no such shard or no registry. The reader's files are created after the registry is
+/// installed and removed (their readers drained) before it is dropped, so a reader never meets
+/// a registry being dropped.
+pub(crate) fn with_shard<R>(index: usize, f: impl FnOnce(&mut Chain) -> R) -> Option<R> {
+    let registry = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
+    // SAFETY: null or installed and not dropped while the reader's files exist (see above).
+    let shards = unsafe { registry.as_ref() }.map(|r| &r.shards)?;
+    let mut guard = shards.get(index)?.lock();
+    Some(f(&mut guard))
 }
 
 /// State under a registry shard's lock: [`kernel::sync::LockedBy`] without the owner's address,
@@ -368,7 +384,7 @@ impl RegistryOwner {
         let mut shards = KVec::with_capacity(SHARDS, GFP_KERNEL)?;
         for shard in 0..SHARDS as u8 {
             // INVARIANT: the chain is made inside its mutex, with its own index.
-            let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard }), GFP_KERNEL)?;
+            let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard, records: records::List::new() }), GFP_KERNEL)?;
             shards.push(chain, GFP_KERNEL)?;
         }
         let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
@@ -840,7 +856,7 @@ impl SharedPin {
                 let nvidia_ref = NvidiaRef::new(&self);
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
                 // pin is put (it is a pin reference of its own).
-                let r = unsafe { api.get_pages(start, len, free_callback, callback_data(&self)) };
+                let r = unsafe { api.get_pages(start, len, ffi::nvpeer_glue_free_callback, callback_data(&self)) };
                 match r {
                     // INVARIANT: a table NVIDIA returned from a pin.
                     Ok(table) => Ok((TablePtr(table), Some(nvidia_ref))),
@@ -861,6 +877,7 @@ impl SharedPin {
         // registration's `PinRef` inside it.)
         let shard = self.shard;
         let mut chain = shard.lock();
+        let mut new_gpu = None;
         let go_live = |inner: PinInner<'_>| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
@@ -877,6 +894,9 @@ impl SharedPin {
                 *inner.state = PinState::Live { users: 1, nvidia_ref };
                 stats::add(Stat::PinnedPages, self.range().pages());
                 stats::inc(Stat::LivePins);
+                // A GPU seen for the first time gets its directory of totals once unlocked.
+                // SAFETY: the table of a pin that is not revoked, under its shard's lock.
+                new_gpu = unsafe { p2p::gpu_uuid(table.0) }.and_then(|uuid| Gpu::add_if_new(&uuid));
                 (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
             }
             Err(e) => {
@@ -894,7 +914,26 @@ impl SharedPin {
         let pin = PinRef { pin: self };
         // SAFETY: `ctx` is the pin's first registration: counted in `users: 1` and, invalidating,
         // its member (`first`) (caller); `chain` locks the pin's shard, which is `ctx`'s.
-        unsafe { publish(chain, ctx, pin) }
+        let published = unsafe { publish(chain, ctx, pin) };
+        // Unlocked now (`publish` dropped the guard).
+        if let Some(gpu) = new_gpu {
+            gpu.publish();
+        }
+        published
+    }
+
+    /// How many registrations hold the pin (its `users` while `Live`; 0 otherwise), for the
+    /// records' reader.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    pub(crate) unsafe fn users_locked(&self, chain: &Chain) -> u32 {
+        // SAFETY: `chain` is the pin's shard's (caller).
+        match unsafe { self.state.access(self.shard, chain) } {
+            PinState::Live { users, .. } => u32::from(*users),
+            _ => 0,
+        }
     }
 
     /// Takes `ctx` off the pin (`put_pages`, `release`, [`publish`]'s fallback); the last
@@ -1164,14 +1203,17 @@ impl PinLinks {
     }
 }
 
-/// NVIDIA's free callback for non-persistent pins; `data` is the pin reference from
+/// The body of NVIDIA's free callback for non-persistent pins (`nvpeer_glue_free_callback`,
+/// which NVIDIA calls, holds a module reference around it); `data` is the pin reference from
 /// `pin_with_nvidia`.
 ///
 /// # Safety
 ///
-/// Only called by NVIDIA, at most once per successful `nvidia_p2p_get_pages`, with the `data`
-/// given there, and never after a successful `nvidia_p2p_put_pages` of that pin.
-unsafe extern "C" fn free_callback(data: *mut c_void) {
+/// Only called by `nvpeer_glue_free_callback` for NVIDIA, at most once per successful
+/// `nvidia_p2p_get_pages`, with the `data` given there, and never after a successful
+/// `nvidia_p2p_put_pages` of that pin.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn nvpeer_free_callback(data: *mut c_void) {
     if data.is_null() {
         stats::failure(Op::FreeCallback, EINVAL);
         nv_pin_err!("free callback without a pin\n");
@@ -1192,6 +1234,14 @@ unsafe extern "C" fn free_callback(data: *mut c_void) {
     }
     // NVIDIA frees the table and every mapping on it when we return.
     defer_drop(pin);
+    // Test only: the window in which the work may drop the pin's last reference while this
+    // thread is still in the module (tests/compat/test-callback-stall.sh).
+    #[cfg(nvpeer_plant_callback_stall)]
+    // SAFETY: no precondition. It sleeps, as this callback may: it takes mutexes above (the
+    // shard's, and the core's in its invalidate).
+    unsafe {
+        ffi::nvpeer_glue_plant_callback_stall()
+    };
 }
 
 /// The free callbacks' pin references, for the module's work item to drop ([`defer_drop`]): a
@@ -1202,11 +1252,12 @@ static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 /// the pin's last, and the pin's module reference the module's last: dropped here, NVIDIA's
 /// thread would go on running this module's text (the returns, the kfree) after an `rmmod` could
 /// have completed (REVIEW-KMOD C5). The work item drops it instead, and module exit flushes the
-/// work (`NvPeer::drop`), which returns only once the work function has. Not covered: this
-/// thread's own return into NVIDIA after it unlocked the shard (the work may run on another CPU
-/// meanwhile); a thread stopped in those few instructions for as long as the work, a
-/// whole `rmmod` and its RCU grace period take would resume in freed text. Only NVIDIA could
-/// close that, by holding a reference on the callback's module across the call.
+/// work (`NvPeer::drop`), which returns only once the work function has. The work may run on
+/// another CPU as soon as it is queued, while this thread still returns through the module: the
+/// callback's entry (`nvpeer_glue_free_callback`, C) holds a module reference of its own across
+/// this body and drops it with its last instruction, a tail jump into `module_put`
+/// (`kmod/check-tail-call.sh` refuses a build without it), so an `rmmod` is refused until no
+/// instruction of the module is left to run (tests/compat/test-callback-stall.sh).
 ///
 /// The pin, revoked, is in no chain, so its `links.next` is free to link it into the stack: set
 /// under its shard's lock, held from before the pin is pushed until the link is set, so that a

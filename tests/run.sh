@@ -38,7 +38,7 @@ step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak d
 step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
     dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
-    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh tests/install/test-units.sh tests/install/test-provenance.sh
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh kmod/check-tail-call.sh tests/compat/test-callback-stall.sh tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
@@ -77,6 +77,8 @@ step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known"
 step "vm: MOFED 5.4-3 ... 24.10's stop_invalidation_notifier bug, reproduced by the core stand-in, shows as known" \
     tests/stand-ins/peer_core_sim/expect-core-bugs.sh "$KDIR"
 step "vm: rmmod racing an in-flight acquire, then cudaFree (ours, every generation)" tests/vm/run.sh --kdir "$KDIR" unload-race ours
+step "vm: the free callback's own module reference: rmmod refused while it is stalled after handing off its pin, and without it the kernel reports the return into freed text (REVIEW-KMOD C5)" \
+    tests/compat/test-callback-stall.sh "$KDIR"
 step "vm: rmmod racing an in-flight acquire, NVIDIA's nvidia-peermem (outcome recorded)" tests/vm/run.sh --kdir "$KDIR" unload-race reference
 step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference
 step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps

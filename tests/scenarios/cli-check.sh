@@ -199,6 +199,145 @@ expect "[stats] table lists registrations" grep -qE '^nvidia_peermem \(nvpeer\) 
 expect "[stats] table lists memory_peers/nv_mem" grep -q '^memory_peers/nv_mem' "$work/stats.txt"
 expect "[stats] --watch 1 --count 2 refreshes twice" test "$("$nvpeer" stats --watch 1 --count 2 | grep -c '^Every 1s')" = 2
 
+# ---------------------------------------------------------------- who holds pinned GPU memory
+# Two processes register stand-in GPU memory on two simulated GPUs (nv_p2p_sim's GPU n has its
+# own UUID): holder_a 2 MiB on GPU 0 and 1 MiB on GPU 1, holder_b 4 MiB on GPU 1. The module's
+# records (/sys/kernel/debug/nvidia_peermem/registrations, root only) must name both with the
+# right bytes per GPU, its per-GPU totals (/sys/module/nvidia_peermem/nvpeer/gpus/) must match,
+# and `nvpeer detach` must refuse and name them. Then holder_b exits without deregistering (a
+# child keeps its files, so its registration outlives it): `who --brief`, the Slurm epilog's
+# drain reason, names it as exited; once the child is gone too, detach unloads the module.
+cat >"$work/holder.py" <<'EOF'
+import ctypes, json, os, signal, sys, time
+sys.path.insert(0, os.path.join(os.environ["NVPEER_REPO"], "tests", "scenarios"))
+import coresim, nvsim
+name, spec = sys.argv[1], sys.argv[2]          # spec: GPU:MiB,...
+ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)   # PR_SET_NAME: the records' comm
+nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+regs = []
+for part in spec.split(","):
+    gpu, mib = map(int, part.split(":"))
+    buf = nv.alloc(mib << 20, gpu=gpu)
+    regs.append((buf, core.reg(buf.va, mib << 20)["id"]))
+print(json.dumps({"tgid": os.getpid(), "vas": [b.va for b, _ in regs]}), flush=True)
+for line in sys.stdin:
+    if line.strip() == "dereg":
+        for buf, mr in regs:
+            core.dereg_mr(mr)
+            buf.free()
+        print("deregistered", flush=True)
+    elif line.strip() == "orphan":
+        # Exits without deregistering; a child keeps the files (so the MRs) open until killed.
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            signal.pause()
+            os._exit(0)
+        print(child, flush=True)
+        os._exit(0)
+EOF
+# wait_for SECONDS CMD...: until CMD succeeds (a process start takes seconds in the TCG guest).
+wait_for() {
+    local n=$(( $1 * 4 )); shift
+    while ! "$@" >/dev/null 2>&1; do n=$((n - 1)); [ "$n" -gt 0 ] || return 1; sleep 0.25; done
+}
+records=/sys/kernel/debug/nvidia_peermem/registrations
+gpus_dir=/sys/module/nvidia_peermem/nvpeer/gpus
+mkfifo "$work/a.in" "$work/b.in"
+python3 "$work/holder.py" holder_a 0:2,1:1 <"$work/a.in" >"$work/a.out" 2>"$work/a.err" &
+holder_a=$!
+python3 "$work/holder.py" holder_b 1:4 <"$work/b.in" >"$work/b.out" 2>"$work/b.err" &
+holder_b=$!
+exec 7>"$work/a.in" 8>"$work/b.in"
+if wait_for 120 grep -q tgid "$work/a.out" && wait_for 120 grep -q tgid "$work/b.out"; then
+    ok "two processes registered stand-in GPU memory on two GPUs"
+else
+    not_ok "two processes registered: $(cat "$work/a.err" "$work/b.err")"
+fi
+echo "----- $records -----"
+cat "$records"
+echo "----- nvpeer who -----"
+"$nvpeer" who
+"$nvpeer" who --json >"$work/who.json" 2>"$work/who.err"
+expect_eq "[who] exit code 0" 0 "$?"
+mapfile -t w < <(python3 - "$work/who.json" "$holder_a" "$holder_b" "$gpus_dir" <<'EOF'
+import json, os, sys
+who = json.load(open(sys.argv[1]))
+pa, pb, gdir = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+recs = who["records"]
+print(who["schema"], who["registrations"])
+# The GPUs by the records: holder_a's 2 MiB registration is on GPU 0, the other GPU is GPU 1.
+g0 = next(r["gpu"] for r in recs if r["comm"] == "holder_a" and r["bytes"] == 2 << 20)
+g1 = next(r["gpu"] for r in recs if r["comm"] == "holder_b")
+print(g0 != g1 and g0[:-2] == g1[:-2] and int(g0[-2:], 16) ^ int(g1[-2:], 16) == 1)
+# Per holder and GPU: process, comm, pinned bytes (from the records, each pin once).
+held = sorted((h["tgid"], h["comm"], "GPU0" if h["gpu"] == g0 else "GPU1", h["pinned_bytes"], h["registrations"])
+              for h in who["holders"])
+print(held == sorted([(pa, "holder_a", "GPU0", 2 << 20, 1), (pa, "holder_a", "GPU1", 1 << 20, 1),
+                      (pb, "holder_b", "GPU1", 4 << 20, 1)]), held)
+# Every record mapped to the NIC (the edu device's PCI function), one registration per pin.
+print(sorted({(r["state"], r["shares"], r["client"], r["cgroup"]) for r in recs}), all(r["nic"] for r in recs))
+# The per-GPU totals in sysfs, and what who shows of them.
+def total(g, f):
+    return int(open(os.path.join(gdir, g, f)).read())
+print([(total(g, "pinned_bytes"), total(g, "pins"), total(g, "registrations")) for g in (g0, g1)])
+print(sorted((g["uuid"] == g1, g["pinned_bytes"], g["pins"], g["registrations"]) for g in who["gpus"]))
+print(g0, g1)
+EOF
+)
+expect_eq "[who] schema and registrations" "nvpeer.who/1 3" "${w[0]:-}"
+expect_eq "[who] two GPUs, UUIDs as the stand-in makes them" True "${w[1]:-}"
+expect_eq "[who] both processes (tgid, comm) with their bytes per GPU" True "${w[2]%% *}"
+[ "${w[2]%% *}" = True ] || echo "      ${w[2]:-}"
+expect_eq "[who] every registration mapped to a NIC, alone on its pin" "[('mapped', 1, 'nv_mem', '/')] True" "${w[3]:-}"
+expect_eq "[gpus] sysfs totals: GPU 0 2 MiB, 1 pin, 1 registration; GPU 1 5 MiB, 2 pins, 2" \
+    "[($((2 << 20)), 1, 1), ($((5 << 20)), 2, 2)]" "${w[4]:-}"
+expect_eq "[who] per-GPU totals as sysfs has them" \
+    "[(False, $((2 << 20)), 1, 1), (True, $((5 << 20)), 2, 2)]" "${w[5]:-}"
+expect_eq "[stats] the per-GPU totals in nvpeer stats --json" "$((7 << 20))" \
+    "$("$nvpeer" stats --json | python3 -c 'import json,sys; print(sum(g["pinned_bytes"] for g in json.load(sys.stdin)["gpus"]))')"
+
+# Root only: readable by root, refused to anyone else even where debugfs lets them in.
+expect_eq "[records] mode 0400" 400 "$(stat -c %a "$records")"
+expect "remount debugfs mode=0755 (open to everyone but the file itself)" mount -o remount,mode=0755 /sys/kernel/debug
+expect_fail "[records] an unprivileged reader is refused" setpriv --reuid=65534 --regid=65534 --clear-groups cat "$records"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$nvpeer" who >"$work/who-user.out" 2>&1
+expect_eq "[who] as nobody: exit code 2 (cannot read the records)" 2 "$?"
+expect "[who] as nobody: says root-only" grep -q "root-only" "$work/who-user.out"
+expect "[gpus] readable by anyone" setpriv --reuid=65534 --regid=65534 --clear-groups cat "$gpus_dir/${w[6]%% *}/pinned_bytes"
+mount -o remount,mode=0700 /sys/kernel/debug
+
+# detach refuses and names both holders.
+"$nvpeer" detach >"$work/detach1.out" 2>&1
+expect_eq "[detach] refuses while registrations are live: exit 1" 1 "$?"
+expect "[detach] names holder_a" grep -qF "holder_a[$holder_a]" "$work/detach1.out"
+expect "[detach] names holder_b" grep -qF "holder_b[$holder_b]" "$work/detach1.out"
+expect "[detach] the module is still loaded" test -d /sys/module/nvidia_peermem
+
+# holder_a deregisters; holder_b exits without deregistering.
+echo dereg >&7
+expect "holder_a deregistered" wait_for 60 grep -q deregistered "$work/a.out"
+exec 7>&-
+echo orphan >&8
+exec 8>&-
+wait "$holder_a" "$holder_b"
+orphan=$(tail -n 1 "$work/b.out")
+"$nvpeer" who --brief >"$work/brief.out" 2>&1
+expect_eq "[who --brief] names the process that left its registration: $(cat "$work/brief.out")" \
+    "holder_b[exited] in /: 1 registration, 4 MiB" "$(cat "$work/brief.out")"
+"$nvpeer" detach >"$work/detach2.out" 2>&1
+expect_eq "[detach] still refuses: exit 1" 1 "$?"
+expect "[detach] names the exited holder" grep -qF "holder_b[exited]" "$work/detach2.out"
+kill "$orphan"
+expect "the registration goes with the last process holding its files" \
+    wait_for 60 grep -qx 0 /sys/module/nvidia_peermem/nvpeer/stats/live_contexts
+expect_eq "[gpus] nothing pinned any more, the directories kept" "0 0 0 0" \
+    "$(cat "$gpus_dir"/GPU-*/pinned_bytes "$gpus_dir"/GPU-*/registrations | tr '\n' ' ' | sed 's/ $//')"
+expect "[who] no registrations" test "$("$nvpeer" who --brief)" = "no registrations"
+expect "[detach] unloads the module once no registration is live" "$nvpeer" detach --wait 10
+expect "[detach] ... it is gone" test ! -d /sys/module/nvidia_peermem
+expect "insmod nvidia_peermem.ko again" insmod "$ko"
+
 # ---------------------------------------------------------------- two implementations
 # tree_of MODULE DIR: the files nvpeer reads of /sys/module/MODULE, copied into DIR/module/MODULE.
 tree_of() {

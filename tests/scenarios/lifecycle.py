@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 """Lifecycle and bad input (issue 6, items 4 and 5): the module loaded and unloaded many times,
 and registrations of malformed ranges through the core: each gets a clear errno, nothing stays
-pinned, and (checked by the VM runner) nothing leaks.
+pinned, and (checked by the VM runner) nothing leaks. Then the registration records under load
+and bad input (records.py, issue 37 item 4).
 
 Usage (in the VM): lifecycle.py [load_cycles]"""
 
@@ -13,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import OURS, Stack, Tally, loaded, our_stats, sh  # noqa: E402
 import coresim  # noqa: E402
 import nvsim  # noqa: E402
+import records  # noqa: E402
 
 MIB = 1 << 20
 
@@ -86,6 +88,8 @@ def main():
     try:
         load_cycles(t, cycles)
         bad_input(t)
+        # Issue 37 item 4 in the same boot: the records under load and bad input.
+        records.run(t, 3000)
     except Exception as e:
         t.check("ran to the end", False, repr(e))
     return t.finish()

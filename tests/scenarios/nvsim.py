@@ -53,6 +53,8 @@ def _IOWR(typ, nr, size):
 # ------------------------------------------------------------------ nvpeer_sim_uapi.h
 ALLOC_CONTIGUOUS = 0x0
 ALLOC_FRAGMENTED = 0x1
+GPUS = 4                                 # NV_P2P_SIM_GPUS: GPU n's UUID is GPU 0's with byte 15 ^ n
+ALLOC_GPU_SHIFT = 8                      # NV_P2P_SIM_ALLOC_GPU(n)
 _ALLOC = struct.Struct("=QIIQ")          # size, flags, id, mmap_offset
 _FAULT = struct.Struct("=IIiI")          # fn, nth, err, pad
 _REVOKE_AT = struct.Struct("=QII")       # va, point, pad
@@ -142,15 +144,17 @@ class NvP2pSim:
     def __exit__(self, *exc):
         self.close()
 
-    def alloc_raw(self, size, fragmented=False):
-        """ALLOC only: returns (id, mmap_offset); the caller maps it (or not)."""
+    def alloc_raw(self, size, fragmented=False, gpu=0):
+        """ALLOC only: returns (id, mmap_offset); the caller maps it (or not). gpu: the
+        simulated GPU the memory is on (0 ... GPUS - 1), whose UUID its pins carry."""
         flags = ALLOC_FRAGMENTED if fragmented else ALLOC_CONTIGUOUS
+        flags |= gpu << ALLOC_GPU_SHIFT
         out = _ioctl(self.fd, IOC_ALLOC, _ALLOC.pack(size, flags, 0, 0))
         _, _, alloc_id, offset = _ALLOC.unpack(out)
         return alloc_id, offset
 
-    def alloc(self, size, fragmented=False):
-        alloc_id, offset = self.alloc_raw(size, fragmented)
+    def alloc(self, size, fragmented=False, gpu=0):
+        alloc_id, offset = self.alloc_raw(size, fragmented, gpu)
         return Allocation(self, size, alloc_id, offset)
 
     def free_va(self, va):

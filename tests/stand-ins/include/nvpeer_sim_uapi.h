@@ -22,6 +22,14 @@
  */
 #define NV_P2P_SIM_ALLOC_CONTIGUOUS 0x0   /* 4 MiB physically contiguous chunks where possible */
 #define NV_P2P_SIM_ALLOC_FRAGMENTED 0x1   /* every 64 KiB page physically apart from its neighbours */
+/*
+ * The "GPU" the memory is on (0 ... NV_P2P_SIM_GPUS - 1, default 0): each has its own UUID, which
+ * the page tables of its pins carry in gpu_uuid (the per-GPU totals of issue 37).
+ */
+#define NV_P2P_SIM_GPUS 4
+#define NV_P2P_SIM_ALLOC_GPU_SHIFT 8
+#define NV_P2P_SIM_ALLOC_GPU(n) ((__u32)(n) << NV_P2P_SIM_ALLOC_GPU_SHIFT)
+#define NV_P2P_SIM_ALLOC_GPU_MASK NV_P2P_SIM_ALLOC_GPU(NV_P2P_SIM_GPUS - 1)
 struct nv_p2p_sim_alloc {
 	__u64 size;        /* in */
 	__u32 flags;       /* in: NV_P2P_SIM_ALLOC_* */

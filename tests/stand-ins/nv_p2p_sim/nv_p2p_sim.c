@@ -131,6 +131,7 @@ struct sim_alloc {
 	const struct file *owner;	/* the open file that allocated it; compared, never used */
 	u32 id;
 	u64 size;
+	unsigned int gpu;		/* the GPU it is on (NV_P2P_SIM_ALLOC_GPU) */
 	unsigned int npages;		/* 64 KiB pages */
 	phys_addr_t *phys;		/* physical address of each 64 KiB page */
 	struct sim_chunk *chunks;
@@ -249,7 +250,8 @@ static nvidia_p2p_rsync_driver_t *sim_rsync_driver;
 
 static struct workqueue_struct *sim_wq;
 static struct dentry *sim_debugfs;
-static u8 sim_uuid[NVIDIA_P2P_GPU_UUID_LEN];
+/* One UUID per simulated GPU (NV_P2P_SIM_ALLOC_GPU): the first random, the others its neighbours. */
+static u8 sim_uuid[NV_P2P_SIM_GPUS][NVIDIA_P2P_GPU_UUID_LEN];
 
 /* ---------------------------------------------------------------- the RM API lock */
 
@@ -528,7 +530,7 @@ static struct sim_pin *sim_pin_create(struct sim_alloc *a, u64 va, u64 len,
 	pin->pt.version = version;
 	pin->pt.page_size = NVIDIA_P2P_PAGE_SIZE_64KB;
 	pin->pt.entries = entries;
-	pin->pt.gpu_uuid = sim_uuid;
+	pin->pt.gpu_uuid = sim_uuid[a->gpu];
 	if (v2)
 		pin->pt.flags = cpu_cacheable ? NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE : 0;
 	for (i = 0; i < entries; i++) {
@@ -1518,7 +1520,7 @@ static long sim_ioc_alloc(struct file *file, void __user *arg)
 	if (copy_from_user(&req, arg, sizeof(req)))
 		return -EFAULT;
 	if (!req.size || !IS_ALIGNED(req.size, SIM_PAGE_SIZE) || req.size > SIM_MAX_SIZE ||
-	    (req.flags & ~NV_P2P_SIM_ALLOC_FRAGMENTED)) {
+	    (req.flags & ~(NV_P2P_SIM_ALLOC_FRAGMENTED | NV_P2P_SIM_ALLOC_GPU_MASK))) {
 		pr_err_ratelimited("ALLOC: size 0x%llx must be a non-zero multiple of 64 KiB up to 4 GiB, flags 0x%x: -EINVAL\n",
 				   req.size, req.flags);
 		return -EINVAL;
@@ -1532,6 +1534,7 @@ static long sim_ioc_alloc(struct file *file, void __user *arg)
 	INIT_WORK(&a->free_work, sim_free_work);
 	a->owner = file;
 	a->size = req.size;
+	a->gpu = (req.flags & NV_P2P_SIM_ALLOC_GPU_MASK) >> NV_P2P_SIM_ALLOC_GPU_SHIFT;
 	a->npages = req.size / SIM_PAGE_SIZE;
 	a->state = SIM_ALLOCATED;
 	ret = sim_alloc_backing(a, req.flags & NV_P2P_SIM_ALLOC_FRAGMENTED);
@@ -1828,7 +1831,7 @@ DEFINE_SHOW_ATTRIBUTE(sim_counters);
 
 static int __init sim_init(void)
 {
-	int ret;
+	int ret, i;
 
 #ifdef NV_P2P_SIM_API_530
 	if (api != 530) {
@@ -1848,8 +1851,12 @@ static int __init sim_init(void)
 		return -EINVAL;
 	}
 	sema_init(&sim_rm_sem, 1);
-	get_random_bytes(sim_uuid, sizeof(sim_uuid));
-	sim_uuid[6] = (sim_uuid[6] & 0x0f) | 0x40;	/* a version 4 UUID: never all zeroes */
+	get_random_bytes(sim_uuid[0], sizeof(sim_uuid[0]));
+	sim_uuid[0][6] = (sim_uuid[0][6] & 0x0f) | 0x40;	/* a version 4 UUID: never all zeroes */
+	for (i = 1; i < NV_P2P_SIM_GPUS; i++) {
+		memcpy(sim_uuid[i], sim_uuid[0], sizeof(sim_uuid[0]));
+		sim_uuid[i][15] ^= i;
+	}
 
 	sim_wq = alloc_workqueue("nv_p2p_sim", WQ_UNBOUND, 0);
 	if (!sim_wq)

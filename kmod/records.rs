@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Who holds pinned GPU memory (issue 37): every registration from `acquire` to the section in
+//! which it leaves its pin (`put_pages`, else `release`) is listed in its shard, read by
+//! `/sys/kernel/debug/<name>/registrations`, and the per-GPU totals under
+//! `/sys/module/<name>/nvpeer/gpus/` are summed over the same lists when read (kmod/README.md,
+//! "Who holds pinned GPU memory").
+//!
+//! The record is part of the registration's own object ([`Record`]): what is fixed at
+//! `acquire` (process, cgroup, comm, range, time), filled before the registration is shared,
+//! and its links in its shard's list ([`List`]), written in critical sections the registration
+//! takes anyway: it is linked in the one that publishes its pin (`RegContext::take_pin`) and
+//! unlinked in the one that leaves it (`RegContext::unpin`). So recording takes no lock and
+//! allocates nothing; what changes (state, pin, GPU, NIC) is never copied for the reader, which
+//! reads it from the registration under the same lock, one registration at a time.
+//!
+//! The file and the directories are the C glue's (6.12 has no Rust debugfs, and 7.2's makes
+//! neither a 0400 file nor one read a line at a time).
+//!
+//! # Locks
+//!
+//! A list and the links of its registrations are guarded by their shard's lock, like the
+//! registrations' states. The reader takes one shard lock at a time and, under it, only takes
+//! references (a `struct pid`'s and a cgroup's: atomic increments) and copies; it formats with
+//! no lock held. A GPU's first pin takes the glue's GPU table lock (a spinlock) inside the shard
+//! lock: `shard -> nvpeer_gpus_lock`, and nothing is taken inside that.
+
+use core::ptr::NonNull;
+
+use crate::atomic::{Atomic, Relaxed};
+use crate::context::RegContext;
+use crate::ffi;
+use crate::pin::{self, Chain, ShardLocked};
+
+/// A registration's record: what is fixed at `acquire`, and its links in its shard's list.
+///
+/// # Invariants
+///
+/// `fixed` holds a reference on its `tgid` and (when not null) its `cgroup`, taken by
+/// `nvpeer_glue_record_init`, and is not written after [`Record::new`]. `entry` is guarded by
+/// the lock of the shard of the registration holding this record.
+pub(crate) struct Record {
+    fixed: ffi::nvpeer_record,
+    entry: ShardLocked<Entry>,
+}
+
+// SAFETY: `fixed` is read-only after `new` and its pointers are references on reference-counted
+// kernel objects, which any thread may read and put; `entry` is reached only under its shard's
+// lock (`ShardLocked`).
+unsafe impl Send for Record {}
+// SAFETY: as above: shared access reads `fixed`, which nobody writes.
+unsafe impl Sync for Record {}
+
+/// A registration's place in its shard's list.
+///
+/// # Invariants
+///
+/// `id` is 0 while the registration is not listed; while listed, its id, and `prev` and `next`
+/// are its neighbours in its shard's list, each a listed (so live) registration of that shard.
+struct Entry {
+    id: u64,
+    prev: Option<NonNull<RegContext>>,
+    next: Option<NonNull<RegContext>>,
+}
+
+// SAFETY: the pointers are to registrations that are live while listed and only followed under
+// the lock that guards the list (type invariant); moving the entry moves no ownership.
+unsafe impl Send for Entry {}
+
+/// A shard's listed registrations, oldest first (so by increasing id: ids are drawn in the
+/// critical section that links).
+///
+/// # Invariants
+///
+/// `head` and `tail` are the first and last registrations whose [`Entry`] links them, all of
+/// this shard, each live while listed: a registration is unlinked before its last reference can
+/// go (`RegContext`'s invariants).
+pub(crate) struct List {
+    head: Option<NonNull<RegContext>>,
+    tail: Option<NonNull<RegContext>>,
+}
+
+// SAFETY: as `Entry`'s: the pointers are followed only under the list's shard lock.
+unsafe impl Send for List {}
+
+impl List {
+    pub(crate) const fn new() -> Self {
+        // INVARIANT: empty.
+        Self { head: None, tail: None }
+    }
+}
+
+/// The next registration's id (never 0, which says "not listed"; below 2^56, which the reader's
+/// file positions need, for as long as a registration a nanosecond would take 2 years).
+static IDS: Atomic<u64> = Atomic::new(1);
+
+impl Record {
+    /// The record of a registration of `[va, va + bytes)` the current task begins.
+    pub(crate) fn new(va: u64, bytes: u64) -> Self {
+        let mut fixed = ffi::nvpeer_record::default();
+        // SAFETY: `fixed` is writable; the call takes references for it (dropped in `drop`).
+        unsafe { ffi::nvpeer_glue_record_init(&mut fixed, va, bytes) };
+        // INVARIANT: references just taken; not listed.
+        Self { fixed, entry: ShardLocked::new(Entry { id: 0, prev: None, next: None }) }
+    }
+}
+
+impl Record {
+    /// The fixed part, for `nvpeer_glue_record_copy` (which only reads it).
+    pub(crate) fn fixed(&self) -> *const ffi::nvpeer_record {
+        &self.fixed
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        // SAFETY: the references `new` took (type invariant), dropped once.
+        unsafe { ffi::nvpeer_glue_record_fini(&mut self.fixed) };
+    }
+}
+
+/// `ctx`'s entry, under its shard's lock.
+///
+/// # Safety
+///
+/// `chain` is the data of `ctx`'s shard's lock.
+unsafe fn entry<'a>(ctx: &'a RegContext, chain: &'a mut Chain) -> &'a mut Entry {
+    // SAFETY: `chain` locks `ctx`'s shard (caller), which guards the entry (invariant).
+    unsafe { ctx.record().entry.access_mut(ctx.shard(), chain) }
+}
+
+/// Lists `ctx` at the end of its shard's list, with a new id.
+///
+/// # Safety
+///
+/// `chain` is the data of `ctx`'s shard's lock; `ctx` is not listed, lives in its `Arc` (it does
+/// not move), and is unlinked ([`unlink`]) before its last reference goes.
+pub(crate) unsafe fn link(ctx: &RegContext, chain: &mut Chain) {
+    let me = NonNull::from(ctx);
+    let tail = chain.records.tail;
+    let id = IDS.fetch_add(1, Relaxed);
+    // SAFETY: `chain` is `ctx`'s shard's (caller).
+    // INVARIANT: listed, after the list's last registration.
+    *unsafe { entry(ctx, chain) } = Entry { id, prev: tail, next: None };
+    match tail {
+        // SAFETY: the list's tail is a live registration of this shard (`List` invariant);
+        // `chain` locks that shard.
+        Some(t) => unsafe { entry(t.as_ref(), chain) }.next = Some(me),
+        None => chain.records.head = Some(me),
+    }
+    chain.records.tail = Some(me);
+}
+
+/// Takes `ctx` out of its shard's list, if it is listed.
+///
+/// # Safety
+///
+/// `chain` is the data of `ctx`'s shard's lock.
+pub(crate) unsafe fn unlink(ctx: &RegContext, chain: &mut Chain) {
+    // SAFETY: `chain` is `ctx`'s shard's (caller).
+    let e = unsafe { entry(ctx, chain) };
+    if e.id == 0 {
+        return;
+    }
+    let (prev, next) = (e.prev, e.next);
+    // INVARIANT: not listed from here on; its neighbours are linked to each other below.
+    *e = Entry { id: 0, prev: None, next: None };
+    match prev {
+        // SAFETY: a listed neighbour: live, of this shard (invariant), whose lock is held.
+        Some(p) => unsafe { entry(p.as_ref(), chain) }.next = next,
+        None => chain.records.head = next,
+    }
+    match next {
+        // SAFETY: as above.
+        Some(n) => unsafe { entry(n.as_ref(), chain) }.prev = prev,
+        None => chain.records.tail = prev,
+    }
+}
+
+/// For the reader (C glue, `records_at`): the first registration of shard `cursor.shard` with
+/// an id of at least `cursor.id`, else the first of a later shard: fills `view` (taking
+/// references for its `rec`), moves `cursor` there and returns true; false after the last.
+///
+/// # Safety
+///
+/// `cursor` and `view` are valid for reads and writes; called with no lock held, between
+/// `nvpeer_glue_records_init` and `_exit` (which run with the registry installed).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn nvpeer_records_next(
+    cursor: *mut ffi::nvpeer_records_cursor,
+    view: *mut ffi::nvpeer_record_view,
+) -> bool {
+    // SAFETY: valid (caller), and ours for the call.
+    let (cursor, view) = unsafe { (&mut *cursor, &mut *view) };
+    let mut shard = cursor.shard as usize;
+    let mut min_id = cursor.id;
+    loop {
+        let found = pin::with_shard(shard, |chain| {
+            let mut cur = chain.records.head;
+            while let Some(ptr) = cur {
+                // SAFETY: listed in this shard, so live (`List` invariant), its lock held.
+                let ctx = unsafe { ptr.as_ref() };
+                // SAFETY: `chain` is `ctx`'s shard's.
+                let e = unsafe { entry(ctx, chain) };
+                let (id, next) = (e.id, e.next);
+                if id >= min_id {
+                    // SAFETY: as above; `view` is writable (caller).
+                    unsafe { ctx.view_locked(chain, view) };
+                    view.id = id;
+                    return Some(id);
+                }
+                cur = next;
+            }
+            None
+        });
+        match found {
+            // Past the last shard (or the registry is gone: not reached, see Safety).
+            None => return false,
+            Some(Some(id)) => {
+                cursor.shard = shard as u32;
+                cursor.id = id;
+                return true;
+            }
+            Some(None) => {
+                shard += 1;
+                min_id = 0;
+            }
+        }
+    }
+}
+
+/// For a GPU's sysfs files (C glue): the pins, their bytes and the registrations on them, of
+/// the GPU whose NVIDIA UUID is at `uuid`, summed over every shard's listed registrations (a
+/// pin counted at its first registration in its shard's list: a pin's registrations are all in
+/// its shard).
+///
+/// # Safety
+///
+/// `uuid` is readable for 16 bytes and `totals` writable; called with no lock held while the
+/// registry is installed (the directories go before it).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut ffi::nvpeer_gpu_totals) {
+    // SAFETY: 16 readable bytes (caller).
+    let uuid = unsafe { uuid.cast::<[u8; 16]>().read_unaligned() };
+    let mut sum = ffi::nvpeer_gpu_totals::default();
+    let mut shard = 0;
+    while let Some(()) = pin::with_shard(shard, |chain| {
+        let mut cur = chain.records.head;
+        while let Some(ptr) = cur {
+            // SAFETY: listed in this shard, so live (`List` invariant), its lock held.
+            let ctx = unsafe { ptr.as_ref() };
+            // SAFETY: `chain` is `ctx`'s shard's.
+            let held = unsafe { ctx.pin_locked(chain) };
+            if let Some(held) = held.filter(|h| h.gpu == Some(uuid)) {
+                sum.registrations += 1;
+                // SAFETY: as above.
+                if !unsafe { pin_listed_before(chain, ptr, held.pin) } {
+                    sum.pins += 1;
+                    sum.pinned_bytes += held.bytes;
+                }
+            }
+            // SAFETY: as above.
+            cur = unsafe { entry(ctx, chain) }.next;
+        }
+    }) {
+        shard += 1;
+    }
+    // SAFETY: writable (caller).
+    unsafe { *totals = sum };
+}
+
+/// Whether a registration listed before `until` in `chain`'s list holds `pin`.
+///
+/// # Safety
+///
+/// `chain` is the data of a shard's lock, held; `until` is listed in it.
+unsafe fn pin_listed_before(chain: &mut Chain, until: NonNull<RegContext>, pin: *const core::ffi::c_void) -> bool {
+    let mut cur = chain.records.head;
+    while let Some(ptr) = cur.filter(|p| *p != until) {
+        // SAFETY: listed in this shard, so live (`List` invariant), its lock held (caller).
+        let ctx = unsafe { ptr.as_ref() };
+        // SAFETY: as above.
+        if unsafe { ctx.pin_locked(chain) }.is_some_and(|h| h.pin == pin) {
+            return true;
+        }
+        // SAFETY: as above.
+        cur = unsafe { entry(ctx, chain) }.next;
+    }
+    false
+}
+
+/// What a registration holds now (`RegContext::pin_locked`): its pin (by address), the pin's
+/// bytes and its GPU's UUID.
+pub(crate) struct Held {
+    pub(crate) pin: *const core::ffi::c_void,
+    pub(crate) bytes: u64,
+    pub(crate) gpu: Option<[u8; 16]>,
+}
+
+/// A GPU of the per-GPU totals (an index into the glue's table, kept until unload).
+#[derive(Clone, Copy)]
+pub(crate) struct Gpu(i32);
+
+impl Gpu {
+    /// Finds the GPU of NVIDIA's UUID `uuid`, adding it at its first pin; `Some` only when it
+    /// was added: the caller then calls [`Gpu::publish`] once it holds no lock. Neither sleeps
+    /// nor allocates: callable under a shard lock.
+    pub(crate) fn add_if_new(uuid: &[u8; 16]) -> Option<Self> {
+        let mut added = false;
+        // SAFETY: 16 readable bytes and a writable flag.
+        let index = unsafe { ffi::nvpeer_glue_gpu_find(uuid.as_ptr(), &mut added) };
+        (added && index >= 0).then_some(Self(index))
+    }
+
+    /// Creates the GPU's directory. May sleep: no lock held.
+    pub(crate) fn publish(self) {
+        // SAFETY: no precondition (an index of the table; sleeps only on the glue's own mutex).
+        unsafe { ffi::nvpeer_glue_gpu_publish(self.0) };
+    }
+}

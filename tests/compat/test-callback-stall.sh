@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# test-callback-stall.sh KDIR: REVIEW-KMOD C5 closed, and the proof fails without the fix. Two
+# copies of kmod/ are built (as test-wrong-shard.sh does): NVPEER_PLANT=callback-stall, whose free
+# callback stalls 3 s after handing off its pin (in the window C5 names), and the control
+# NVPEER_PLANT=callback-stall-unheld, the same without the callback's own module reference (the
+# fix reverted). tests/scenarios/callback-stall.sh must pass on the first: rmmod refused for the
+# whole stall, no kernel report; and the second's run must fail with the kernel reporting the
+# freed text the stalled thread returned into. An x86_64 KDIR, with the stand-ins built for it.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+kdir=${1:?usage: test-callback-stall.sh KDIR}
+# shellcheck disable=SC1091
+. "$repo/tests/setup/env.sh"
+work=$repo/build/plant-callback-stall
+fails=0
+check() {  # check DESCRIPTION COMMAND...
+    if "${@:2}"; then echo "ok    $1"; else echo "FAIL  $1"; fails=$((fails + 1)); fi
+}
+stop() { echo "FAIL  $1"; echo "callback-stall plant: cannot run"; exit 1; }
+release=$(cat "$kdir/include/config/kernel.release") || stop "no kernel release in $kdir"
+stand_ins=("$repo"/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko "$repo"/tests/stand-ins/peer_core_sim/peer_core_sim.ko)
+for ko in "${stand_ins[@]}"; do
+    [ "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$release" ] ||
+        stop "$ko is not built for $release (tests/build-all.sh $kdir)"
+done
+rm -rf "$work"; mkdir -p "$work"
+for plant in callback-stall callback-stall-unheld; do
+    src=$work/$plant/src
+    mkdir -p "$src" "$work/$plant/ko"
+    cp -r "$repo/include" "$src/include"
+    cp -r "$repo/kmod" "$src/kmod"
+    rm -rf "$src/kmod/build" "$src"/kmod/*.ko
+    make -s -C "$src/kmod" KDIR="$kdir" NVPEER_PLANT="$plant" >"$work/$plant/build.log" 2>&1 ||
+        { cat "$work/$plant/build.log"; stop "the $plant module builds"; }
+    echo "ok    the $plant module builds"
+    cp "$src/kmod/nvidia_peermem.ko" "${stand_ins[@]}" "$work/$plant/ko/" || stop "the modules copied"
+done
+msg=$(env -u NVPEER_SUMMARY_DIR NVPEER_VM_OUT="$work/vm-fixed" "$repo/tests/vm/run.sh" --kdir "$kdir" \
+    callback-stall "$work/callback-stall/ko" 2>&1)
+rc=$?
+grep -E '^(vm:|ok |FAIL |\[suite|      rmmod)' <<<"$msg"
+check "with the callback's module reference: rmmod refused through the stall, the run passes" test "$rc" -eq 0
+msg=$(env -u NVPEER_SUMMARY_DIR NVPEER_VM_OUT="$work/vm-control" "$repo/tests/vm/run.sh" --kdir "$kdir" \
+    callback-stall "$work/callback-stall-unheld/ko" 2>&1)
+rc=$?
+grep -E '^(vm:|ok |FAIL |\[suite|      rmmod)' <<<"$msg"
+check "the control (the fix reverted): the run fails" test "$rc" -ne 0
+check "... the kernel reporting the stalled thread's return into freed module text" \
+    grep -qE "the guest kernel reported: .*(Oops|BUG)" <<<"$msg"
+echo "callback-stall plant: $fails failed"
+[ $fails -eq 0 ]
