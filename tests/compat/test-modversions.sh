@@ -69,7 +69,7 @@ cp "$work/src/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
     "$work/src/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
     "$work/src/tests/stand-ins/peer_core_sim/peer_core_sim_abi2.ko" "$work/ko/"
 cp "$work/src/tests/stand-ins/peer_core_sim/Module.symvers" "$work/ko/peer_core_sim.symvers"
-msg=$(NVPEER_VM_OUT="$work/vm" "$repo/tests/vm/run.sh" --kdir "$kdir" modversions "$work/ko" 2>&1)
+msg=$(NVPEER_VM_OUT="$work/vm" "$repo/tests/vm/run.sh" --systemd --kdir "$kdir" modversions "$work/ko" 2>&1)
 rc=$?
 grep -E '^(vm:|ok |FAIL |\[suite)' <<<"$msg"
 check "the boot passes, no kernel report" test "$rc" -eq 0

@@ -14,6 +14,9 @@ the `nvidia_peermem` that modprobe would load against the core that runs: compat
 peer_core_sim_abi2 (same CRC of ib_register_peer_memory_client), and `modprobe` loads it;
 "rebuild" on the composite peer_core_sim.ko, whose CRC of it differs, and `modprobe` indeed
 refuses ("disagrees about version of symbol ib_register_peer_memory_client").
+Then re-attach (issue 37): booted with systemd as PID 1 and udevd, the shipped udev rule and
+nvpeer-attach.service load ours each time a core it fits is loaded, and only then
+(reattach_case).
 Usage (in the VM): modversions.py KO_DIR"""
 
 import json
@@ -21,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coresim  # noqa: E402
@@ -229,9 +233,103 @@ def provenance_case(t, ko_dir):
     subprocess.run(["depmod", "-a"], capture_output=True)
 
 
+# ---------------------------------------------------------------- re-attach through udev (issue 37)
+RULE = "/etc/udev/rules.d/90-nvpeer.rules"
+ATTACH_UNIT = "/etc/systemd/system/nvpeer-attach.service"
+MODPROBE_CONF = "/etc/modprobe.d/nvpeer-reattach.conf"
+PACKAGING = os.path.join(REPO, "kmod", "packaging")
+
+
+def attach_journal():
+    """The lines nvpeer-attach.service wrote to the journal so far."""
+    r = subprocess.run(["journalctl", "-q", "-u", "nvpeer-attach.service", "-o", "cat", "--no-pager"],
+                       capture_output=True, text=True)
+    return [line for line in r.stdout.splitlines() if line.startswith("nvpeer attach:")]
+
+
+def wait(cond, seconds):
+    """Polls COND every 0.25 s for up to SECONDS; returns the seconds it took, or None."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if cond():
+            return time.monotonic() - start
+        time.sleep(0.25)
+    return None
+
+
+def reattach_case(t, ko_dir):
+    """The shipped udev rule and nvpeer-attach.service, with systemd as PID 1 and udevd running
+    (run.sh --systemd): each time the core's module is loaded, the unit runs `nvpeer attach`,
+    which loads ours when its provenance fits the core (within seconds, and check says so) and
+    otherwise leaves it unloaded and writes one line saying why. The rule is installed as
+    shipped but for the module it matches: the stand-in cores are not named ib_uverbs."""
+    label = "[reattach]"
+    if read("/proc/1/comm") != "systemd":
+        t.check(f"{label}: booted with systemd as PID 1 (run.sh --systemd)", False, read("/proc/1/comm"))
+        return
+    with open(os.path.join(PACKAGING, "90-nvpeer.rules")) as f:
+        rule = f.read()
+    t.check(f"{label}: the shipped rule fires on ib_uverbs", 'KERNEL=="ib_uverbs"' in rule)
+    with open(RULE, "w") as f:
+        f.write(rule.replace('KERNEL=="ib_uverbs"', 'KERNEL=="peer_core_sim*"'))
+    with open(os.path.join(PACKAGING, "nvpeer-attach.service")) as f:
+        unit = f.read()
+    with open(ATTACH_UNIT, "w") as f:
+        f.write(unit.replace("@BINDIR@", os.path.dirname(NVPEER)).replace("@MODULE@", "nvidia_peermem"))
+    # As provenance_case loads it (modprobe applies modprobe.d for the unit too).
+    with open(MODPROBE_CONF, "w") as f:
+        f.write("options nvidia_peermem persistent_api_support=0\n")
+    for cmd in (["systemctl", "daemon-reload"], ["udevadm", "control", "--reload"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        t.eq(f"{label}: {' '.join(cmd)}", (0, ""), (r.returncode, r.stderr.strip()))
+    try:
+        for n, (core, params, fits) in enumerate((
+                ("peer_core_sim_abi2", ["generation=5x-unmaps", "line=25.04"], True),
+                ("peer_core_sim", ["generation=5x-unmaps"], False),
+                ("peer_core_sim_abi2", ["generation=5x-unmaps", "line=25.04"], True))):
+            case = f"{label} {n + 1}: {core}"
+            t.eq(f"{case}: depmod", 0, install_modules(ko_dir, core).returncode)
+            if not loaded("nv_p2p_sim"):
+                subprocess.run(["modprobe", "nv_p2p_sim", "pt_version=0x20000"], check=True)
+            before = len(attach_journal())
+            r = subprocess.run(["modprobe", core, *params], capture_output=True, text=True)
+            t.eq(f"{case}: modprobe {core} (as a network-stack reload does)", 0, r.returncode)
+            took = wait(lambda: len(attach_journal()) > before, 60)
+            lines = attach_journal()[before:]
+            t.check(f"{case}: nvpeer-attach.service ran and wrote one line", took is not None and len(lines) == 1,
+                    lines)
+            if fits:
+                t.check(f"{case}: ours is back, within 10 s of the core ({took or 0:.1f} s)",
+                        took is not None and took < 10 and loaded("nvidia_peermem"), lines)
+                row = provenance_row()
+                t.check(f"{case}: check's provenance row: ok, compatible",
+                        row["status"] == "ok" and row["detail"].startswith("compatible"), row)
+                t.check(f"{case}: the line says loaded, compatible",
+                        bool(lines) and "loaded nvidia_peermem (provenance compatible" in lines[0], lines)
+            else:
+                t.check(f"{case}: ours is not loaded", not loaded("nvidia_peermem"))
+                t.check(f"{case}: the line says why: rebuild, built against ib_uverbs",
+                        bool(lines) and "not loading nvidia_peermem: rebuild: built against ib_uverbs" in lines[0],
+                        lines)
+                subprocess.run(["systemctl", "reset-failed", "nvpeer-attach.service"], capture_output=True)
+            for mod in ("nvidia_peermem", core):
+                if loaded(mod) and rmmod(mod).returncode != 0:
+                    t.check(f"{case}: rmmod {mod}", False)
+    finally:
+        for path in (RULE, ATTACH_UNIT, MODPROBE_CONF):
+            if os.path.exists(path):
+                os.remove(path)
+        subprocess.run(["systemctl", "daemon-reload"], capture_output=True)
+        subprocess.run(["udevadm", "control", "--reload"], capture_output=True)
+        if loaded("nv_p2p_sim"):
+            rmmod("nv_p2p_sim")
+        shutil.rmtree(PROV_DIR, ignore_errors=True)
+        subprocess.run(["depmod", "-a"], capture_output=True)
+
+
 def main(argv):
     t = Tally("modversions")
-    for case in (modversions_case, provenance_case):
+    for case in (modversions_case, provenance_case, reattach_case):
         try:
             case(t, argv[1])
         except Exception as e:

@@ -5,19 +5,23 @@
 # tmpfs overlay, the run's output directory (9p, read-write) at the same path as
 # on the host, and the test kernel's modules at /lib/modules/<release>; then runs the command
 # in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node. /tmp stays
-# the host's (through the overlay): the repository may live there.
+# the host's (through the overlay): the repository may live there. With nvpeer.systemd=1
+# (run.sh --systemd) systemd is PID 1 instead: a target of our own starts journald, udevd and
+# the command as a service (nothing else of the host's units), for suites that prove udev rules
+# and units as they run on a host.
 /bin/busybox mkdir -p /proc /sys /dev /lower /rw /newroot
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 set -- $(/bin/busybox cat /proc/cmdline)
-out="" mods="" repo="" modtag=""
+out="" mods="" repo="" modtag="" systemd=""
 for a; do
     case "$a" in
     nvpeer.out=*) out=${a#nvpeer.out=} ;;
     nvpeer.mods=*) mods=${a#nvpeer.mods=} ;;
     nvpeer.repo=*) repo=${a#nvpeer.repo=} ;;
     nvpeer.modtag=*) modtag=${a#nvpeer.modtag=} ;;
+    nvpeer.systemd=*) systemd=${a#nvpeer.systemd=} ;;
     esac
 done
 bb=/bin/busybox
@@ -61,8 +65,30 @@ $bb ln -sf /proc/self/fd/2 /newroot/dev/stderr
 $bb mount -t tmpfs tmpfs /newroot/dev/shm
 $bb mount -t debugfs debugfs /newroot/sys/kernel/debug
 $bb hostname nvpeer-vm
-exec $bb chroot /newroot /bin/sh -c "
-    export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
-    ip link set lo up 2>/dev/null
-    cd '$out' && /bin/bash '$out/cmd.sh' > /dev/console 2>&1
-    sync; /bin/busybox poweroff -f"
+$bb cat > /newroot/etc/nvpeer-vm.sh <<EOF
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
+ip link set lo up 2>/dev/null
+cd '$out' && /bin/bash '$out/cmd.sh' > /dev/console 2>&1
+sync; /bin/busybox poweroff -f
+EOF
+if [ "$systemd" = 1 ]; then
+    units=/newroot/etc/systemd/system
+    $bb mkdir -p $units
+    $bb cat > $units/nvpeer-vm.target <<EOF
+[Unit]
+Description=nvpeer test VM
+Wants=systemd-journald.service systemd-udevd.service nvpeer-vm.service
+EOF
+    $bb cat > $units/nvpeer-vm.service <<EOF
+[Unit]
+Description=nvpeer test suite
+DefaultDependencies=no
+After=systemd-journald.service systemd-udevd.service
+[Service]
+Type=oneshot
+TimeoutStartSec=infinity
+ExecStart=/bin/sh /etc/nvpeer-vm.sh
+EOF
+    exec $bb switch_root /newroot /lib/systemd/systemd --unit=nvpeer-vm.target
+fi
+exec $bb chroot /newroot /bin/sh /etc/nvpeer-vm.sh

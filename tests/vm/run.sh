@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # run.sh [--cpus N] [--memory SIZE] [--append ARGS] [--kdir TREE] [--stock RELEASE] [--bench]
-#        SUITE [ARGS...]
+#        [--systemd] SUITE [ARGS...]
 #
 # Boots the test kernel under QEMU (TCG; KVM does not boot guests on these machines) with a
 # busybox initramfs (tests/vm/init.sh): the host's root filesystem read-only over 9p with a tmpfs
@@ -16,13 +16,14 @@
 # --stock RELEASE boots Debian's own, unmodified kernel of that release instead (its vmlinuz and
 # modules from linux-binary-/linux-modules-RELEASE, kmod/stock-kbuild.sh vm): the modules it needs
 # to mount the host root (9p, 9pnet_virtio, overlay) go into the initramfs and init.sh loads them.
+# --systemd boots systemd as PID 1 (init.sh says how), with journald and udevd running.
 # Logs stay in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 
-cpus=2 memory=2G append="" kdir="" bench=0 stock="" arch=x86_64
+cpus=2 memory=2G append="" kdir="" bench=0 stock="" arch=x86_64 systemd=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --cpus) cpus=$2; shift 2 ;;
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
     --kdir) kdir=$2; shift 2 ;;
     --stock) stock=$2; shift 2 ;;
     --bench) bench=1; shift ;;
+    --systemd) systemd=1; shift ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -105,6 +107,9 @@ else
 fi
 cmdline="$cmdline sysctl.kernel.hung_task_timeout_secs=30 log_buf_len=8M oops=panic panic=-1"
 cmdline="$cmdline nvpeer.out=$out nvpeer.mods=$modroot $append"
+if [ "$systemd" = 1 ]; then
+    cmdline="$cmdline nvpeer.systemd=1 systemd.show_status=0"
+fi
 share() {  # share TAG DIR [readonly]: a 9p export the guest's init.sh mounts by its tag
     printf '%s\n' -fsdev "local,id=$1,path=$2,security_model=none${3:+,readonly=on},multidevs=remap" \
         -device "virtio-9p-pci,fsdev=$1,mount_tag=$1"
