@@ -38,7 +38,7 @@ step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak d
 step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
     dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
-    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh kmod/check-tail-call.sh tests/compat/test-callback-stall.sh tests/install/test-units.sh tests/install/test-provenance.sh
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh kmod/check-tail-call.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak

@@ -13,28 +13,12 @@ kdir=${1:?usage: test-callback-stall.sh KDIR}
 # shellcheck disable=SC1091
 . "$repo/tests/setup/env.sh"
 work=$repo/build/plant-callback-stall
-fails=0
-check() {  # check DESCRIPTION COMMAND...
-    if "${@:2}"; then echo "ok    $1"; else echo "FAIL  $1"; fails=$((fails + 1)); fi
-}
-stop() { echo "FAIL  $1"; echo "callback-stall plant: cannot run"; exit 1; }
-release=$(cat "$kdir/include/config/kernel.release") || stop "no kernel release in $kdir"
-stand_ins=("$repo"/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko "$repo"/tests/stand-ins/peer_core_sim/peer_core_sim.ko)
-for ko in "${stand_ins[@]}"; do
-    [ "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$release" ] ||
-        stop "$ko is not built for $release (tests/build-all.sh $kdir)"
-done
-rm -rf "$work"; mkdir -p "$work"
+plant_name=callback-stall
+# shellcheck source=tests/compat/plant-lib.sh
+. "$repo/tests/compat/plant-lib.sh"
+rm -rf "$work"
 for plant in callback-stall callback-stall-unheld; do
-    src=$work/$plant/src
-    mkdir -p "$src" "$work/$plant/ko"
-    cp -r "$repo/include" "$src/include"
-    cp -r "$repo/kmod" "$src/kmod"
-    rm -rf "$src/kmod/build" "$src"/kmod/*.ko
-    make -s -C "$src/kmod" KDIR="$kdir" NVPEER_PLANT="$plant" >"$work/$plant/build.log" 2>&1 ||
-        { cat "$work/$plant/build.log"; stop "the $plant module builds"; }
-    echo "ok    the $plant module builds"
-    cp "$src/kmod/nvidia_peermem.ko" "${stand_ins[@]}" "$work/$plant/ko/" || stop "the modules copied"
+    plant_build "$work/$plant" "$plant"
 done
 msg=$(env -u NVPEER_SUMMARY_DIR NVPEER_VM_OUT="$work/vm-fixed" "$repo/tests/vm/run.sh" --kdir "$kdir" \
     callback-stall "$work/callback-stall/ko" 2>&1)

@@ -9,34 +9,17 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 kdir=${1:?usage: test-wrong-shard.sh KDIR}
+# shellcheck disable=SC1091
 . "$repo/tests/setup/env.sh"
 work=$repo/build/plant-wrong-shard
-fails=0
-check() {  # check DESCRIPTION COMMAND...
-    if "${@:2}"; then echo "ok    $1"; else echo "FAIL  $1"; fails=$((fails + 1)); fi
-}
-stop() { echo "FAIL  $1"; echo "wrong-shard plant: cannot run"; exit 1; }
-release=$(cat "$kdir/include/config/kernel.release") || stop "no kernel release in $kdir"
-stand_ins=("$repo"/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko "$repo"/tests/stand-ins/peer_core_sim/peer_core_sim.ko)
-for ko in "${stand_ins[@]}"; do
-    [ "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$release" ] ||
-        stop "$ko is not built for $release (tests/build-all.sh $kdir)"
-done
-rm -rf "$work"; mkdir -p "$work/src" "$work/ko"
-# The copy keeps kmod/ and include/ side by side, as the module's build expects, without the
-# main tree's build outputs.
-cp -r "$repo/include" "$work/src/include"
-cp -r "$repo/kmod" "$work/src/kmod"
-rm -rf "$work/src/kmod/build" "$work"/src/kmod/*.ko
-make -s -C "$work/src/kmod" KDIR="$kdir" NVPEER_PLANT=wrong-shard >"$work/build.log" 2>&1
-rc=$?
-cat "$work/build.log"
-[ $rc -eq 0 ] || stop "the planted module builds"
-echo "ok    the planted module builds"
+plant_name=wrong-shard
+# shellcheck source=tests/compat/plant-lib.sh
+. "$repo/tests/compat/plant-lib.sh"
+rm -rf "$work"
+plant_build "$work" wrong-shard
 grep -qs -- '--cfg nvpeer_plant_wrong_shard' "$work/src/kmod/build/nvidia_peermem/.nvpeer_main.o.cmd" \
     "$work/src/kmod/build/nvidia_peermem/src/.nvpeer_main.o.cmd" || stop "... with the plant's cfg"
 echo "ok    ... with the plant's cfg"
-cp "$work/src/kmod/nvidia_peermem.ko" "${stand_ins[@]}" "$work/ko/" || stop "the modules copied to $work/ko"
 msg=$(env -u NVPEER_SUMMARY_DIR NVPEER_VM_OUT="$work/vm" "$repo/tests/vm/run.sh" --kdir "$kdir" wrong-shard "$work/ko" 2>&1)
 rc=$?
 grep -E '^(vm:|ok |FAIL |\[suite)' <<<"$msg"

@@ -279,9 +279,6 @@ def reattach_case(t, ko_dir):
     # As provenance_case loads it (modprobe applies modprobe.d for the unit too).
     with open(MODPROBE_CONF, "w") as f:
         f.write("options nvidia_peermem persistent_api_support=0\n")
-    # The CLI read once beforehand, as a host has it on its own disk: its first start through the
-    # guest's 9p root takes most of 20 s under TCG, which is not what the rule's latency is.
-    subprocess.run([NVPEER, "--version"], capture_output=True)
     for cmd in (["systemctl", "daemon-reload"], ["udevadm", "control", "--reload"]):
         r = subprocess.run(cmd, capture_output=True, text=True)
         t.eq(f"{label}: {' '.join(cmd)}", (0, ""), (r.returncode, r.stderr.strip()))

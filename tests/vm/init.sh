@@ -6,9 +6,11 @@
 # on the host, and the test kernel's modules at /lib/modules/<release>; then runs the command
 # in <out>/cmd.sh as root and powers off. No udev: devtmpfs gives every device node. /tmp stays
 # the host's (through the overlay): the repository may live there. With nvpeer.systemd=1
-# (run.sh --systemd) systemd is PID 1 instead: a target of our own starts journald, udevd and
-# the command as a service (nothing else of the host's units), for suites that prove udev rules
-# and units as they run on a host.
+# (run.sh --systemd) systemd is PID 1 instead: a target of our own starts the host's
+# sysinit.target (journald, udevd and its coldplug, tmpfiles, ...) and then the command as a
+# service (no other target of the host's), for suites that prove udev rules and units as they run
+# on a booted host: a unit with default dependencies started before sysinit.target was reached
+# would wait for it (20 s under TCG).
 /bin/busybox mkdir -p /proc /sys /dev /lower /rw /newroot
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
@@ -77,13 +79,13 @@ if [ "$systemd" = 1 ]; then
     $bb cat > $units/nvpeer-vm.target <<EOF
 [Unit]
 Description=nvpeer test VM
-Wants=systemd-journald.service systemd-udevd.service nvpeer-vm.service
+Wants=sysinit.target systemd-journald.service systemd-udevd.service nvpeer-vm.service
 EOF
     $bb cat > $units/nvpeer-vm.service <<EOF
 [Unit]
 Description=nvpeer test suite
 DefaultDependencies=no
-After=systemd-journald.service systemd-udevd.service
+After=sysinit.target systemd-journald.service systemd-udevd.service
 [Service]
 Type=oneshot
 TimeoutStartSec=infinity
