@@ -129,7 +129,7 @@ enum State {
 }
 
 impl State {
-    /// [`Self::name`] for the records' reader (C), NUL-terminated.
+    /// The state's name, NUL-terminated for the records' reader (C).
     fn c_name(&self) -> &'static CStr {
         match self {
             State::Pinning => kernel::c_str!("pinning"),
@@ -144,16 +144,7 @@ impl State {
     }
 
     fn name(&self) -> &'static str {
-        match self {
-            State::Pinning => "pinning",
-            State::Acquired(_) => "acquired",
-            State::Pinned(_) => "pinned",
-            State::Mapping(_) => "mapping",
-            State::Mapped(..) => "mapped",
-            State::Invalidating => "invalidating",
-            State::Revoked => "revoked",
-            State::Unpinned => "unpinned",
-        }
+        self.c_name().to_str().unwrap_or("?")
     }
 }
 

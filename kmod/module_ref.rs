@@ -24,10 +24,10 @@ impl ModuleRef {
     /// (`__module_get` would, and leave a context the core can no longer be told to revoke:
     /// REVIEW-KMOD C1).
     pub(crate) fn try_get() -> Option<Self> {
+        // INVARIANT: a reference is held when it returns true.
         // SAFETY: this module's own `struct module`, valid while its code runs. (Through the
         // glue: without CONFIG_MODULE_UNLOAD `try_module_get` is a static inline with no Rust
         // helper.)
-        // INVARIANT: a reference is held when it returns true.
         unsafe { ffi::nvpeer_glue_module_get(compat::this_module()) }.then_some(Self(()))
     }
 }
