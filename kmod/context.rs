@@ -47,7 +47,8 @@
 //!   `get_pages` range mismatch unpins.
 //! - RM -> `mapping_lock` (4.x: the per-client mutex): the free callback calls the core's
 //!   invalidate.
-//! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
+//! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore,
+//!   shard -> the glue's GPU table spinlock (a GPU's first pin, `records`)
 //!   (`dma_unmap_pages`, which takes no RM lock).
 //!
 //! A registration's `inner` is locked by the shard lock of its pin key (`pin`), its pin's too: one

@@ -79,7 +79,8 @@
 //! A shard lock nests under the core's `mapping_lock` (dma_map, dma_unmap, put_pages), its peer
 //! mutex (acquire) and NVIDIA's RM lock (the free callback). Under it: only NVIDIA's per-table
 //! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
-//! for a shard). It is never held across a call into the core or into an NVIDIA function that
+//! for a shard) and the glue's GPU table spinlock (a GPU's first pin, `records::Gpu`; nothing is
+//! taken inside it). It is never held across a call into the core or into an NVIDIA function that
 //! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
 //! grown member vector and a registration's sg_table are allocated with it dropped), so the free
 //! callback, which waits for it while holding RM, waits only behind short sections (the longest:
