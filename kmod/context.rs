@@ -47,9 +47,9 @@
 //!   `get_pages` range mismatch unpins.
 //! - RM -> `mapping_lock` (4.x: the per-client mutex): the free callback calls the core's
 //!   invalidate.
-//! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore,
-//!   shard -> the glue's GPU table spinlock (a GPU's first pin, `records`)
-//!   (`dma_unmap_pages`, which takes no RM lock).
+//! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
+//!   (`dma_unmap_pages`, which takes no RM lock), shard -> the glue's GPU table spinlock (a
+//!   GPU's first pin, `records`).
 //!
 //! A registration's `inner` is locked by the shard lock of its pin key (`pin`), its pin's too: one
 //! lock for a pin and its registrations, taken one section at a time (never two shards, never
