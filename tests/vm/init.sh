@@ -91,6 +91,9 @@ Type=oneshot
 TimeoutStartSec=infinity
 ExecStart=/bin/sh /etc/nvpeer-vm.sh
 EOF
+    # tmpfiles' boot run empties /tmp (tmp.conf's `D /tmp`): the repository may live there.
+    $bb mkdir -p /newroot/etc/tmpfiles.d
+    $bb ln -sf /dev/null /newroot/etc/tmpfiles.d/tmp.conf
     exec $bb switch_root /newroot /lib/systemd/systemd --unit=nvpeer-vm.target
 fi
 exec $bb chroot /newroot /bin/sh /etc/nvpeer-vm.sh
