@@ -18,6 +18,8 @@ step "abi: our headers match the real ones (nvidia-open-kernel-source)" tests/ab
 step "abi: self-test (mutated headers fail the check)" tests/abi/check.sh --self-test "$KDIR"
 step "reference: build NVIDIA nvidia-peermem" tests/reference/build.sh "$KDIR" tests/reference/out
 step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
+step "build: check-tail-call.sh reads x86_64, arm64, jmpq and retaa disassemblies under mawk (REVIEW-KMOD-3 T4-3)" \
+    kmod/check-tail-call.sh --self-test
 step "install: find-deps discovery and refusals (fake trees)" tests/install/test-discovery.sh
 step "install: nvpeer-migrate plan, run, revert (fake /etc trees)" tests/install/test-migrate.sh
 step "install: DKMS add/build/install/remove (temp trees)" tests/install/test-dkms.sh "$KDIR"
