@@ -27,6 +27,8 @@
 #include "nvpeer_glue.h"
 
 MODULE_VERSION(NVPEER_VERSION);
+/* Which Rust foundation the module was built on (kmod/Kbuild): `kernel` or `own`. */
+MODULE_INFO(nvpeer_foundation, NVPEER_FOUNDATION);
 /*
  * Load after the providers of the symbols we use; modprobe ignores missing soft dependencies.
  * MOFED links the peer-memory core into ib_core up to 23.x and into ib_uverbs from DOCA-OFED

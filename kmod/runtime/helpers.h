@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The runtime's calls into the kernel (kmod/runtime/helpers.c): what C has as inline functions
+ * or macros (mutex_lock under lockdep, kmalloc, refcount_t, printk). Bindgen declares them for
+ * the runtime's Rust (kmod/runtime/bindings_helper.h).
+ */
+#ifndef NVPEER_RT_HELPERS_H
+#define NVPEER_RT_HELPERS_H
+
+#include <linux/types.h>
+
+struct mutex;
+struct lock_class_key;
+
+void *nvpeer_rt_krealloc(const void *ptr, size_t size, gfp_t flags);
+void nvpeer_rt_kfree(const void *ptr);
+
+void nvpeer_rt_mutex_init(struct mutex *lock, const char *name, struct lock_class_key *key);
+void nvpeer_rt_mutex_lock(struct mutex *lock);
+void nvpeer_rt_mutex_unlock(struct mutex *lock);
+
+void nvpeer_rt_refcount_set(refcount_t *r, int n);
+void nvpeer_rt_refcount_inc(refcount_t *r);
+bool nvpeer_rt_refcount_dec_and_test(refcount_t *r);
+
+void nvpeer_rt_printk(const char *level, const char *prefix, const char *text, size_t len);
+
+#endif
