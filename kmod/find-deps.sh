@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# find-deps.sh [--kver] KDIR
+# find-deps.sh [--kver|--foundation] KDIR
 #
 # Build discovery for the module (used by kmod/Makefile and the top-level Makefile).
-#  * Checks that KDIR is a kernel build tree that can host an out-of-tree Rust module:
-#    CONFIG_RUST=y, the Rust artefacts under rust/ (libcore/libkernel .rmeta, the libmacros
-#    proc-macro), scripts/target.json where the arch Makefile uses it, the rustc the tree was
-#    built with, and, with CONFIG_MODVERSIONS=y, that the tree itself says Rust and MODVERSIONS
-#    work together (see "MODVERSIONS" below).
-#    Ubuntu's layout is accepted: its headers package's rust/ is a symlink into the separate
-#    linux-lib-rust-<release> package (see "Ubuntu's layout" below).
+#  * Picks the Rust foundation (kmod/README.md, "Two foundations"): `kernel`, the kernel's own
+#    `kernel` crate, where KDIR can host an out-of-tree Rust module: CONFIG_RUST=y, the Rust
+#    artefacts under rust/ (libcore/libkernel .rmeta, the libmacros proc-macro),
+#    scripts/target.json where the arch Makefile uses it, the rustc the tree was built with, and,
+#    with CONFIG_MODVERSIONS=y, that the tree itself says Rust and MODVERSIONS work together (see
+#    "MODVERSIONS" below); Ubuntu's layout is accepted: its headers package's rust/ is a symlink
+#    into the separate linux-lib-rust-<release> package (see "Ubuntu's layout" below). Anywhere
+#    else `own`, our runtime (kmod/runtime/), which needs the kernel's headers and configuration,
+#    a kernel no older than $FLOOR below, rustc with its rust-src, bindgen, and a configuration
+#    kmod/runtime/rust-flags.sh can honour. NVPEER_FOUNDATION=kernel|own forces one: a forced
+#    `kernel` is refused where the tree cannot host it, naming why.
+#    With --foundation, prints the foundation on stdout and why, in one line, on stderr.
 #  * Finds MOFED's and NVIDIA's Module.symvers. Our references to their symbols are weak (resolved
 #    at load), so both are optional; with MODVERSIONS their CRCs are wanted, so whatever is found
 #    is printed on stdout (space-separated) for KBUILD_EXTRA_SYMBOLS.
@@ -28,9 +33,13 @@ die() { echo "find-deps: $*" >&2; exit 1; }
 notes=()
 info() { notes+=("find-deps: $*"); }
 
-want_kver=0
-if [ "${1:-}" = --kver ]; then want_kver=1; shift; fi
-[ $# -eq 1 ] || die "usage: find-deps.sh [--kver] KDIR"
+# The oldest kernel the module builds for (kmod/README.md says why): 5.14, RHEL/Rocky 9's.
+FLOOR_MAJOR=5 FLOOR_MINOR=14
+
+mode=deps
+case "${1:-}" in --kver) mode=kver; shift ;; --foundation) mode=foundation; shift ;; esac
+[ $# -eq 1 ] || die "usage: find-deps.sh [--kver|--foundation] KDIR"
+want_kver=0; [ $mode = kver ] && want_kver=1
 kdir=$1
 
 # --- the kernel build tree ---------------------------------------------------------------------
@@ -42,8 +51,24 @@ kver=$(cat "$kdir/include/config/kernel.release")
 if [ $want_kver = 1 ]; then echo "$kver"; exit 0; fi
 
 cfg() { sed -n "s/^$1=//p" "$kdir/.config" | head -n1; }
-[ "$(cfg CONFIG_RUST)" = y ] || die "$kdir ($kver) has no CONFIG_RUST=y: nvpeer is a Rust module and needs a kernel built with Rust support (CONFIG_RUST=y; see Documentation/rust/quick-start.rst)"
 
+forced=${NVPEER_FOUNDATION:-}
+case "$forced" in ""|kernel|own) ;; *) die "NVPEER_FOUNDATION must be kernel or own, not '$forced'" ;; esac
+
+# kernel_foundation: whether KDIR can host a module on the kernel's own `kernel` crate. Where it
+# cannot, `why` says so; with the kernel foundation forced, that is the refusal.
+kernel_foundation() {
+    why=""
+    if [ "$(cfg CONFIG_RUST)" != y ]; then
+        why="$kdir ($kver) has no CONFIG_RUST=y: its kernel was built without Rust support (CONFIG_RUST=y; see Documentation/rust/quick-start.rst)"
+        return 1
+    fi
+    check_rust_tree
+}
+
+# check_rust_tree: the kernel foundation's checks of a CONFIG_RUST=y tree; on failure `why` says
+# what the tree lacks.
+check_rust_tree() {
 # --- MODVERSIONS: decided by what the tree says, not by a fixed rule ------------------------------
 # Kconfig lets CONFIG_RUST=y and CONFIG_MODVERSIONS=y coexist only where the kernel made them work
 # together, so the tree's own statement decides. Probes:
@@ -86,7 +111,7 @@ modversions_ok() {
 }
 if [ "$(cfg CONFIG_MODVERSIONS)" = y ]; then
     mv_note="" mv_why=""
-    modversions_ok || die "$kdir ($kver) has CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: Rust modules cannot be versioned there ($mv_why); use a kernel (>= 6.14) built with CONFIG_GENDWARFKSYMS=y or with CONFIG_MODVERSIONS unset"
+    modversions_ok || { why="$kdir ($kver) has CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: Rust modules cannot be versioned there ($mv_why); use a kernel (>= 6.14) built with CONFIG_GENDWARFKSYMS=y or with CONFIG_MODVERSIONS unset"; return 1; }
     info "MODVERSIONS with Rust: $mv_note"
 fi
 
@@ -107,14 +132,14 @@ if [ -L "$kdir/rust" ]; then
     if [ ! -d "$kdir/rust" ]; then
         if [ -d "$usr_src_dir/$librust_pkg/rust" ] && [ "$(basename "$want")" = rust ] \
             && [ "$(dirname "$(dirname "$want")")" = "$usr_src_dir" ]; then
-            die "$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist, though Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: give it the name the link expects (ln -s $librust_pkg $(dirname "$want"))"
+            { why="$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist, though Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: give it the name the link expects (ln -s $librust_pkg $(dirname "$want"))"; return 1; }
         fi
-        die "$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist; Ubuntu ships them in a separate package: install it (apt install $librust_pkg)"
+        { why="$kdir ($kver) lacks its Rust artefacts: rust/ links to $want, which does not exist; Ubuntu ships them in a separate package: install it (apt install $librust_pkg)"; return 1; }
     fi
     # Only a link into a *-lib-rust-* directory is Ubuntu's; any other link is read like a dir.
     case "$(basename "$(dirname "$want")")" in *-lib-rust-*) librust_dir=$want ;; esac
 elif [ ! -e "$kdir/rust" ] && [ -d "$usr_src_dir/$librust_pkg/rust" ]; then
-    die "$kdir ($kver) has no rust/, but Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: link it the way Ubuntu's headers do (ln -s ../$librust_pkg/rust $phys/rust)"
+    { why="$kdir ($kver) has no rust/, but Ubuntu's $librust_pkg is installed at $usr_src_dir/$librust_pkg: link it the way Ubuntu's headers do (ln -s ../$librust_pkg/rust $phys/rust)"; return 1; }
 fi
 
 # The artefacts an out-of-tree Rust module links against (built with the kernel's rust/ dir).
@@ -133,19 +158,63 @@ for f in "${needed[@]}"; do
     [ -n "$librust_dir" ] && [ "${f#rust/}" != "$f" ] && missing_lib+=("$librust_dir/${f#rust/}")
 done
 if [ ${#missing_lib[@]} -gt 0 ]; then
-    die "$kdir ($kver) lacks the Rust artefacts ${missing[*]}: rust/ links to $librust_dir (Ubuntu's $librust_pkg), which has no ${missing_lib[*]}; reinstall that package (apt install --reinstall $librust_pkg)"
+    { why="$kdir ($kver) lacks the Rust artefacts ${missing[*]}: rust/ links to $librust_dir (Ubuntu's $librust_pkg), which has no ${missing_lib[*]}; reinstall that package (apt install --reinstall $librust_pkg)"; return 1; }
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-    die "$kdir ($kver) lacks the Rust artefacts ${missing[*]}: its headers were packaged without them; build the tree itself ('make' in the kernel source, which builds rust/) or install a headers package that ships rust/*.rmeta and rust/*.so, then pass KDIR=<that tree>"
+    { why="$kdir ($kver) lacks the Rust artefacts ${missing[*]}: its headers were packaged without them; build the tree itself ('make' in the kernel source, which builds rust/) or install a headers package that ships rust/*.rmeta and rust/*.so, then pass KDIR=<that tree>"; return 1; }
 fi
-[ -n "$librust_dir" ] && info "Rust artefacts: $kdir/rust -> $librust_dir"
+[ -n "$librust_dir" ] && info "Rust artefacts: $kdir/rust -> $librust_dir"; :
 
 # rustc must be the one the tree was built with (.rmeta files are tied to one compiler).
 want_rustc=$(cfg CONFIG_RUSTC_VERSION_TEXT | tr -d '"')
 if [ -n "$want_rustc" ]; then
     have_rustc=$("${RUSTC:-rustc}" --version 2>/dev/null)
-    [ -n "$have_rustc" ] || die "no rustc on PATH: $kdir ($kver) was built with '$want_rustc'; install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2)) and put it on PATH"
-    [ "$have_rustc" = "$want_rustc" ] || die "rustc on PATH is '$have_rustc' but $kdir ($kver) was built with '$want_rustc': install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2); rustup override set it in this directory) or set RUSTC=<path to it>"
+    [ -n "$have_rustc" ] || { why="no rustc on PATH: $kdir ($kver) was built with '$want_rustc'; install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2)) and put it on PATH"; return 1; }
+    [ "$have_rustc" = "$want_rustc" ] || { why="rustc on PATH is '$have_rustc' but $kdir ($kver) was built with '$want_rustc': install that version (rustup toolchain install $(echo "$want_rustc" | cut -d' ' -f2); rustup override set it in this directory) or set RUSTC=<path to it>"; return 1; }
+fi
+
+return 0
+}
+
+# own_foundation: what our runtime needs of KDIR and the toolchain; `why` says what is missing.
+own_foundation() {
+    why=""
+    local version code major minor rustc=${RUSTC:-rustc} sysroot
+    version=$kdir/include/generated/uapi/linux/version.h
+    code=$(sed -n 's/^#define LINUX_VERSION_CODE \([0-9]*\)$/\1/p' "$version" 2>/dev/null)
+    [ -n "$code" ] || { why="$kdir ($kver) has no include/generated/uapi/linux/version.h: the tree is not prepared; run 'make -C $kdir modules_prepare' or install its headers package"; return 1; }
+    major=$((code >> 16)) minor=$(((code >> 8) & 255))
+    if [ "$major" -lt $FLOOR_MAJOR ] || { [ "$major" -eq $FLOOR_MAJOR ] && [ "$minor" -lt $FLOOR_MINOR ]; }; then
+        why="$kdir ($kver) is Linux $major.$minor; nvpeer's own runtime builds for Linux $FLOOR_MAJOR.$FLOOR_MINOR and newer (kmod/README.md says why)"
+        return 1
+    fi
+    command -v "$rustc" >/dev/null || { why="no rustc on PATH: install a Rust toolchain (rustup: https://rustup.rs, or the distribution's rustc >= 1.85) or set RUSTC"; return 1; }
+    sysroot=$("$rustc" --print sysroot 2>/dev/null)
+    [ -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ] || { why="$rustc has no rust-src ($sysroot/lib/rustlib/src/rust/library/core): the module builds Rust's core for this kernel from it; install it (rustup component add rust-src)"; return 1; }
+    command -v "${BINDGEN:-bindgen}" >/dev/null || { why="no bindgen on PATH: install it (cargo install bindgen-cli, or the distribution's bindgen) or set BINDGEN"; return 1; }
+    why=$(RUSTC=$rustc "$here/runtime/rust-flags.sh" "$kdir" "$(mktemp -d)" 2>&1 >/dev/null) || { why=${why#nvpeer: }; return 1; }
+    why=""
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+case "$forced" in
+kernel) kernel_foundation || die "$why"; foundation=kernel; reason="forced (NVPEER_FOUNDATION=kernel)" ;;
+own)    own_foundation || die "$why"; foundation=own; reason="forced (NVPEER_FOUNDATION=own)" ;;
+*)  if kernel_foundation; then foundation=kernel; reason="$kdir has Rust support and its artefacts match this rustc"
+    else
+        # The reason without the advice that would make the kernel's crate usable.
+        why=${why#"$kdir ($kver) "}; why=${why%%: install*}; why=${why%%; *}
+        if [ "$(cfg CONFIG_RUST)" = y ]; then reason="the kernel's own Rust cannot host it: $why"
+        else reason="$kver was built without Rust"; fi
+        notes=()
+        own_foundation || die "$why"
+        foundation=own
+    fi ;;
+esac
+if [ $mode = foundation ]; then
+    echo "find-deps: building on the $foundation foundation ($reason)" >&2
+    echo "$foundation"
+    exit 0
 fi
 
 modversions=$(cfg CONFIG_MODVERSIONS)

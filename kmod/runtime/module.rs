@@ -89,6 +89,14 @@ macro_rules! module {
         /// The module's state between `init_module` and `cleanup_module`.
         static mut __NVPEER_MODULE: core::mem::MaybeUninit<$type> = core::mem::MaybeUninit::uninit();
 
+        // The kernel calls both through `struct module`, which modpost makes later: a reference
+        // of their own, as C's module_init()/module_exit() make (___ADDRESSABLE in
+        // .init.data/.exit.data), keeps objtool from sealing their ENDBR under IBT.
+        core::arch::global_asm!(
+            ".pushsection .init.data,\"aw\"\n.balign 8\n.quad init_module\n.popsection",
+            ".pushsection .exit.data,\"aw\"\n.balign 8\n.quad cleanup_module\n.popsection",
+        );
+
         /// # Safety
         ///
         /// Called by the kernel once, when the module loads.

@@ -13,7 +13,9 @@ bad() { fail=$((fail + 1)); echo "FAIL  $*"; }
 
 # A fake rustc matching the fake tree.
 mkdir -p "$t/bin"; printf '#!/bin/sh\necho "rustc 9.9.9 (fake)"\n' > "$t/bin/rustc"; chmod +x "$t/bin/rustc"
-export RUSTC=$t/bin/rustc NVPEER_DKMS_TREE=$t/dkms NVPEER_USR_SRC=$t/src NVPEER_NVIDIA_VERSION=""
+# The kernel foundation's discovery and refusals (the Rust-tree checks) unless a case says otherwise;
+# the own foundation's choice and refusals are at the end.
+export RUSTC=$t/bin/rustc NVPEER_DKMS_TREE=$t/dkms NVPEER_USR_SRC=$t/src NVPEER_NVIDIA_VERSION="" NVPEER_FOUNDATION=kernel
 unset OFA_DIR NVIDIA_SRC FIND_DEPS_QUIET
 # mkkdir DIR: a complete fake Rust-enabled build tree for 9.9.9-test.
 mkkdir() {
@@ -169,6 +171,65 @@ finds "MODVERSIONS, no Kconfig, variable-length modversion entries in module.h: 
 grep -q "MODVERSIONS with Rust: $ub/include/linux/module.h: variable-length" "$t/err" && ok "... and names module.h" || bad "... module.h not named"
 rm "$mh"
 refuses "MODVERSIONS, neither Kconfig nor module.h says anything" "CONFIG_MODVERSIONS=y without CONFIG_GENDWARFKSYMS=y: .*nothing in the tree says" X=1 -- "$ub"
+
+# --- the foundation: the kernel's crate where the tree can host it, else our runtime ----------------
+# A fake toolchain for the own foundation: rustc with a rust-src and x86_64-unknown-none's
+# specification, bindgen.
+mkdir -p "$t/sysroot/lib/rustlib/src/rust/library/core/src"; touch "$t/sysroot/lib/rustlib/src/rust/library/core/src/lib.rs"
+cat > "$t/bin/rustc" <<EOF2
+#!/bin/sh
+case "\$*" in
+*sysroot*) echo "$t/sysroot" ;;
+*target-spec-json*) printf '{\n  "features": "-mmx,-sse,+soft-float",\n  "arch": "x86_64"\n}\n' ;;
+*) echo "rustc 9.9.9 (fake)" ;;
+esac
+EOF2
+sed 's/rustc 9.9.9 (fake)/rustc 1.0.0 (other)/' "$t/bin/rustc" > "$t/bin/other"
+printf '#!/bin/sh\nexit 0\n' > "$t/bin/bindgen"; chmod +x "$t/bin/rustc" "$t/bin/other" "$t/bin/bindgen"
+export BINDGEN=$t/bin/bindgen
+# mkplain DIR [MAJOR MINOR]: a prepared headers tree of a kernel built without Rust (Linux 6.1 unless
+# given), as distributions ship them.
+mkplain() {
+    rm -rf "$1"; mkdir -p "$1/include/config" "$1/include/generated/uapi/linux"
+    echo 'all:' > "$1/Makefile"
+    printf 'CONFIG_X86_64=y\nCONFIG_MITIGATION_SLS=y\n# CONFIG_RUST is not set\n' > "$1/.config"
+    cp "$1/.config" "$1/include/config/auto.conf"
+    echo 9.9.9-plain > "$1/include/config/kernel.release"
+    echo "#define LINUX_VERSION_CODE $(( (${2:-6} << 16) + (${3:-1} << 8) ))" > "$1/include/generated/uapi/linux/version.h"
+}
+# picks DESC FOUNDATION REASON-PATTERN [ENV=VAL...] -- KDIR: --foundation prints FOUNDATION and one line.
+picks() {
+    local desc=$1 want=$2 pat=$3; shift 3
+    local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    local got; got=$(env "${envs[@]}" "$fd" --foundation "$@" 2>"$t/err"); local rc=$?
+    if [ $rc = 0 ] && [ "$got" = "$want" ] && [ "$(wc -l < "$t/err")" = 1 ] \
+        && grep -qE "^find-deps: building on the $want foundation \($pat\)$" "$t/err"; then ok "$desc: $(cat "$t/err")"
+    else bad "$desc: rc $rc, got '$got', want '$want'"; sed 's/^/      /' "$t/err"; fi
+}
+p=$t/plain
+mkkdir "$k"; picks "a Rust tree whose artefacts fit: the kernel's crate" kernel "$k has Rust support and its artefacts match this rustc" NVPEER_FOUNDATION= -- "$k"
+mkplain "$p"; picks "a kernel built without Rust: our runtime" own "9.9.9-plain was built without Rust" NVPEER_FOUNDATION= -- "$p"
+mkkdir "$k"; mkdir -p "$k/include/generated/uapi/linux"; echo "#define LINUX_VERSION_CODE $(( (6 << 16) + (8 << 8) ))" > "$k/include/generated/uapi/linux/version.h"
+picks "a Rust tree built by another rustc (Ubuntu's, with rustup's on PATH): our runtime" own "the kernel's own Rust cannot host it: rustc on PATH is 'rustc 1.0.0 \(other\)' but .* was built with 'rustc 9.9.9 \(fake\)'" NVPEER_FOUNDATION= RUSTC="$t/bin/other" -- "$k"
+mkkdir "$k"; mkdir -p "$k/include/generated/uapi/linux"; echo "#define LINUX_VERSION_CODE $(( (6 << 16) + (8 << 8) ))" > "$k/include/generated/uapi/linux/version.h"
+picks "NVPEER_FOUNDATION=own on a Rust tree" own "forced \(NVPEER_FOUNDATION=own\)" NVPEER_FOUNDATION=own -- "$k"
+mkplain "$p"; finds "our runtime: MOFED and NVIDIA found as on the kernel's" "" NVPEER_FOUNDATION=own -- "$p"
+mkplain "$p"; refuses "NVPEER_FOUNDATION=kernel on a kernel without Rust" "9.9.9-plain\) has no CONFIG_RUST=y" NVPEER_FOUNDATION=kernel -- "$p"
+refuses "NVPEER_FOUNDATION misspelt" "NVPEER_FOUNDATION must be kernel or own, not 'rust'" NVPEER_FOUNDATION=rust -- "$p"
+mkplain "$p" 5 10; refuses "a kernel older than the floor" "9.9.9-plain\) is Linux 5.10; nvpeer's own runtime builds for Linux 5.14 and newer" NVPEER_FOUNDATION= -- "$p"
+mkplain "$p" 5 14; picks "... the floor itself" own "9.9.9-plain was built without Rust" NVPEER_FOUNDATION= -- "$p"
+for opt in CFI_CLANG KASAN KCSAN RANDSTRUCT_FULL; do
+    mkplain "$p"; echo "CONFIG_$opt=y" >> "$p/include/config/auto.conf"
+    refuses "a configuration our runtime cannot match: CONFIG_$opt" "this kernel's CONFIG_$opt cannot be matched by a module built outside its tree \(" NVPEER_FOUNDATION= -- "$p"
+done
+mkplain "$p"; printf 'CONFIG_ARM64=y\n' > "$p/include/config/auto.conf"; sed -i 's/CONFIG_X86_64=y/CONFIG_ARM64=y/' "$p/.config"
+picks "arm64 (Ubuntu's Grace kernels have no Rust)" own "9.9.9-plain was built without Rust" NVPEER_FOUNDATION= -- "$p"
+mkplain "$p"; printf 'CONFIG_PPC64=y\n' > "$p/include/config/auto.conf"
+refuses "an architecture our runtime does not know" "supports x86_64 and arm64 kernels only" NVPEER_FOUNDATION= -- "$p"
+mkplain "$p"; rm -r "$t/sysroot/lib/rustlib/src"
+refuses "no rust-src" "has no rust-src .*rustup component add rust-src" NVPEER_FOUNDATION= -- "$p"
+mkdir -p "$t/sysroot/lib/rustlib/src/rust/library/core/src"; touch "$t/sysroot/lib/rustlib/src/rust/library/core/src/lib.rs"
+refuses "no bindgen" "no bindgen on PATH.*cargo install bindgen-cli" NVPEER_FOUNDATION= BINDGEN="$t/bin/none" -- "$p"
 
 echo "[test-discovery] $pass ok, $fail failed"
 [ $fail = 0 ]
