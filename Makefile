@@ -21,7 +21,7 @@
 #                     nvpeer-dkms (module source, dh-dkms) into build/deb/ (dist/debian/)
 #   make dkms-install the module source (kmod/ + include/) into /usr/src/nvpeer-<version> for DKMS
 #   make KDIR=stock:7.2.12+deb13-amd64   the module for a stock Debian kernel whose headers ship no
-#                     Rust artefacts (kmod/stock-kbuild.sh: a matching toolchain and tree, cached),
+#                     Rust artefacts (kmod/scripts/stock-kbuild.sh: a matching toolchain and tree, cached),
 #                     into build/stock/<release>/
 #   make sign KEY=<key.pem> CERT=<cert> [KO=<module>] [KDIR=<tree>|KDIR=stock:<release>]
 #                     sign the module with the kernel's scripts/sign-file (Secure Boot, sig_enforce)
@@ -51,7 +51,7 @@ endif
 CARGO ?= cargo
 PREFIX ?= /usr/local
 DESTDIR ?=
-# KDIR=stock:<release>: a stock distribution kernel, built by kmod/stock-kbuild.sh in its chroot.
+# KDIR=stock:<release>: a stock distribution kernel, built by kmod/scripts/stock-kbuild.sh in its chroot.
 STOCK := $(patsubst stock:%,%,$(filter stock:%,$(KDIR_GIVEN)))
 ifeq ($(STOCK),)
 KO := kmod/$(MODULE_NAME).ko
@@ -74,12 +74,12 @@ kmod:
 ifeq ($(STOCK),)
 	$(MAKE) -C kmod KDIR=$(KDIR) MODULE_NAME=$(MODULE_NAME)
 else
-	MODULE_NAME=$(MODULE_NAME) kmod/stock-kbuild.sh build $(STOCK)
+	MODULE_NAME=$(MODULE_NAME) kmod/scripts/stock-kbuild.sh build $(STOCK)
 endif
 
-# Sign with the target kernel's sign-file (kmod/sign.sh); KO= names the module(s), default the built one.
+# Sign with the target kernel's sign-file (kmod/scripts/sign.sh); KO= names the module(s), default the built one.
 sign:
-	kmod/sign.sh "$(KEY)" "$(CERT)" "$(KDIR)" $(KO)
+	kmod/scripts/sign.sh "$(KEY)" "$(CERT)" "$(KDIR)" $(KO)
 
 cli:
 	cd userspace && $(CARGO) build --release --locked
@@ -95,7 +95,7 @@ $(CLI_BIN):
 	$(MAKE) cli
 
 install: $(KO) $(CLI_BIN)
-	@kver=$$(kmod/find-deps.sh --kver $(KDIR)) || exit 1; \
+	@kver=$$(kmod/scripts/find-deps.sh --kver $(KDIR)) || exit 1; \
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" KVER="$$kver" MODULE_NAME=$(MODULE_NAME) \
 	KO=$(KO) CLI=$(CLI_BIN) NVPEER_OPTIONS="$(NVPEER_OPTIONS)" kmod/packaging/nvpeer-install install
 	@# Man pages and completions from the CLI's clap definitions, added to the manifest.
@@ -115,7 +115,7 @@ uninstall:
 dkms-install:
 	rm -rf $(DKMS_SRC)
 	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/include
-	cp kmod/Kbuild kmod/Makefile kmod/find-deps.sh kmod/probe-kernel.sh kmod/gen-provenance.sh kmod/check-tail-call.sh kmod/*.rs kmod/*.c kmod/*.h $(DKMS_SRC)/kmod/
+	cp -R kmod/Kbuild kmod/Makefile kmod/client kmod/glue kmod/runtime kmod/scripts $(DKMS_SRC)/kmod/
 	cp -r include/. $(DKMS_SRC)/include/
 	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(NVPEER_VERSION)"/' kmod/dkms.conf > $(DKMS_SRC)/dkms.conf
 	@echo "dkms-install: $(DKMS_SRC); next: dkms add nvpeer/$(NVPEER_VERSION) && dkms install nvpeer/$(NVPEER_VERSION)"

@@ -29,9 +29,9 @@ boot test-timing --kdir "$KDIR" bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-lo
 boot test-memory --append slub_debug=U --kdir "$KDIR" bench-reg memory
 # Both again on Debian's own kernel, built without lockdep and kmemleak (the test kernel's
 # debugging makes every lock and allocation of both modules and of the stand-ins cost more, and
-# its mutexes larger): the modules built for it by kmod/stock-kbuild.sh.
+# its mutexes larger): the modules built for it by kmod/scripts/stock-kbuild.sh.
 release=$(tests/stock/release.sh)
-kodir=$(kmod/stock-kbuild.sh build "$release" --reference)
+kodir=$(kmod/scripts/stock-kbuild.sh build "$release" --reference)
 boot debian-timing --stock "$release" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$kodir" \
     --host-loop-ns "$host_loop_ns" --profile
 boot debian-memory --append slub_debug=U --stock "$release" bench-reg memory --ko-dir "$kodir"

@@ -51,8 +51,8 @@ for part in $parts; do
             env NVPEER_VM_TIMEOUT=3000 tests/vm/run.sh --memory 3G --kdir "$kdir" conformance ours --gen 5x-unmaps
         ;;
     stock)
-        step_ok "stock: build for Debian's $STOCK_73 (kmod/stock-kbuild.sh)" \
-            kmod/stock-kbuild.sh build "$STOCK_73" --stand-ins || continue
+        step_ok "stock: build for Debian's $STOCK_73 (kmod/scripts/stock-kbuild.sh)" \
+            kmod/scripts/stock-kbuild.sh build "$STOCK_73" --stand-ins || continue
         step "stock: Debian's own $STOCK_73 kernel: load, register, DMA, revoke, unload" \
             tests/vm/run.sh --stock "$STOCK_73" stock-basic "$STOCK_73" "$repo/build/stock/$STOCK_73"
         ;;

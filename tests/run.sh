@@ -19,7 +19,7 @@ step "abi: self-test (mutated headers fail the check)" tests/abi/check.sh --self
 step "reference: build NVIDIA nvidia-peermem" tests/reference/build.sh "$KDIR" tests/reference/out
 step "rig: scan-log detects each report kind" tests/vm/test-scan-log.sh
 step "build: check-tail-call.sh reads x86_64, arm64, jmpq and retaa disassemblies under mawk (REVIEW-KMOD-3 T4-3)" \
-    kmod/check-tail-call.sh --self-test
+    kmod/scripts/check-tail-call.sh --self-test
 step "install: find-deps discovery and refusals (fake trees)" tests/install/test-discovery.sh
 step "install: nvpeer-migrate plan, run, revert (fake /etc trees)" tests/install/test-migrate.sh
 step "install: DKMS add/build/install/remove (temp trees)" tests/install/test-dkms.sh "$KDIR"
@@ -40,7 +40,7 @@ step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak d
 step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
     dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
-    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/gen-provenance.sh kmod/check-tail-call.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/scripts/gen-provenance.sh kmod/scripts/check-tail-call.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
@@ -88,7 +88,7 @@ step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/re
 # Stock distribution kernels (issue 9): Debian's own 7.2 kernel, whose headers ship no Rust artefacts.
 STOCK_RELEASE=$(tests/stock/release.sh) || STOCK_RELEASE=${NVPEER_STOCK_RELEASE:-7.2.12+deb13-amd64}
 step "stock: unmatched toolchains refused early, one line" tests/stock/test-refusal.sh "$STOCK_RELEASE"
-step "stock: build for Debian's $STOCK_RELEASE (kmod/stock-kbuild.sh)" kmod/stock-kbuild.sh build "$STOCK_RELEASE" --stand-ins
+step "stock: build for Debian's $STOCK_RELEASE (kmod/scripts/stock-kbuild.sh)" kmod/scripts/stock-kbuild.sh build "$STOCK_RELEASE" --stand-ins
 step "stock: make sign (throwaway key, the tree's sign-file)" tests/stock/test-sign.sh "$STOCK_RELEASE"
 step "vm: Debian's kernel: planted WARN fails the run" tests/vm/test-detector.sh "stock:$STOCK_RELEASE" warn WARN
 step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload" \

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# test-probes.sh KDIR: kmod/probe-kernel.sh on the 7.2 test kernel. It must find 7.2's features
+# test-probes.sh KDIR: kmod/scripts/probe-kernel.sh on the 7.2 test kernel. It must find 7.2's features
 # both in its sources and, as in a header tree without sources (Ubuntu's linux-lib-rust), in its
 # built artefacts alone; a lookalike string in the artefacts must not read as 7.3's feature, the
 # string the probe looks for must, and a missing artefact claims nothing. (The module has no Rust
-# fallbacks to run here: its atomics and SetOnce are core's on every kernel, kmod/atomic.rs; 6.12
+# fallbacks to run here: its atomics and SetOnce are core's on every kernel, kmod/client/atomic.rs; 6.12
 # and 7.3 build and run in `make test-matrix`.)
 # test-probes.sh --agree KDIR: any kernel's artefacts alone give what its sources give (run by
 # `make test-matrix` on 6.12 and 7.3, whose real metadata the planted strings here stand for).
@@ -17,7 +17,7 @@ fails=0
 expect() {  # expect DESCRIPTION WANT GOT
     if [ "$2" = "$3" ]; then echo "ok    $1"; else echo "FAIL  $1: want '$2', got '$3'"; fails=$((fails + 1)); fi
 }
-probe() { "$repo/kmod/probe-kernel.sh" "$1" | xargs; }
+probe() { "$repo/kmod/scripts/probe-kernel.sh" "$1" | xargs; }
 # A tree without rust/ sources: only the artefacts of the kernel's rust/ (its .rmeta and
 # libmacros.so).
 fake=$(mktemp -d); trap 'rm -rf "$fake"' EXIT

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # test-wrong-shard.sh KDIR: the check that guards every registration's and pin's state with its
-# shard's lock (kmod/pin.rs, `assert_held`) fires. A copy of kmod/ is built with
+# shard's lock (kmod/client/pin.rs, `assert_held`) fires. A copy of kmod/ is built with
 # `make NVPEER_PLANT=wrong-shard` (each shard lock taken is the next shard's) into
 # build/plant-wrong-shard, beside the stand-ins built for KDIR (tests/build-all.sh); one
 # registration in the VM must WARN, naming the state's shard and the next one as the lock's, and
@@ -29,6 +29,6 @@ check "... while the suite's own checks pass" grep -q '^\[suite wrong-shard\] 2 
 warn=$(grep -o "nvpeer: state of shard [0-9]* reached under shard [0-9]*'s lock" "$work/vm/console.txt" | head -n 1)
 read -r state held < <(sed -E "s/.*shard ([0-9]+) reached under shard ([0-9]+)'s.*/\1 \2/" <<<"$warn")
 check "... the held-lock check's, under the next shard's lock (${warn:-no such line})" \
-    test -n "$warn" -a "$(( (${state:-0} + 1) % 64 ))" = "${held:-x}"  # 64: SHARDS, kmod/pin.rs
+    test -n "$warn" -a "$(( (${state:-0} + 1) % 64 ))" = "${held:-x}"  # 64: SHARDS, kmod/client/pin.rs
 echo "wrong-shard plant: $fails failed"
 [ $fails -eq 0 ]

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Host-side, fast: kmod/find-deps.sh against fake kernel, MOFED and NVIDIA trees under a temp dir.
+# Host-side, fast: kmod/scripts/find-deps.sh against fake kernel, MOFED and NVIDIA trees under a temp dir.
 # Each refusal must be exactly one "find-deps: ..." line naming what is missing; each discovery
 # branch must print the Module.symvers it found.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-fd=$repo/kmod/find-deps.sh
+fd=$repo/kmod/scripts/find-deps.sh
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok    $*"; }

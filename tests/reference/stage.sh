@@ -3,7 +3,7 @@
 # stage.sh DIR: puts NVIDIA's nvidia-peermem sources (from Debian's nvidia-open-kernel-source,
 # unpacked by tests/setup/nvidia-open-src.sh) into DIR with the Kbuild and empty conftest.h that
 # build it against the test stand-ins; prints NVIDIA's version. Used by build.sh (test kernel)
-# and kmod/stock-kbuild.sh build --reference (Debian's kernel, in its chroot). DIR must be
+# and kmod/scripts/stock-kbuild.sh build --reference (Debian's kernel, in its chroot). DIR must be
 # outside the repository: never copy NVIDIA's code, or anything generated from it, into it.
 #
 # What it is built with (NVIDIA's nvidia-peermem.Kbuild and conftest, reproduced by hand):

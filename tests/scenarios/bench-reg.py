@@ -15,7 +15,7 @@ LIVE registrations held, per registration.
 Usage (in the VM): bench-reg.py [pin_cost_ns] [--ko-dir DIR] [--rounds R] [--host-loop-ns NS] |
 bench-reg.py memory [--ko-dir DIR] (boot with slub_debug=U). --host-loop-ns: calibrate.py's time
 on the host; the table is then printed a second time with the pin cost scaled by the VM's
-slowdown against the host. --ko-dir: the modules built for a stock kernel (kmod/stock-kbuild.sh build
+slowdown against the host. --ko-dir: the modules built for a stock kernel (kmod/scripts/stock-kbuild.sh build
 --reference), for a run on Debian's own kernel (no lockdep, no kmemleak: what users run)."""
 
 import argparse

@@ -39,7 +39,7 @@ expect "dpkg -i nvpeer-dkms nvpeer (nvpeer-dkms's postinst: dkms add, build, ins
     dpkg -i "$dk" "$cli"
 [ "$FAILED" = 0 ] || cat /var/lib/dkms/nvpeer/$ver/build/make.log /var/lib/dkms/nvpeer/$ver/$kver/*/log/make.log 2>/dev/null | tail -n 30
 expect_eq "dpkg: nvpeer-dkms installed" "install ok installed" "$(status nvpeer-dkms)"
-expect "dkms.conf in /usr/src/nvpeer-$ver has BUILD_EXCLUSIVE_CONFIG" grep -qx 'BUILD_EXCLUSIVE_CONFIG="CONFIG_RUST"' /usr/src/nvpeer-$ver/dkms.conf
+expect "dkms.conf in /usr/src/nvpeer-$ver has BUILD_EXCLUSIVE_KERNEL" grep -qF 'BUILD_EXCLUSIVE_KERNEL="^(5\.(1[4-9]|' /usr/src/nvpeer-$ver/dkms.conf
 expect "dkms status: nvpeer/$ver installed for $kver" grep -q "nvpeer/$ver, $kver, .*: installed" <(dkms status nvpeer)
 ko=$(modinfo -n nvidia_peermem 2>&1)
 expect "modinfo -n finds the DKMS build under updates/ ($ko)" grep -q "^/lib/modules/$kver/updates/" <<<"$ko"

@@ -9,7 +9,7 @@ kdir=/lib/modules/$kver/build
 manifest=/var/lib/nvpeer/manifest
 mk() { make -s -C "$REPO" KDIR="$kdir" "$@"; }
 
-expect "test kernel tree at $kdir passes find-deps" "$REPO/kmod/find-deps.sh" "$kdir"
+expect "test kernel tree at $kdir passes find-deps" "$REPO/kmod/scripts/find-deps.sh" "$kdir"
 # A user's option line already in modprobe.d must survive the install.
 mkdir -p /etc/modprobe.d
 echo "options nvidia_peermem peerdirect_support=1" > /etc/modprobe.d/nvpeer.conf

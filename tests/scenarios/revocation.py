@@ -651,7 +651,7 @@ def shared_persistent(c):
     """Our persistent client: with share_pins=2, N registrations of one range share one
     persistent pin and the last dereg puts it; by default (share_pins=1) each pins on its own,
     since nothing would tell a shared persistent pin that its buffer was freed and its VA reused
-    (kmod/pin.rs)."""
+    (kmod/client/pin.rs)."""
     share = "share_pins=2" in c.st.client_params
     case = "shared_persistent" + ("" if share else " (not shared by default)")
     a = c.nv.alloc(2 * MIB)

@@ -58,7 +58,7 @@ def loaded(name):
 
 def rmmod(name, settle_s=2.0):
     """rmmod NAME, tried again on EBUSY for up to SETTLE_S: our module's free callback hands
-    its last pin reference to a work item of the module (kmod/pin.rs, defer_drop), which drops
+    its last pin reference to a work item of the module (kmod/client/pin.rs, defer_drop), which drops
     it, and with it a module reference, a moment after a cudaFree. Returns the last result."""
     deadline = time.monotonic() + settle_s
     while True:
@@ -97,7 +97,7 @@ class Stack:
 
     def path(self, module):
         """Where MODULE's .ko is: the build trees of the test kernel, or KO_DIR (the flat
-        directory `kmod/stock-kbuild.sh build --stand-ins [--reference]` fills for a stock kernel;
+        directory `kmod/scripts/stock-kbuild.sh build --stand-ins [--reference]` fills for a stock kernel;
         NVIDIA's module in its reference/ subdirectory)."""
         if self.ko_dir:
             rel = "reference/nvidia-peermem.ko" if module == "reference" else f"{module}.ko"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 """The reduced conformance scenario on Debian's own, unmodified kernel (tests/vm/run.sh --stock):
-our module and the stand-ins as built for that kernel by kmod/stock-kbuild.sh, per case: load,
+our module and the stand-ins as built for that kernel by kmod/scripts/stock-kbuild.sh, per case: load,
 register GPU MRs (aligned and unaligned), move data both ways by NIC DMA, memory_peers counters,
 cudaFree while registered (revocation), CQ umems on the persistent client, rmmod refused while an
 MR exists, unload. The cases are conformance.py's own functions.

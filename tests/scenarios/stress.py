@@ -134,7 +134,7 @@ def run(t, gen, pas, seconds, threads, seed):
                     s["pin_shares"] > 0, s["pin_shares"])
         else:
             # share_pins=1: a persistent pin is never shared (a freed and reused VA would join
-            # it: kmod/pin.rs), which this very run's cudaFree-while-registered would expose.
+            # it: kmod/client/pin.rs), which this very run's cudaFree-while-registered would expose.
             t.eq(f"{label}: persistent pins not shared by default", 0, s["pin_shares"])
         nv.reset()
         core.close()

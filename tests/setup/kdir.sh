@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Prints the kernel build tree to build against: $KDIR when set; else the running kernel's
 # /lib/modules/$(uname -r)/build when it is there (its headers package: the module builds on the
-# kernel's Rust or on our own runtime, kmod/find-deps.sh picks); else the project's test kernel
+# kernel's Rust or on our own runtime, kmod/scripts/find-deps.sh picks); else the project's test kernel
 # (installing the toolchain and building it once, then cached), which is what a machine without
 # the running kernel's headers (this project's development and CI machines) builds for.
 set -euo pipefail

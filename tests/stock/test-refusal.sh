@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# test-refusal.sh RELEASE: kmod/stock-kbuild.sh refuses targets whose exact toolchain cannot be
+# test-refusal.sh RELEASE: kmod/scripts/stock-kbuild.sh refuses targets whose exact toolchain cannot be
 # had, early (before any chroot) and with exactly one line: RELEASE's own config with the rustc
 # version text replaced by a Debian rustc that is not in the archive, by a rustup rustc (not a
 # Debian build), a gcc that is not there, and a release that does not exist.
@@ -9,7 +9,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 release=$1
 rel_re=${release//./\\.}; rel_re=${rel_re//+/\\+}
-tool=$repo/kmod/stock-kbuild.sh
+tool=$repo/kmod/scripts/stock-kbuild.sh
 "$tool" check "$release" >/dev/null 2>&1 || { echo "FAIL: $release itself does not check out"; exit 1; }
 cfg=$(ls "$NVPEER_CACHE/stock/headers-$release-"*/.config | head -n1)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

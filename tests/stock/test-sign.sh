@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # test-sign.sh RELEASE: `make sign` with a throwaway key and certificate (openssl, in a temp dir)
-# on a copy of the module built for RELEASE (kmod/stock-kbuild.sh build): the tree's sign-file
+# on a copy of the module built for RELEASE (kmod/scripts/stock-kbuild.sh build): the tree's sign-file
 # appends a signature that modinfo reads back (signer, sig_key, sig_hashalgo); bad arguments are
 # refused with one line.
 set -uo pipefail
@@ -12,7 +12,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 ok() { echo "ok    $*"; }
 no() { echo "FAIL  $*"; fail=1; }
-[ -f "$ko" ] || { no "no $ko: run kmod/stock-kbuild.sh build $release first"; exit 1; }
+[ -f "$ko" ] || { no "no $ko: run kmod/scripts/stock-kbuild.sh build $release first"; exit 1; }
 openssl req -new -x509 -newkey rsa:2048 -nodes -days 1 -sha256 -subj "/CN=nvpeer test signing key/" \
     -addext "keyUsage=digitalSignature" -addext "extendedKeyUsage=codeSigning" \
     -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null || { no "openssl could not make a key"; exit 1; }

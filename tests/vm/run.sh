@@ -14,7 +14,7 @@
 # A --kdir tree built for arm64 (tests/kernel/build.sh SERIES arm64) boots under
 # qemu-system-aarch64 (`virt`, TCG) with an arm64 Debian root of its own (arm64-root.sh).
 # --stock RELEASE boots Debian's own, unmodified kernel of that release instead (its vmlinuz and
-# modules from linux-binary-/linux-modules-RELEASE, kmod/stock-kbuild.sh vm): the modules it needs
+# modules from linux-binary-/linux-modules-RELEASE, kmod/scripts/stock-kbuild.sh vm): the modules it needs
 # to mount the host root (9p, 9pnet_virtio, overlay) go into the initramfs and init.sh loads them.
 # --systemd boots systemd as PID 1 (init.sh says how), with journald and udevd running.
 # Logs stay in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
@@ -42,7 +42,7 @@ suite=$1; shift
 [ -f "$repo/tests/scenarios/$suite.sh" ] || { echo "run.sh: no suite tests/scenarios/$suite.sh" >&2; exit 2; }
 initrd_mods=""
 if [ -n "$stock" ]; then
-    vdir=$("$repo/kmod/stock-kbuild.sh" vm "$stock")
+    vdir=$("$repo/kmod/scripts/stock-kbuild.sh" vm "$stock")
     kernel=$vdir/vmlinuz modroot=$(cd "$vdir/modules" && pwd -P) initrd_mods=$vdir/initrd-modules
 else
     [ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # test-detector.sh KDIR PLANT KIND: the VM runner must FAIL a run whose guest loads a module
 # planting PLANT, and its message must name KIND. KDIR=stock:RELEASE: on Debian's own kernel of
-# that release, with the plant module kmod/stock-kbuild.sh built into build/stock/RELEASE.
+# that release, with the plant module kmod/scripts/stock-kbuild.sh built into build/stock/RELEASE.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kdir=$1 plant=$2 kind=$3

@@ -11,7 +11,7 @@ use crate::host::Host;
 
 /// The module name `modprobe` resolves (it treats `-` and `_` alike).
 const MODULE: &str = "nvidia_peermem";
-/// Our module's `description=` in its `.modinfo` (kmod/nvpeer_main.rs).
+/// Our module's `description=` in its `.modinfo` (kmod/client/nvpeer_main.rs).
 const OUR_DESCRIPTION: &[u8] =
     b"description=GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer";
 

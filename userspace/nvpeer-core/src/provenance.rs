@@ -21,7 +21,7 @@ use crate::kernel::{self, SymbolOwner};
 use crate::modprobe::{self, MODULE_ROOTS};
 use crate::modtools::{Kmod, ModuleTools};
 
-/// Our module's `description=` starts so (kmod/nvpeer_main.rs).
+/// Our module's `description=` starts so (kmod/client/nvpeer_main.rs).
 const OUR_DESCRIPTION: &str = "GPUDirect RDMA peer-memory client for NVIDIA GPU memory (nvpeer";
 
 /// One `nvpeer_import` line.

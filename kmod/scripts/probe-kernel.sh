@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # probe-kernel.sh SRCTREE OBJTREE: the rustc --cfg flags of what this kernel's Rust support
-# offers, for kmod/compat.rs (which documents each). Decided by the tree, not by its version:
-# the tree's rust/ sources where it has them (source trees, kmod/stock-kbuild.sh's trees), else
+# offers, for kmod/client/compat.rs (which documents each). Decided by the tree, not by its version:
+# the tree's rust/ sources where it has them (source trees, kmod/scripts/stock-kbuild.sh's trees), else
 # the names its built artefacts carry (rust/libkernel.rmeta, rust/libmacros.so: header trees
 # such as Ubuntu's linux-lib-rust, which ship no sources).
 # The artefacts carry only what the tree's config compiled, so their strings are chosen to be

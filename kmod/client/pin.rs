@@ -1257,7 +1257,7 @@ static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 /// another CPU as soon as it is queued, while this thread still returns through the module: the
 /// callback's entry (`nvpeer_glue_free_callback`, C) holds a module reference of its own across
 /// this body and drops it with its last instruction, a tail jump into `module_put`
-/// (`kmod/check-tail-call.sh` refuses a build without it), so an `rmmod` is refused until no
+/// (`kmod/scripts/check-tail-call.sh` refuses a build without it), so an `rmmod` is refused until no
 /// instruction of the module is left to run (tests/compat/test-callback-stall.sh).
 ///
 /// The pin, revoked, is in no chain, so its `links.next` is free to link it into the stack: set

@@ -2,7 +2,7 @@
 
 //! What differs between the kernels we build for (6.12 LTS ... 7.3), in one place.
 //!
-//! Each difference is decided by `kmod/probe-kernel.sh`, which looks at the tree's own `rust/`
+//! Each difference is decided by `kmod/scripts/probe-kernel.sh`, which looks at the tree's own `rust/`
 //! (its sources where the tree has them, else its built `libkernel.rmeta` / `libmacros.so`) and
 //! passes one `--cfg` per feature the tree offers:
 //!

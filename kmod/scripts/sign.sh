@@ -4,7 +4,7 @@
 # for hosts that enforce module signatures (Secure Boot lockdown, CONFIG_MODULE_SIG_FORCE,
 # module.sig_enforce=1). KEY: private key (PEM, or a PKCS#11 URI), CERT: its X.509 certificate
 # (PEM or DER) enrolled in the kernel's keyring (e.g. `mokutil --import` as DER). KDIR: the kernel
-# build tree, or stock:RELEASE for a tree prepared by kmod/stock-kbuild.sh (its sign-file runs in
+# build tree, or stock:RELEASE for a tree prepared by kmod/scripts/stock-kbuild.sh (its sign-file runs in
 # that chroot). The hash is the tree's CONFIG_MODULE_SIG_HASH (default sha256). SIGN_FILE=<path>
 # overrides the sign-file used for a KDIR tree (e.g. /usr/lib/linux-kbuild-*/scripts/sign-file).
 # Each module is checked to end with the signature marker afterwards.

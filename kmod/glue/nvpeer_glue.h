@@ -8,8 +8,8 @@
 #define NVPEER_GLUE_H
 
 #include <linux/types.h>
-#include "../include/rdma/peer_mem.h"
-#include "../include/nv-p2p.h"
+#include "../../include/rdma/peer_mem.h"
+#include "../../include/nv-p2p.h"
 
 struct device;
 struct pci_dev;
