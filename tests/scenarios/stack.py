@@ -14,7 +14,8 @@ import totals  # noqa: E402
 REPO = os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CACHE = os.environ.get("NVPEER_CACHE", "/var/cache/nvpeer")
 STANDINS = os.path.join(REPO, "tests", "stand-ins")
-OURS = os.path.join(REPO, "kmod", "nvidia_peermem.ko")
+# NVPEER_OURS_KO: another build of ours (make test's build on our own runtime, kmod/runtime/).
+OURS = os.environ.get("NVPEER_OURS_KO") or os.path.join(REPO, "kmod", "nvidia_peermem.ko")
 REFERENCE = os.environ.get("NVPEER_REFERENCE_KO", os.path.join(REPO, "tests", "reference", "out", "nvidia-peermem.ko"))
 
 

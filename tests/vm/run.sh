@@ -91,6 +91,8 @@ fi
 
 {
     printf 'export NVPEER_CACHE=%q\n' "$NVPEER_CACHE"
+    # Another build of our module for the suites (tests/scenarios/stack.py).
+    [ -z "${NVPEER_OURS_KO:-}" ] || printf 'export NVPEER_OURS_KO=%q\n' "$NVPEER_OURS_KO"
     printf 'exec bash %q %q %q' "$here/guest.sh" "$out" "$suite"
     # No arguments must stay none: `printf ' %q'` alone would pass one empty argument.
     [ $# -eq 0 ] || printf ' %q' "$@"

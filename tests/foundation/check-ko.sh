@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# check-ko.sh KO FOUNDATION: the module file was built on FOUNDATION (kmod/README.md, "Two
+# foundations"), as its own contents show, not only its .modinfo tag:
+#  own:    .modinfo nvpeer_foundation=own; no Rust symbol imported (the kernel's `kernel` crate
+#          was not linked against: a kernel without Rust has none to give) and no Rust symbol
+#          global (our runtime and `core` are internal to the object, so two such modules load
+#          side by side); nothing exported (__ksymtab); the globals are the client's C entry points.
+#  kernel: .modinfo nvpeer_foundation=kernel, and it imports the kernel crate's Rust symbols.
+set -uo pipefail
+ko=$1 want=$2
+fail=0
+ok() { echo "ok    $*"; }
+bad() { echo "FAIL  $*"; fail=1; }
+[ -f "$ko" ] || { bad "no module at $ko"; exit 1; }
+got=$(modinfo -F nvpeer_foundation "$ko")
+[ "$got" = "$want" ] && ok "$ko: .modinfo nvpeer_foundation=$got" || bad "$ko: .modinfo nvpeer_foundation='$got', want '$want'"
+undef_rust=$(nm -u "$ko" | awk '$2 ~ /^_R/ {print $2}')
+global_rust=$(nm --defined-only -g "$ko" | awk '$3 ~ /^_R/ {print $3}')
+case $want in
+own)
+    [ -z "$undef_rust" ] && ok "imports no Rust symbol" || bad "imports Rust symbols: $(echo "$undef_rust" | head -n3 | tr '\n' ' ')"
+    [ -z "$global_rust" ] && ok "defines no global Rust symbol" || bad "global Rust symbols: $(echo "$global_rust" | head -n3 | tr '\n' ' ')"
+    if objdump -h "$ko" | grep -q '__ksymtab'; then bad "exports symbols (__ksymtab)"; else ok "exports nothing"; fi
+    others=$(nm --defined-only -g "$ko" | awk '{print $3}' | grep -vE '^(init_module|cleanup_module|__this_module|nvpeer_[a-z0-9_]+)$')
+    [ -z "$others" ] && ok "its globals are the module's entry points and nvpeer_* C interfaces" \
+        || bad "unexpected globals: $(echo "$others" | head -n5 | tr '\n' ' ')" ;;
+kernel)
+    echo "$undef_rust" | grep -q 'kernel' && ok "imports the kernel crate's Rust symbols ($(echo "$undef_rust" | wc -l))" \
+        || bad "imports no symbol of the kernel crate: not built on it" ;;
+*) bad "foundation must be own or kernel, not '$want'" ;;
+esac
+exit $fail
