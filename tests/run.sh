@@ -40,7 +40,9 @@ step "fleet: Slurm prolog/epilog as slurmd runs them (env -i, no PATH): a leak d
 step "fleet: Kubernetes DaemonSet (yamllint, kubernetes-validate --strict)" tests/fleet/test-k8s.sh
 step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc dist/slurm/prolog-nvpeer \
     dist/slurm/epilog-nvpeer tests/fleet/test-metrics.sh tests/fleet/test-nhc.sh tests/fleet/test-slurm-epilog.sh \
-    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/scripts/gen-provenance.sh kmod/scripts/check-tail-call.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
+    tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/scripts/gen-provenance.sh kmod/scripts/check-tail-call.sh \
+    kmod/runtime/rust-flags.sh kmod/runtime/extract-object.sh tests/stock/headers-route.sh \
+    tests/stock/vm-kernel.sh tests/foundation/check-ko.sh tests/scenarios/suites.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
@@ -66,6 +68,17 @@ step "vm: stress: threads x random sizes x random revocations (ours)" \
 step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" tests/compat/test-probes.sh "$KDIR"
+# Issue 44: the module's two foundations. Our runtime (kmod/runtime/), forced on the test kernel, so
+# that its locks, allocations and references run under lockdep, kmemleak, KFENCE and refcount_t's
+# checks, which no distribution kernel has on.
+OWN_KO=$repo/build/own/nvidia_peermem.ko
+step "foundation: kmod/nvidia_peermem.ko is on the kernel's crate (its Rust symbols imported)" \
+    tests/foundation/check-ko.sh kmod/nvidia_peermem.ko kernel
+step "foundation: built on our runtime for the test kernel (forced): no Rust symbol imported or global, nothing exported" \
+    bash -c 'mkdir -p "${2%/*}" && make -s -C kmod KDIR="$1" NVPEER_FOUNDATION=own KO_OUT="$2" && tests/foundation/check-ko.sh "$2" own' _ "$KDIR" "$OWN_KO"
+step "vm: ours on our runtime: conformance (quick), revocation, stress, under lockdep, kmemleak, KFENCE" \
+    env NVPEER_OURS_KO="$OWN_KO" tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance ours --quick" \
+    "revocation ours ${NVPEER_RACE_ITERATIONS:-100} ${NVPEER_RACE_THREADS:-3}" "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}"
 # The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules: the
 # 7.2 test kernel with CONFIG_MODVERSIONS, built once and cached like the others (no kernel below
 # versions modules, and the suites load one build on every core generation, which versions forbid).
@@ -93,6 +106,18 @@ step "stock: make sign (throwaway key, the tree's sign-file)" tests/stock/test-s
 step "vm: Debian's kernel: planted WARN fails the run" tests/vm/test-detector.sh "stock:$STOCK_RELEASE" warn WARN
 step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload" \
     tests/vm/run.sh --stock "$STOCK_RELEASE" stock-basic "$STOCK_RELEASE" "$repo/build/stock/$STOCK_RELEASE"
+# Debian 12's kernels, built without Rust: the module from linux-headers-<release> alone (our
+# runtime, picked by itself), booted in Debian's own unmodified vmlinuz with the stand-ins built
+# the same way.
+for series in 6.1 6.12; do
+    rel=$(tests/stock/headers-route.sh release "$series") || { step "headers: Debian 12's $series in the archive" false; continue; }
+    out=$repo/build/headers-out/$rel
+    step "headers: Debian 12's $rel from linux-headers alone: builds on our runtime, no objtool or modpost warning" \
+        tests/stock/headers-route.sh build "$rel" "$out"
+    step "vm: Debian 12's own $rel kernel, ours on our runtime: modprobe under MODVERSIONS, conformance (quick), revocation" \
+        env NVPEER_KO_DIR="$out" tests/vm/run.sh --stock "$rel" --memory 3G suites "stock_basic $rel $out" "conformance ours --quick" \
+        "revocation ours ${NVPEER_HEADERS_RACE_ITERATIONS:-30} 2"
+done
 step "reliability summary: ours 0 leaks, 0 reports" tests/summary.py "$NVPEER_SUMMARY_DIR"
 summary
 [ $failed -eq 0 ]

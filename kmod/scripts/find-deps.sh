@@ -192,7 +192,11 @@ own_foundation() {
     sysroot=$("$rustc" --print sysroot 2>/dev/null)
     [ -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ] || { why="$rustc has no rust-src ($sysroot/lib/rustlib/src/rust/library/core): the module builds Rust's core for this kernel from it; install it (rustup component add rust-src)"; return 1; }
     command -v "${BINDGEN:-bindgen}" >/dev/null || { why="no bindgen on PATH: install it (cargo install bindgen-cli, or the distribution's bindgen) or set BINDGEN"; return 1; }
-    why=$(RUSTC=$rustc "$here/../runtime/rust-flags.sh" "$kdir" "$(mktemp -d)" 2>&1 >/dev/null) || { why=${why#nvpeer: }; return 1; }
+    local scratch rc=0
+    scratch=$(mktemp -d)
+    why=$(RUSTC=$rustc "$here/../runtime/rust-flags.sh" "$kdir" "$scratch" 2>&1 >/dev/null) || rc=1
+    rm -rf "$scratch"
+    [ $rc = 0 ] || { why=${why#nvpeer: }; return 1; }
     why=""
 }
 

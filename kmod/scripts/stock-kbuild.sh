@@ -32,7 +32,7 @@
 # debian-fetch.sh); no host name is written anywhere. Never uses KBUILD_MODPOST_WARN.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
 . "$repo/tests/setup/env.sh"
 fetch=$repo/tests/setup/debian-fetch.sh
 die() { echo "stock-kbuild: $*" >&2; exit 1; }
@@ -247,42 +247,9 @@ sign)
     done
     rm -rf "$tmp" ;;
 vm)
-    # Debian's own kernel image and modules (linux-image-* is a metapackage): vmlinuz, the
-    # modules tree for the guest's /lib/modules, and the modules the VM's initramfs needs before
-    # it can mount the host's root (9p, overlay), decompressed for busybox insmod.
-    vdir=$NVPEER_CACHE/stock/vm-$release-$hver
-    if [ ! -f "$vdir/ready" ]; then
-        bdeb=$("$fetch" "linux-binary-$release" "$hver" 2>/dev/null) || die "linux-binary-$release $hver is not in the archive"
-        mdeb=$("$fetch" "linux-modules-$release" "$hver" 2>/dev/null) || die "linux-modules-$release $hver is not in the archive"
-        rm -rf "$vdir"; mkdir -p "$vdir/x" "$vdir/initrd-modules"
-        dpkg-deb -x "$bdeb" "$vdir/x"; dpkg-deb -x "$mdeb" "$vdir/x"
-        m=$(ls -d "$vdir"/x/lib/modules/"$release" "$vdir"/x/usr/lib/modules/"$release" 2>/dev/null | head -n1 || true)
-        [ -n "$m" ] || die "no modules directory for $release in linux-modules-$release"
-        mkdir -p "$vdir/modroot/lib/modules"; mv "$m" "$vdir/modroot/lib/modules/"; rm -rf "$vdir/x"
-        ln -s "modroot/lib/modules/$release" "$vdir/modules"
-        k=$(ls "$vdir/modules/vmlinuz" "$vdir/modules/../../../boot/vmlinuz-$release" 2>/dev/null | head -n1 || true)
-        [ -n "$k" ] || die "no vmlinuz in linux-binary-$release"
-        cp "$k" "$vdir/vmlinuz"
-        depmod -b "$vdir/modroot" "$release" || die "depmod for $release failed"
-        # Dependency order from modules.dep (a module's dependencies first).
-        declare -A seen=()
-        order=()
-        add() { local path=$1 d; if [ -n "${seen[$path]:-}" ]; then return 0; fi; seen[$path]=1
-            for d in $(awk -F': ' -v m="$path" '$1 == m {print $2}' "$vdir/modules/modules.dep"); do add "$d"; done
-            order+=("$path"); }
-        for name in 9pnet_virtio 9p overlay; do
-            p=$(awk -F: -v n="$name" '{f=$1; sub(/.*\//,"",f); sub(/\.ko(\.[a-z]+)?$/,"",f); if (f == n) {print $1; exit}}' "$vdir/modules/modules.dep")
-            [ -n "$p" ] || die "$release has no module $name (the VM needs it to mount the host root)"
-            add "$p"
-        done
-        for p in "${order[@]}"; do
-            b=$(basename "$p"); b=${b%.xz}; b=${b%.zst}; b=${b%.gz}
-            case "$p" in *.xz) xz -dc "$vdir/modules/$p" ;; *.zst) zstd -dqc "$vdir/modules/$p" ;; *.gz) gzip -dc "$vdir/modules/$p" ;; *) cat "$vdir/modules/$p" ;; esac > "$vdir/initrd-modules/$b"
-            echo "$b" >> "$vdir/initrd-modules/order"
-        done
-        touch "$vdir/ready"
-        log "Debian's $release kernel for the VM: $vdir (initramfs modules: $(tr '\n' ' ' < "$vdir/initrd-modules/order"))"
-    fi
-    echo "$vdir" ;;
+    # Debian's own kernel image and modules (linux-image-* is a metapackage), laid out for the VM.
+    bdeb=$("$fetch" "linux-binary-$release" "$hver" 2>/dev/null) || die "linux-binary-$release $hver is not in the archive"
+    mdeb=$("$fetch" "linux-modules-$release" "$hver" 2>/dev/null) || die "linux-modules-$release $hver is not in the archive"
+    "$repo/tests/stock/vm-kernel.sh" "$NVPEER_CACHE/stock/vm-$release-$hver" "$release" "$bdeb" "$mdeb" ;;
 *) die "unknown command $cmd (check, dir, prepare, build, sign, vm)" ;;
 esac

@@ -14,20 +14,20 @@ ok() { echo "ok    $*"; }
 bad() { echo "FAIL  $*"; fail=1; }
 [ -f "$ko" ] || { bad "no module at $ko"; exit 1; }
 got=$(modinfo -F nvpeer_foundation "$ko")
-[ "$got" = "$want" ] && ok "$ko: .modinfo nvpeer_foundation=$got" || bad "$ko: .modinfo nvpeer_foundation='$got', want '$want'"
+if [ "$got" = "$want" ]; then ok "$ko: .modinfo nvpeer_foundation=$got"; else bad "$ko: .modinfo nvpeer_foundation='$got', want '$want'"; fi
 undef_rust=$(nm -u "$ko" | awk '$2 ~ /^_R/ {print $2}')
 global_rust=$(nm --defined-only -g "$ko" | awk '$3 ~ /^_R/ {print $3}')
 case $want in
 own)
-    [ -z "$undef_rust" ] && ok "imports no Rust symbol" || bad "imports Rust symbols: $(echo "$undef_rust" | head -n3 | tr '\n' ' ')"
-    [ -z "$global_rust" ] && ok "defines no global Rust symbol" || bad "global Rust symbols: $(echo "$global_rust" | head -n3 | tr '\n' ' ')"
+    if [ -z "$undef_rust" ]; then ok "imports no Rust symbol"; else bad "imports Rust symbols: $(echo "$undef_rust" | head -n3 | tr '\n' ' ')"; fi
+    if [ -z "$global_rust" ]; then ok "defines no global Rust symbol"; else bad "global Rust symbols: $(echo "$global_rust" | head -n3 | tr '\n' ' ')"; fi
     if objdump -h "$ko" | grep -q '__ksymtab'; then bad "exports symbols (__ksymtab)"; else ok "exports nothing"; fi
     others=$(nm --defined-only -g "$ko" | awk '{print $3}' | grep -vE '^(init_module|cleanup_module|__this_module|nvpeer_[a-z0-9_]+)$')
-    [ -z "$others" ] && ok "its globals are the module's entry points and nvpeer_* C interfaces" \
-        || bad "unexpected globals: $(echo "$others" | head -n5 | tr '\n' ' ')" ;;
+    if [ -z "$others" ]; then ok "its globals are the module's entry points and nvpeer_* C interfaces"
+    else bad "unexpected globals: $(echo "$others" | head -n5 | tr '\n' ' ')"; fi ;;
 kernel)
-    echo "$undef_rust" | grep -q 'kernel' && ok "imports the kernel crate's Rust symbols ($(echo "$undef_rust" | wc -l))" \
-        || bad "imports no symbol of the kernel crate: not built on it" ;;
+    if echo "$undef_rust" | grep -q 'kernel'; then ok "imports the kernel crate's Rust symbols ($(echo "$undef_rust" | wc -l))"
+    else bad "imports no symbol of the kernel crate: not built on it"; fi ;;
 *) bad "foundation must be own or kernel, not '$want'" ;;
 esac
 exit $fail

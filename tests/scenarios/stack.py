@@ -78,7 +78,8 @@ class Stack:
 
     def __init__(self, generation, client="ours", api=535, pt_version=0x00010002,
                  sysfs=None, client_params=(), ko_dir=None, stop_bug=False):
-        self.ko_dir = ko_dir
+        # NVPEER_KO_DIR: every module built for another kernel (Debian's own, tests/run.sh).
+        self.ko_dir = ko_dir or os.environ.get("NVPEER_KO_DIR")
         self.generation = generation
         self.client = client
         self.api = api

@@ -14,7 +14,8 @@
 # A --kdir tree built for arm64 (tests/kernel/build.sh SERIES arm64) boots under
 # qemu-system-aarch64 (`virt`, TCG) with an arm64 Debian root of its own (arm64-root.sh).
 # --stock RELEASE boots Debian's own, unmodified kernel of that release instead (its vmlinuz and
-# modules from linux-binary-/linux-modules-RELEASE, kmod/scripts/stock-kbuild.sh vm): the modules it needs
+# modules from linux-binary-/linux-modules-RELEASE, kmod/scripts/stock-kbuild.sh vm; Debian 12's from
+# linux-image-RELEASE, tests/stock/headers-route.sh vm): the modules it needs
 # to mount the host root (9p, 9pnet_virtio, overlay) go into the initramfs and init.sh loads them.
 # --systemd boots systemd as PID 1 (init.sh says how), with journald and udevd running.
 # Logs stay in $NVPEER_VM_OUT (default: a fresh directory under /tmp/nvpeer-vm).
@@ -42,7 +43,10 @@ suite=$1; shift
 [ -f "$repo/tests/scenarios/$suite.sh" ] || { echo "run.sh: no suite tests/scenarios/$suite.sh" >&2; exit 2; }
 initrd_mods=""
 if [ -n "$stock" ]; then
-    vdir=$("$repo/kmod/scripts/stock-kbuild.sh" vm "$stock")
+    case "$stock" in
+    *+deb1[3-9]-*) vdir=$("$repo/kmod/scripts/stock-kbuild.sh" vm "$stock") ;;   # Debian 13+
+    *) vdir=$("$repo/tests/stock/headers-route.sh" vm "$stock") ;;                 # Debian 12
+    esac
     kernel=$vdir/vmlinuz modroot=$(cd "$vdir/modules" && pwd -P) initrd_mods=$vdir/initrd-modules
 else
     [ -n "$kdir" ] || kdir=$("$repo/tests/kernel/build.sh")
@@ -93,6 +97,8 @@ fi
     printf 'export NVPEER_CACHE=%q\n' "$NVPEER_CACHE"
     # Another build of our module for the suites (tests/scenarios/stack.py).
     [ -z "${NVPEER_OURS_KO:-}" ] || printf 'export NVPEER_OURS_KO=%q\n' "$NVPEER_OURS_KO"
+    # Every module built for another kernel (tests/stock/headers-route.sh build).
+    [ -z "${NVPEER_KO_DIR:-}" ] || printf 'export NVPEER_KO_DIR=%q\n' "$NVPEER_KO_DIR"
     printf 'exec bash %q %q %q' "$here/guest.sh" "$out" "$suite"
     # No arguments must stay none: `printf ' %q'` alone would pass one empty argument.
     [ $# -eq 0 ] || printf ' %q' "$@"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# headers-route.sh: nvpeer on a distribution kernel built without Rust, as an administrator builds
+# it: the kernel's headers package alone (installed from the Debian archive the host uses) and a
+# rustup toolchain; `make` picks our own runtime (kmod/runtime/) by itself.
+#
+#   headers-route.sh release SERIES          the newest Debian 12 kernel release of SERIES (6.1:
+#                                            6.1.0-N-amd64; 6.12: 6.12.N+deb12-amd64) in the archive
+#   headers-route.sh build RELEASE OUTDIR    installs linux-headers-RELEASE (when missing), builds
+#                                            our module and the test modules (stand-ins, the
+#                                            detector's plant) into OUTDIR from a copy of the
+#                                            sources; fails on any objtool or modpost warning and
+#                                            unless the module is on our runtime (check-ko.sh)
+#   headers-route.sh vm RELEASE              Debian's own vmlinuz and modules of RELEASE for the VM
+#                                            runner (tests/vm/run.sh --stock); prints their directory
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck disable=SC1091 # the project's environment, at a path known at run time
+. "$repo/tests/setup/env.sh"
+die() { echo "headers-route: $*" >&2; exit 1; }
+log() { echo "headers-route: $*" >&2; }
+[ $# -ge 2 ] || die "usage: headers-route.sh release SERIES | build RELEASE OUTDIR | vm RELEASE"
+cmd=$1 arg=$2
+
+# apt on the host's own configuration (Debian 12's suites, security included).
+apt_updated() {
+    [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -720 2>/dev/null | head -n1)" ] \
+        || apt-get update -qq >&2
+}
+
+case "$cmd" in
+release)
+    apt_updated
+    case "$arg" in
+    6.1)  pat='^linux-headers-(6\.1\.0-[0-9]+-amd64)$' ;;
+    6.12) pat='^linux-headers-(6\.12\.[0-9]+\+deb12-amd64)$' ;;
+    *) die "no Debian 12 series '$arg' (known: 6.1 6.12)" ;;
+    esac
+    r=$(apt-cache pkgnames linux-headers-"$arg" | sed -nE "s/$pat/\\1/p" | sort -V | tail -n1)
+    [ -n "$r" ] || die "no linux-headers for Debian 12's $arg series in the archive"
+    echo "$r" ;;
+build)
+    release=$arg out=${3:?usage: headers-route.sh build RELEASE OUTDIR}
+    kdir=/usr/src/linux-headers-$release
+    if [ ! -f "$kdir/.config" ]; then
+        apt_updated
+        log "installing linux-headers-$release"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "linux-headers-$release" >&2 || die "cannot install linux-headers-$release"
+    fi
+    t0=$SECONDS
+    src=$repo/build/headers/$release
+    rm -rf "$src"; mkdir -p "$src/tests/vm/plant" "$out"
+    cp -r "$repo/include" "$src/"
+    (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod tests/stand-ins) | tar -x -C "$src"
+    cp "$repo/tests/vm/plant/Kbuild" "$repo/tests/vm/plant/nvpeer_plant.c" "$src/tests/vm/plant/"
+    logf=$src/build.log
+    # Our module exactly as a user builds it: `make` in kmod/ (the foundation picked by itself).
+    make -C "$src/kmod" KDIR="$kdir" >"$logf" 2>&1 || { tail -n 30 "$logf" >&2; die "building nvidia_peermem.ko for $release failed"; }
+    for s in tests/stand-ins/nv_p2p_sim tests/stand-ins/peer_core_sim tests/vm/plant; do
+        make -C "$kdir" M="$src/$s" modules >>"$logf" 2>&1 || { tail -n 30 "$logf" >&2; die "building the test module $s for $release failed"; }
+    done
+    # objtool and modpost print warnings as "warning:"/"WARNING:"; none is allowed.
+    if grep -iE '(^|[^a-z_])warning[: ]' "$logf" | grep -v '^Skipping BTF generation' >&2; then
+        die "the build for $release printed warnings (above; whole log: $logf)"
+    fi
+    grep -m1 '^find-deps: building on the' "$logf" >&2 || true
+    cp "$src/kmod/nvidia_peermem.ko" "$src"/tests/stand-ins/nv_p2p_sim/*.ko "$src"/tests/stand-ins/peer_core_sim/*.ko \
+        "$src/tests/vm/plant/nvpeer_plant.ko" "$out/"
+    "$repo/tests/foundation/check-ko.sh" "$out/nvidia_peermem.ko" own >&2 || die "the module built for $release is not on our runtime"
+    log "built for $release in $out ($((SECONDS - t0)) s; $(stat -c %s "$out/nvidia_peermem.ko") bytes)"
+    echo "$out" ;;
+vm)
+    release=$arg
+    apt_updated
+    mkdir -p "$NVPEER_CACHE/debs"
+    debs=("$NVPEER_CACHE/debs/linux-image-${release}_"*.deb)
+    deb=${debs[0]}
+    if [ ! -f "$deb" ]; then
+        (cd "$NVPEER_CACHE/debs" && apt-get download -qq -o APT::Sandbox::User=root "linux-image-$release" >&2) \
+            || die "linux-image-$release is not in the archive"
+        debs=("$NVPEER_CACHE/debs/linux-image-${release}_"*.deb)
+        deb=${debs[0]}
+    fi
+    "$repo/tests/stock/vm-kernel.sh" "$NVPEER_CACHE/stock/vm-$release-$(dpkg-deb -f "$deb" Version)" "$release" "$deb" ;;
+*) die "unknown command $cmd (release, build, vm)" ;;
+esac
