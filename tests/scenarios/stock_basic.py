@@ -28,6 +28,46 @@ def read(path):
         return f.read().strip()
 
 
+def modprobe_case(t, release, ko_dir):
+    """modprobe, as an installed module is loaded: from /lib/modules/RELEASE/updates after depmod,
+    its dependencies (the stand-ins) resolved by modprobe, and, where the kernel versions modules
+    (Debian's do: CONFIG_MODVERSIONS), every CRC the module recorded checked against the
+    kernel's. The guest's /lib/modules is the tmpfs overlay's: nothing of the host changes."""
+    label = "[stock modprobe]"
+    updates = f"/lib/modules/{release}/updates/nvpeer-test"
+    os.makedirs(updates, exist_ok=True)
+    mods = ["nvidia_peermem", "nv_p2p_sim", coresim.core_module("5x-unmaps")]
+    for m in mods:
+        subprocess.run(["cp", os.path.join(ko_dir, m + ".ko"), updates], check=True)
+    subprocess.run(["depmod", "-a", release], check=True)
+    # Whether this kernel versions modules: its own modules carry CRCs then.
+    own = subprocess.run(["modinfo", "-n", "overlay"], capture_output=True, text=True).stdout.strip()
+    kernel_versions = subprocess.run(["modprobe", "--dump-modversions", own], capture_output=True,
+                                     text=True).stdout.strip() != ""
+    versions = subprocess.run(["modprobe", "--dump-modversions", os.path.join(updates, "nvidia_peermem.ko")],
+                              capture_output=True, text=True).stdout
+    print(f"info  {label}: the module records {len(versions.splitlines())} symbol CRCs", flush=True)
+    before = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    r = subprocess.run(["modprobe", "nv_p2p_sim"], capture_output=True, text=True)
+    t.eq(f"{label}: modprobe nv_p2p_sim", 0, r.returncode, r.stderr)
+    r = subprocess.run(["modprobe", coresim.core_module("5x-unmaps"), *coresim.core_params("5x-unmaps")],
+                       capture_output=True, text=True)
+    t.eq(f"{label}: modprobe the core stand-in", 0, r.returncode, r.stderr)
+    r = subprocess.run(["modprobe", "nvidia_peermem"], capture_output=True, text=True)
+    t.eq(f"{label}: modprobe nvidia_peermem (no --force)", 0, r.returncode, r.stderr)
+    t.check(f"{label}: nvidia_peermem loaded", loaded("nvidia_peermem"))
+    new = subprocess.run(["dmesg"], capture_output=True, text=True).stdout[len(before):]
+    t.check(f"{label}: no symbol version disagreement in the kernel log",
+            "disagrees about version of symbol" not in new, new[-400:])
+    if kernel_versions:
+        t.check(f"{label}: the module carries CRCs (this kernel versions modules)", len(versions.splitlines()) > 0)
+    for m in mods:
+        subprocess.run(["modprobe", "-r", m], capture_output=True)
+    t.check(f"{label}: unloaded", not loaded("nvidia_peermem"))
+    subprocess.run(["rm", "-rf", updates], check=True)
+    subprocess.run(["depmod", "-a", release], check=True)
+
+
 def main(argv):
     release, ko_dir = argv[1], argv[2]
     t = Tally("stock-basic")
@@ -41,6 +81,7 @@ def main(argv):
           "Oops, KFENCE, SLUB, hung tasks)" % (
               "yes" if os.path.exists("/sys/kernel/debug/kmemleak") else "no",
               "yes" if os.path.exists("/proc/lockdep") else "no"), flush=True)
+    modprobe_case(t, release, ko_dir)
     for gen, params in CASES:
         label = f"[stock {gen} {' '.join(params)}]"
         print(f"--- {label}", flush=True)

@@ -11,6 +11,12 @@
 #                                            detector's plant) into OUTDIR from a copy of the
 #                                            sources; fails on any objtool or modpost warning and
 #                                            unless the module is on our runtime (check-ko.sh)
+#   headers-route.sh build-arm64 RELEASE OUTDIR
+#                                            the same for Debian 12's arm64 kernel of that version
+#                                            (RELEASE ends in -arm64), cross-built with Debian's
+#                                            gcc-aarch64-linux-gnu: its headers package extracted
+#                                            (not installed) beside the host's -common and kbuild
+#                                            of the same version; our module only (no boot)
 #   headers-route.sh vm RELEASE              Debian's own vmlinuz and modules of RELEASE for the VM
 #                                            runner (tests/vm/run.sh --stock); prints their directory
 set -euo pipefail
@@ -70,6 +76,46 @@ build)
     "$repo/tests/foundation/check-ko.sh" "$out/nvidia_peermem.ko" own >&2 || die "the module built for $release is not on our runtime"
     log "built for $release in $out ($((SECONDS - t0)) s; $(stat -c %s "$out/nvidia_peermem.ko") bytes)"
     echo "$out" ;;
+build-arm64)
+    release=$arg out=${3:?usage: headers-route.sh build-arm64 RELEASE OUTDIR}
+    case "$release" in *-arm64) ;; *) die "build-arm64 takes an arm64 release (…-arm64), not $release" ;; esac
+    command -v aarch64-linux-gnu-gcc >/dev/null || die "no aarch64-linux-gnu-gcc: tests/setup/deps.sh --cross arm64 installs it"
+    deb=$(NVPEER_DEBIAN_ARCH=arm64 NVPEER_DEBIAN_SUITES="bookworm bookworm-security" \
+        "$repo/tests/setup/debian-fetch.sh" "linux-headers-$release") || die "no linux-headers-$release in Debian 12's archive"
+    # What it needs of the host: the architecture-independent -common headers and the host's own
+    # kbuild tools (fixdep, modpost, objtool run here, not on arm64) of the same version.
+    apt_updated
+    deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed -nE 's/^ *(linux-headers-[^ ]*-common|linux-kbuild-[^ ]*) .*/\1/p' | tr '\n' ' ')
+    # shellcheck disable=SC2086 # package names
+    dpkg -s $deps >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $deps >&2 \
+        || die "cannot install $deps"
+    root=$NVPEER_CACHE/headers/$release
+    if [ ! -f "$root/ready" ]; then
+        rm -rf "$root"; mkdir -p "$root"
+        dpkg-deb -x "$deb" "$root"
+        kbuild=$(readlink "$root/usr/src/linux-headers-$release/scripts")   # ../../lib/linux-kbuild-V/scripts
+        kbuild=${kbuild#../../lib/}; kbuild=${kbuild%/scripts}
+        mkdir -p "$root/usr/lib"; ln -sfn "/usr/lib/$kbuild" "$root/usr/lib/$kbuild"
+        touch "$root/ready"
+    fi
+    kdir=$root/usr/src/linux-headers-$release
+    t0=$SECONDS
+    src=$repo/build/headers/$release
+    rm -rf "$src"; mkdir -p "$src" "$out"
+    cp -r "$repo/include" "$src/"
+    (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod) | tar -x -C "$src"
+    logf=$src/build.log
+    make -C "$src/kmod" KDIR="$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- >"$logf" 2>&1 \
+        || { tail -n 30 "$logf" >&2; die "building nvidia_peermem.ko for $release failed"; }
+    if grep -iE '(^|[^a-z_])warning[: ]' "$logf" | grep -v '^Skipping BTF generation' >&2; then
+        die "the build for $release printed warnings (above; whole log: $logf)"
+    fi
+    grep -m1 '^find-deps: building on the' "$logf" >&2 || true
+    cp "$src/kmod/nvidia_peermem.ko" "$out/"
+    file "$out/nvidia_peermem.ko" | grep -q 'ARM aarch64' || die "$out/nvidia_peermem.ko is not an arm64 object"
+    "$repo/tests/foundation/check-ko.sh" "$out/nvidia_peermem.ko" own >&2 || die "the module built for $release is not on our runtime"
+    log "built for $release in $out ($((SECONDS - t0)) s; $(stat -c %s "$out/nvidia_peermem.ko") bytes)"
+    echo "$out" ;;
 vm)
     release=$arg
     apt_updated
@@ -83,5 +129,5 @@ vm)
         deb=${debs[0]}
     fi
     "$repo/tests/stock/vm-kernel.sh" "$NVPEER_CACHE/stock/vm-$release-$(dpkg-deb -f "$deb" Version)" "$release" "$deb" ;;
-*) die "unknown command $cmd (release, build, vm)" ;;
+*) die "unknown command $cmd (release, build, build-arm64, vm)" ;;
 esac
