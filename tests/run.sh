@@ -117,6 +117,9 @@ for series in 6.1 6.12; do
     step "vm: Debian 12's own $rel kernel, ours on our runtime: modprobe under MODVERSIONS, conformance (quick), revocation" \
         env NVPEER_KO_DIR="$out" tests/vm/run.sh --stock "$rel" --memory 3G suites "stock_basic $rel $out" "conformance ours --quick" \
         "revocation ours ${NVPEER_HEADERS_RACE_ITERATIONS:-30} 2"
+    arm=${rel%-amd64}-arm64
+    step "headers: Debian 12's $arm from its linux-headers, cross-built: on our runtime, no objtool or modpost warning, the tail-call check on arm64 code" \
+        bash -c 'tests/setup/deps.sh --cross arm64 >/dev/null && tests/stock/headers-route.sh build-arm64 "$1" "$2"' _ "$arm" "$repo/build/headers-out/$arm"
 done
 step "reliability summary: ours 0 leaks, 0 reports" tests/summary.py "$NVPEER_SUMMARY_DIR"
 summary
