@@ -23,6 +23,40 @@ pub const GFP_KERNEL: gfp_t = NVPEER_RT_GFP_KERNEL;
 /// `GFP_NOWAIT` as C computes it.
 pub const GFP_NOWAIT: gfp_t = NVPEER_RT_GFP_NOWAIT;
 
+/// The scatterlist API under the kernel's names, through the helpers (7.x has `sg_next` inline).
+///
+/// # Safety
+///
+/// As the C function's: `table` is valid for writes.
+pub unsafe fn sg_alloc_table(table: *mut sg_table, nents: crate::ffi::c_uint, gfp: gfp_t) -> crate::ffi::c_int {
+    // SAFETY: the caller's guarantees are the helper's.
+    unsafe { nvpeer_rt_sg_alloc_table(table, nents, gfp) }
+}
+
+/// # Safety
+///
+/// As the C function's: `table` was allocated by `sg_alloc_table`.
+pub unsafe fn sg_free_table(table: *mut sg_table) {
+    // SAFETY: the caller's guarantees are the helper's.
+    unsafe { nvpeer_rt_sg_free_table(table) }
+}
+
+/// # Safety
+///
+/// As the C function's: `sgl` has room for `nents` entries.
+pub unsafe fn sg_init_table(sgl: *mut scatterlist, nents: crate::ffi::c_uint) {
+    // SAFETY: the caller's guarantees are the helper's.
+    unsafe { nvpeer_rt_sg_init_table(sgl, nents) }
+}
+
+/// # Safety
+///
+/// As the C function's: `sg` is an entry of an initialised table.
+pub unsafe fn sg_next(sg: *mut scatterlist) -> *mut scatterlist {
+    // SAFETY: the caller's guarantees are the helper's.
+    unsafe { nvpeer_rt_sg_next(sg) }
+}
+
 /// Types the client only ever holds pointers to: opaque here (their layouts are configuration-
 /// and version-dependent and never read from Rust).
 macro_rules! opaque_types {

@@ -5,8 +5,8 @@
 # (`compiler_builtins`') must define nothing, or the build stops naming what it defines. The
 # bitcode rustc embeds (for LTO, which is done) is removed: modpost refuses such sections.
 set -eu
-ar=$1 nm=$2 objcopy=$3 archive=$4 out=$5
-dir=$(mktemp -d "${out%/*}/.extract.XXXXXX")
+ar=$1 nm=$2 objcopy=$3 archive=$(cd "$(dirname "$4")" && pwd)/${4##*/} out=$5
+dir=$(mktemp -d "$(dirname "$out")/.extract.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 (cd "$dir" && $ar x "$archive")
 main=

@@ -7,6 +7,7 @@
 #include <linux/mutex.h>
 #include <linux/printk.h>
 #include <linux/refcount.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include "helpers.h"
 
@@ -48,6 +49,26 @@ void nvpeer_rt_refcount_inc(refcount_t *r)
 bool nvpeer_rt_refcount_dec_and_test(refcount_t *r)
 {
 	return refcount_dec_and_test(r);
+}
+
+int nvpeer_rt_sg_alloc_table(struct sg_table *table, unsigned int nents, gfp_t gfp)
+{
+	return sg_alloc_table(table, nents, gfp);
+}
+
+void nvpeer_rt_sg_free_table(struct sg_table *table)
+{
+	sg_free_table(table);
+}
+
+void nvpeer_rt_sg_init_table(struct scatterlist *sgl, unsigned int nents)
+{
+	sg_init_table(sgl, nents);
+}
+
+struct scatterlist *nvpeer_rt_sg_next(struct scatterlist *sg)
+{
+	return sg_next(sg);
 }
 
 /* The level as a string argument: printk takes it from the formatted text's start. */

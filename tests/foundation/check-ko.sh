@@ -6,7 +6,8 @@
 #          was not linked against: a kernel without Rust has none to give) and no Rust symbol
 #          global (our runtime and `core` are internal to the object, so two such modules load
 #          side by side); nothing exported (__ksymtab); the globals are the client's C entry points
-#          (and the section bounds the kernel's module.lds defines, __start_/__stop_*).
+#          (with objtool's __pfx_ symbols of their padding, and the section bounds the kernel's
+#          module.lds defines, __start_/__stop_*).
 #  kernel: .modinfo nvpeer_foundation=kernel, and it imports the kernel crate's Rust symbols.
 set -uo pipefail
 ko=$1 want=$2
@@ -23,7 +24,7 @@ own)
     if [ -z "$undef_rust" ]; then ok "imports no Rust symbol"; else bad "imports Rust symbols: $(echo "$undef_rust" | head -n3 | tr '\n' ' ')"; fi
     if [ -z "$global_rust" ]; then ok "defines no global Rust symbol"; else bad "global Rust symbols: $(echo "$global_rust" | head -n3 | tr '\n' ' ')"; fi
     if objdump -h "$ko" | grep -q '__ksymtab'; then bad "exports symbols (__ksymtab)"; else ok "exports nothing"; fi
-    others=$(nm --defined-only -g "$ko" | awk '{print $3}' | grep -vE '^(init_module|cleanup_module|__this_module|nvpeer_[a-z0-9_]+|__(start|stop)_[A-Za-z0-9_]+)$')
+    others=$(nm --defined-only -g "$ko" | awk '{print $3}' | grep -vE '^((__pfx_)?(init_module|cleanup_module|nvpeer_[a-z0-9_]+)|__this_module|__(start|stop)_[A-Za-z0-9_]+)$')
     if [ -z "$others" ]; then ok "its globals are the module's entry points and nvpeer_* C interfaces"
     else bad "unexpected globals: $(echo "$others" | head -n5 | tr '\n' ' ')"; fi ;;
 kernel)
