@@ -162,12 +162,19 @@ pub struct PciDevice {
     pub numa_node: Option<i32>,
     /// `local_cpulist`, e.g. `0-15,32-47`.
     pub local_cpulist: Option<String>,
+    /// The files of this function that could not be read or parsed, each with why: their
+    /// values are left unknown (`0`, `None`), the function is kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl PciDevice {
     /// Reads the function whose sysfs directory is `rel` (e.g. `bus/pci/devices/0000:03:00.0`
     /// or `class/infiniband/mlx5_0/device`). `None` when it does not exist or does not resolve
     /// to a PCI device path.
+    ///
+    /// Only a directory that cannot be resolved is an error; a file of it that cannot be read
+    /// or parsed leaves that value unknown and is named in [`Self::unreadable`].
     pub fn read(host: &Host, rel: &str) -> Result<Option<Self>> {
         let Some(real) = host.resolve_sys(rel)? else {
             return Ok(None);
@@ -175,19 +182,46 @@ impl PciDevice {
         let Some(path) = PciPath::parse(&real) else {
             return Ok(None);
         };
-        let vendor = read_hex(host, &format!("{rel}/vendor"), 0xffff)?.unwrap_or(0) as u16;
-        let device = read_hex(host, &format!("{rel}/device"), 0xffff)?.unwrap_or(0) as u16;
-        let class = read_hex(host, &format!("{rel}/class"), 0xff_ffff)?.unwrap_or(0) as u32;
-        let numa_node = match host.read_sys(format!("{rel}/numa_node"))? {
-            Some(text) => Some(parse_numa_node(
-                &host.sys_path(format!("{rel}/numa_node")),
-                &text,
-            )?),
-            None => None,
+        let mut unreadable = Vec::new();
+        // Every PCI function has these three files: one absent is not "0".
+        let mut keep = |r: Result<Option<u64>>, file: &str| match r {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => {
+                unreadable.push(format!(
+                    "{}: absent",
+                    host.sys_path(format!("{rel}/{file}")).display()
+                ));
+                None
+            }
+            Err(e) => {
+                unreadable.push(e.to_string());
+                None
+            }
         };
+        let vendor =
+            keep(read_hex(host, &format!("{rel}/vendor"), 0xffff), "vendor").unwrap_or(0) as u16;
+        let device =
+            keep(read_hex(host, &format!("{rel}/device"), 0xffff), "device").unwrap_or(0) as u16;
+        let class =
+            keep(read_hex(host, &format!("{rel}/class"), 0xff_ffff), "class").unwrap_or(0) as u32;
+        let numa_node = host
+            .read_sys(format!("{rel}/numa_node"))
+            .and_then(|text| {
+                text.map(|t| parse_numa_node(&host.sys_path(format!("{rel}/numa_node")), &t))
+                    .transpose()
+            })
+            .unwrap_or_else(|e| {
+                unreadable.push(e.to_string());
+                None
+            });
         let local_cpulist = host
-            .read_sys(format!("{rel}/local_cpulist"))?
-            .map(|s| s.trim().to_owned());
+            .read_sys(format!("{rel}/local_cpulist"))
+            .unwrap_or_else(|e| {
+                unreadable.push(e.to_string());
+                None
+            })
+            .map(|s| s.trim().to_owned())
+            .filter(|s| is_cpulist(s));
         Ok(Some(Self {
             address: path.address(),
             vendor,
@@ -197,6 +231,7 @@ impl PciDevice {
             path,
             numa_node,
             local_cpulist,
+            unreadable,
         }))
     }
 
@@ -211,16 +246,44 @@ impl PciDevice {
     }
 }
 
-/// Every function under `bus/pci/devices`, by address.
-pub fn devices(host: &Host) -> Result<Vec<PciDevice>> {
+/// `local_cpulist` as the kernel writes it: `0-15,32-47` (digits, `-` and `,` only).
+fn is_cpulist(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'-' || b == b',')
+}
+
+/// Every function under `bus/pci/devices`, by address. A function whose directory cannot be
+/// resolved (a looping link) is left out and its error is in `skipped`; one whose files cannot
+/// be read is kept (see [`PciDevice::unreadable`]).
+pub fn devices_noting(host: &Host, skipped: &mut Vec<Error>) -> Result<Vec<PciDevice>> {
     let mut out = Vec::new();
     for name in host.list_sys("bus/pci/devices")? {
-        if let Some(dev) = PciDevice::read(host, &format!("bus/pci/devices/{name}"))? {
-            out.push(dev);
+        let rel = format!("bus/pci/devices/{name}");
+        match PciDevice::read(host, &rel) {
+            Ok(Some(dev)) => out.push(dev),
+            // Every entry there is a link to a PCI function's directory.
+            Ok(None) => skipped.push(Error::parse(
+                host.sys_path(&rel),
+                "a link to nothing, or to no PCI function",
+                "a link to a PCI function's directory",
+            )),
+            Err(e) => skipped.push(e),
         }
     }
     out.sort_by_key(|d| d.address);
     Ok(out)
+}
+
+/// Every function under `bus/pci/devices`, by address; a function that cannot be resolved
+/// fails the whole (for callers that have nowhere to say what they left out).
+pub fn devices(host: &Host) -> Result<Vec<PciDevice>> {
+    let mut skipped = Vec::new();
+    let out = devices_noting(host, &mut skipped)?;
+    match skipped.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 /// The NVIDIA GPUs, by address (the order `nvidia-smi` and `CUDA_DEVICE_ORDER=PCI_BUS_ID` use).
@@ -438,9 +501,44 @@ pub fn acs(host: &Host, address: PciAddress) -> Result<Option<Acs>> {
 /// The IOMMU group of a function (`iommu_group` links to `kernel/iommu_groups/<n>`): its number
 /// as a string; `None` without an IOMMU group.
 pub fn iommu_group(host: &Host, address: PciAddress) -> Result<Option<String>> {
-    Ok(host
-        .resolve_sys(format!("bus/pci/devices/{address}/iommu_group"))?
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())))
+    let rel = format!("bus/pci/devices/{address}/iommu_group");
+    let link = host.sys_path(&rel);
+    let Some(target) = host.resolve_sys(&rel)? else {
+        // No IOMMU: no link. A link to nothing is not that, nor is a function without a
+        // link where the IOMMU has groups (it puts every function in one).
+        let groups = host.list_sys("kernel/iommu_groups").unwrap_or_default();
+        return match std::fs::symlink_metadata(&link) {
+            Ok(_) => Err(Error::parse(
+                link,
+                "a link to nothing",
+                "a link to a kernel/iommu_groups/N directory",
+            )),
+            Err(_) if !groups.is_empty() => Err(Error::parse(
+                link,
+                "absent",
+                "a link to a kernel/iommu_groups/N directory (the IOMMU has groups)",
+            )),
+            Err(_) => Ok(None),
+        };
+    };
+    let group = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match group {
+        Some(g)
+            if target
+                .parent()
+                .is_some_and(|p| p.ends_with("kernel/iommu_groups")) =>
+        {
+            Ok(Some(g))
+        }
+        _ => Err(Error::parse(
+            link,
+            target.display().to_string(),
+            "a link to a kernel/iommu_groups/N directory",
+        )),
+    }
 }
 
 /// PCI devices the readiness rules recognise by vendor and device id: NVIDIA's Grace root ports

@@ -99,23 +99,41 @@ impl Table {
 fn status_color(s: Status) -> &'static str {
     match s {
         Status::Ok => "32",
+        Status::Info => "36",
         Status::Warn => "33",
+        Status::Unknown => "35",
         Status::Fail => "31",
     }
 }
 
-/// `nvpeer check`: status, id, what was found; a `fix:` line under every warn and fail; a
-/// summary line.
-pub fn check(report: &Report, color: bool) -> String {
+/// The status column is as wide as its longest label (`unknown`), whatever the rows.
+const STATUS_WIDTH: usize = 7;
+
+/// `nvpeer check`: status, id, what was found; a `fix:` line under every warn, unknown and
+/// fail, a `note:` line under info; a summary line. Rows that do not apply are left out
+/// unless `all`.
+pub fn check(report: &Report, color: bool, all: bool) -> String {
     let mut t = Table::new();
-    for c in &report.checks {
-        t.row([c.status.label(), c.id, c.detail.as_str()])
-            .color_last(0, status_color(c.status));
+    let shown = report.checks.iter().filter(|c| all || c.applies);
+    for c in shown {
+        t.row([
+            format!("{:<STATUS_WIDTH$}", c.status.label()),
+            c.id.to_owned(),
+            c.detail.clone(),
+        ])
+        .color_last(0, status_color(c.status));
         if let Some(fix) = &c.fix {
-            t.row(["", "", &format!("fix: {fix}")]);
+            let label = if c.status == Status::Info {
+                "note"
+            } else {
+                "fix"
+            };
+            t.row([String::new(), String::new(), format!("{label}: {fix}")]);
         }
     }
-    let count = |s: Status| report.checks.iter().filter(|c| c.status == s).count();
+    let applying = || report.checks.iter().filter(|c| c.applies);
+    let count = |s: Status| applying().filter(|c| c.status == s).count();
+    let hidden = report.checks.iter().filter(|c| !c.applies).count();
     let mut out = t.render(color);
     let v = &report.verdict;
     if !v.not_probed.is_empty() {
@@ -125,13 +143,15 @@ pub fn check(report: &Report, color: bool) -> String {
         ));
     }
     // The verdict last: `ready (dma-buf): ...` or `not ready: <id> (<reason>): ...`.
-    out.push_str(&format!(
-        "{}: {} ok, {} warn, {} fail\n",
-        v.text,
-        count(Status::Ok),
-        count(Status::Warn),
-        count(Status::Fail)
-    ));
+    let counts: Vec<String> = Status::ALL
+        .iter()
+        .map(|s| format!("{} {}", count(*s), s.label()))
+        .collect();
+    out.push_str(&format!("{}: {}", v.text, counts.join(", ")));
+    if hidden > 0 && !all {
+        out.push_str(&format!(" ({hidden} not applicable, shown by --all)"));
+    }
+    out.push('\n');
     out
 }
 

@@ -43,9 +43,12 @@ pub enum Command {
         /// `nvpeer: not ready: <id> (<reason>), ...` (for clush -b / dshbak -c).
         #[arg(long)]
         brief: bool,
-        /// Count warnings as failures (exit code, --brief line).
+        /// Count warnings and unknowns as failures (exit code, --brief line).
         #[arg(long)]
         strict: bool,
+        /// Print every row, also those that do not apply to this host or run.
+        #[arg(long)]
+        all: bool,
         /// Exit codes: default (0 ready, 1 not ready, 2 error) or nagios (0 ok, 1 warning,
         /// 2 critical, 3 unknown: the host could not be read).
         #[arg(long, value_enum, default_value = "default", value_name = "STYLE")]

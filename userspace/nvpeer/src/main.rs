@@ -80,6 +80,7 @@ fn main() -> ExitCode {
             json,
             brief,
             strict,
+            all,
             exit_codes,
             facts,
             require,
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
                 form,
                 &commands::check::CheckFlags {
                     strict,
+                    all,
                     codes: exit_codes.into(),
                     options: check::Options {
                         require: require.into(),

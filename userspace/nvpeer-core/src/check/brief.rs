@@ -24,10 +24,9 @@ pub const NAGIOS_UNKNOWN: u8 = 3;
 /// The checks that make the host not ready: the failed ones, and with `strict` the warnings
 /// too, in report order.
 pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
-    report
-        .checks
-        .iter()
-        .filter(move |c| c.status == Status::Fail || (strict && c.status == Status::Warn))
+    report.checks.iter().filter(move |c| {
+        c.status == Status::Fail || (strict && matches!(c.status, Status::Warn | Status::Unknown))
+    })
 }
 
 /// Ready as `check` reports it: the verdict is ready, and with `strict` no check warned either.
@@ -49,6 +48,9 @@ pub fn line(report: &Report, strict: bool) -> String {
             )
         })
         .collect();
+    if report.verdict.unknown {
+        return format!("nvpeer: {}\n", report.verdict.text);
+    }
     if causes.is_empty() {
         match &report.verdict.blocking {
             Some(b) if !report.ready => causes.push(format!("{} ({})", b.check, b.reason)),
@@ -60,10 +62,14 @@ pub fn line(report: &Report, strict: bool) -> String {
 
 /// The exit code of `check` (not the usage and I/O errors, which the binary maps itself).
 pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
-    let warned = report.checks.iter().any(|c| c.status == Status::Warn);
+    let warned = report
+        .checks
+        .iter()
+        .any(|c| matches!(c.status, Status::Warn | Status::Unknown));
     match codes {
         ExitCodes::Default => u8::from(!ready(report, strict)),
         ExitCodes::Nagios => match (report.ready, warned) {
+            (false, _) if report.verdict.unknown => NAGIOS_UNKNOWN,
             (false, _) => 2,
             (true, true) if strict => 2,
             (true, true) => 1,
@@ -154,6 +160,7 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
+        "nccl" => Some("no peer memory".to_owned()),
         id if facts
             .nccl
             .iter()
@@ -213,6 +220,7 @@ mod tests {
                 status,
                 detail: detail.to_owned(),
                 fix: None,
+                applies: true,
             })
             .collect();
         report.status = report

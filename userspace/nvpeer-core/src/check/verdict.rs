@@ -25,6 +25,10 @@ pub struct Blocking {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub ready: bool,
+    /// Not ready because a fact that decides it could not be read: `unknown: <id> (<what>)`
+    /// (Nagios UNKNOWN). Written only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unknown: bool,
     /// `ready (dma-buf)`, ..., or `not ready: <id> (<reason>)`.
     pub text: String,
     /// The paths a ready verdict rests on (empty when not ready).
@@ -90,6 +94,26 @@ fn label(pairs: &[PairVerdict]) -> (String, Vec<GdrPath>) {
     (label, paths)
 }
 
+/// The rows whose facts decide whether a GPU-NIC pair exists and which paths carry it: one of
+/// them unknown makes a verdict of "no pair" or "not carried" unknown instead.
+fn decides_pairs(id: &str) -> bool {
+    matches!(
+        id,
+        "gpus"
+            | "gpu_gdr"
+            | "nvidia_driver"
+            | "rdma_devices"
+            | "paths"
+            | "dmabuf"
+            | "efa"
+            | "module"
+            | "parameters"
+            | "peer_clients"
+            | "ib_core"
+            | "grace"
+    )
+}
+
 /// The verdict of rows `checks` (in report order) and pairs `pairs` under `require`; `reason`
 /// gives a row's short reason.
 pub fn verdict(
@@ -106,24 +130,58 @@ pub fn verdict(
     }
     let blocked = |check: &'static str, reason: String| Verdict {
         ready: false,
+        unknown: false,
         text: format!("not ready: {check} ({reason})"),
         paths: Vec::new(),
         blocking: Some(Blocking { check, reason }),
         not_probed: not_probed.clone(),
     };
-    if let Some(c) = checks.iter().find(|c| c.status == Status::Fail) {
+    // No pair, or a pair not carried (the `paths` row fails then too): unless a fact that
+    // could not be read decides it, in which case the answer is unknown, not "not ready".
+    let uncarried_reason = if pairs.is_empty() {
+        Some("no GPU-NIC pair".to_owned())
+    } else {
+        pairs
+            .iter()
+            .find(|p| !carried(&p.paths, require))
+            .map(|p| uncarried(p, require))
+    };
+    let first_fail = checks.iter().find(|c| c.status == Status::Fail);
+    if let Some(c) = first_fail.filter(|c| c.id != "paths" || uncarried_reason.is_none()) {
         return blocked(c.id, reason(c));
     }
-    // The `paths` row fails in both cases; rows made elsewhere (hand-made, a test) may not have it.
-    if pairs.is_empty() {
-        return blocked("paths", "no GPU-NIC pair".to_owned());
-    }
-    if let Some(p) = pairs.iter().find(|p| !carried(&p.paths, require)) {
-        return blocked("paths", uncarried(p, require));
+    if let Some(why) = uncarried_reason {
+        if let Some(u) = checks
+            .iter()
+            .find(|c| c.status == Status::Unknown && decides_pairs(c.id))
+        {
+            // The unread file and why, as the row says it.
+            let what = ["could not check: ", "could not read: "]
+                .iter()
+                .find_map(|m| u.detail.split_once(m).map(|(_, rest)| rest))
+                .unwrap_or(&u.detail)
+                .to_owned();
+            return Verdict {
+                ready: false,
+                unknown: true,
+                text: format!("unknown: {} ({what})", u.id),
+                paths: Vec::new(),
+                blocking: Some(Blocking {
+                    check: u.id,
+                    reason: what,
+                }),
+                not_probed,
+            };
+        }
+        return match first_fail {
+            Some(c) => blocked(c.id, reason(c)),
+            None => blocked("paths", why),
+        };
     }
     let (label, paths) = label(pairs);
     Verdict {
         ready: true,
+        unknown: false,
         text: format!("ready ({label})"),
         paths,
         blocking: None,
@@ -171,6 +229,7 @@ mod tests {
             status,
             detail: format!("{id} detail"),
             fix: None,
+            applies: true,
         }
     }
 

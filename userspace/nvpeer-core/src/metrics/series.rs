@@ -3,7 +3,7 @@
 //! a report, the module's and MOFED's `memory_peers` counters, with their HELP texts.
 
 use super::exposition::{Exposition, Kind};
-use crate::check::{GdrPath, Report, Status};
+use crate::check::{GdrPath, Report};
 use crate::error::Error;
 use crate::pci::PciAddress;
 use crate::peermem::Implementation;
@@ -159,15 +159,10 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
     let checks = e.family(
         "nvpeer_check_status",
         Kind::Gauge,
-        "Verdict of each nvpeer check: 0 ok, 1 warn, 2 fail",
+        "Verdict of each nvpeer check: 0 ok or info, 1 warn, 2 fail, 3 unknown",
     );
     for c in &report.checks {
-        let v = match c.status {
-            Status::Ok => 0,
-            Status::Warn => 1,
-            Status::Fail => 2,
-        };
-        checks.set(&[("check", c.id)], v);
+        checks.set(&[("check", c.id)], c.status.gauge());
     }
 
     e.family(
@@ -354,7 +349,7 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
 mod tests {
     use super::super::exposition::tests::parse;
     use super::super::{escape_label_value, render};
-    use crate::check::{self, Inputs, Status};
+    use crate::check::{self, Inputs};
     use crate::host::Host;
     use std::fs;
     use std::path::Path;
@@ -429,11 +424,7 @@ mod tests {
             .collect();
         assert_eq!(statuses.len(), report.checks.len());
         for c in &report.checks {
-            let want = match c.status {
-                Status::Ok => "0",
-                Status::Warn => "1",
-                Status::Fail => "2",
-            };
+            let want = c.status.gauge().to_string();
             assert_eq!(
                 value(&format!(
                     "nvpeer_check_status{{check=\"{}\"}}",

@@ -20,6 +20,8 @@ pub enum CheckForm {
 /// `--strict`, `--exit-codes` and the policy (`--require`).
 pub struct CheckFlags {
     pub strict: bool,
+    /// `--all`: the table shows the rows that do not apply too.
+    pub all: bool,
     pub codes: ExitCodes,
     pub options: check::Options,
 }
@@ -59,7 +61,7 @@ pub fn run(
         CheckForm::Brief => out.print(&brief::line(&report, strict))?,
         CheckForm::Table => {
             let color = out.color;
-            out.print(&render::check(&report, color))?;
+            out.print(&render::check(&report, color, flags.all))?;
         }
     }
     Ok(ExitCode::from(brief::exit_code(&report, strict, codes)))

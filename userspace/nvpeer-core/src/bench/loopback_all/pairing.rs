@@ -151,6 +151,7 @@ mod tests {
             path: p,
             numa_node: Some(numa),
             local_cpulist: None,
+            unreadable: Vec::new(),
         }
     }
 
@@ -160,6 +161,7 @@ mod tests {
             driver: None,
             pci: path.map(|p| dev(p, 0)),
             ports: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 

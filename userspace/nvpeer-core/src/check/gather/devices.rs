@@ -120,8 +120,10 @@ fn is_superchip_model(model: &str) -> bool {
 
 /// The pairs whose paths are judged: each GPU with its nearest NIC(s), as `topo` finds them,
 /// except that a GPU of a Grace-Blackwell DMA-Direct complex is paired with that complex's NIC
-/// (its Data Direct partner, as `rdma_topo` pairs them).
+/// (its Data Direct partner, as `rdma_topo` pairs them). An `iommu_group` link that cannot be
+/// read leaves that group unknown and its error in `unread`.
 pub(super) fn pairs(
+    unread: &mut Vec<Error>,
     host: &Host,
     all: &[PciDevice],
     t: &Topology,
@@ -174,8 +176,14 @@ pub(super) fn pairs(
                     .and_then(|d| d.driver.clone()),
                 nic_vendor: nic.vendor,
                 nic_device: nic.device,
-                gpu_iommu_group: pci::iommu_group(host, gpu.pci.address)?,
-                nic_iommu_group: pci::iommu_group(host, nic.address)?,
+                gpu_iommu_group: pci::iommu_group(host, gpu.pci.address).unwrap_or_else(|e| {
+                    unread.push(e);
+                    None
+                }),
+                nic_iommu_group: pci::iommu_group(host, nic.address).unwrap_or_else(|e| {
+                    unread.push(e);
+                    None
+                }),
                 nic: nic_name,
             });
         }

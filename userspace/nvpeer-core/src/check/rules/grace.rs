@@ -303,6 +303,14 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
     if !mapped.is_empty() {
         detail.push_str(&format!("; pairs: {}", mapped.join(", ")));
     }
+    if let Some(e) = ctx.unreadable("iommu_groups") {
+        return Check::new(
+            "grace",
+            super::super::Status::Unknown,
+            format!("{detail}; could not read: {e}"),
+            Some("the iommu_group links should be the kernel's; check the tree (or report it as a bug)".to_owned()),
+        );
+    }
     if problems.is_empty() {
         Check::ok("grace", detail)
     } else {

@@ -246,17 +246,18 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &F
             }
             let by = carriers(by);
             match (row.status, module_loaded) {
-                (Status::Ok, _) => {}
+                // What could not be read stays said, needed or not.
+                (Status::Unknown, _) => {}
+                // Peer memory is not needed and no module is loaded: nothing applies.
                 (_, false) => {
-                    row.status = Status::Ok;
                     row.detail = format!("not needed: {by}; {}", row.detail);
-                    row.fix = None;
+                    *row = row.clone().hidden();
                 }
                 (Status::Fail, true) => {
                     row.status = Status::Warn;
                     row.detail = format!("{by}, so not blocking: {}", row.detail);
                 }
-                (Status::Warn, true) => {}
+                _ => {}
             }
         }
     }
@@ -267,10 +268,9 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &F
             (false, false) => "peer memory and EFA ready",
         };
         for row in rows.iter_mut().filter(|r| r.id == "dmabuf") {
-            if row.status != Status::Ok {
-                row.status = Status::Ok;
+            if !matches!(row.status, Status::Ok | Status::Unknown) {
                 row.detail = format!("not needed: {by}; {}", row.detail);
-                row.fix = None;
+                *row = row.clone().hidden();
             }
         }
     }

@@ -13,9 +13,19 @@ use super::{grace, Ctx};
 
 /// The `gpus` row.
 pub(super) fn gpus(ctx: &Ctx) -> Check {
-    match ctx.unreadable("gpus") {
-        Some(e) => Check::error("gpus", e),
-        None => check_gpus(ctx, &ctx.f.gpus),
+    match (ctx.unreadable("gpus"), ctx.unreadable("pci")) {
+        (Some(e), _) => Check::error("gpus", e),
+        (None, None) => check_gpus(ctx, &ctx.f.gpus),
+        // The GPUs read are listed; a function whose vendor or class is unknown may be one more.
+        (None, Some(e)) => {
+            let found = check_gpus(ctx, &ctx.f.gpus);
+            Check::new(
+                "gpus",
+                super::super::Status::Unknown,
+                format!("{}; could not read: {e}", found.detail),
+                Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+            )
+        }
     }
 }
 

@@ -72,9 +72,9 @@ pub(super) fn is_peer_memory_row(id: &str) -> bool {
     ) || is_nccl_row(id)
 }
 
-/// NCCL's rows of this concern (its peer-memory detection per version range).
+/// NCCL's row of this concern (its peer-memory detection, every version range).
 pub(super) fn is_nccl_row(id: &str) -> bool {
-    nccl::NCCL_RULES.iter().any(|r| r.id == id)
+    id == "nccl"
 }
 
 /// Whether peer memory works on this host at all (before anything per pair), and if not why:

@@ -25,10 +25,10 @@ pub(super) fn check_module(modules: &[LoadedModule]) -> Check {
             if m.implementation == Implementation::Nvpeer {
                 Check::ok("module", detail)
             } else {
-                Check::warn(
+                Check::info(
                     "module",
                     detail,
-                    "GPUDirect RDMA works with it, but nvpeer's statistics and fixes are absent; see README 'Replacing nv_peer_mem / nvidia-peermem'",
+                    "GPUDirect RDMA works with it; nvpeer's statistics and fixes need nvpeer's module (README 'Replacing nv_peer_mem / nvidia-peermem')",
                 )
             }
         }
@@ -164,7 +164,7 @@ pub(super) fn check_peer_clients(
                     })
                     .collect::<Vec<_>>()
                     .join(" ");
-                Check::warn(
+                Check::info(
                     "peer_clients",
                     format!(
                         "/sys/kernel/mm/memory_peers is absent (MOFED >= 24.04 on a kernel that no longer exports mm_kobj, or a core built without it); {} registered {} (it refuses to load otherwise){}",
@@ -172,13 +172,13 @@ pub(super) fn check_peer_clients(
                         m.expected_clients(persistent).join(" and "),
                         if counters.is_empty() { String::new() } else { format!("; its counters: {counters}") }
                     ),
-                    "NCCL >= 2.23.4 and UCX still detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers: upgrade NCCL",
+                    "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers (see `nccl`)",
                 )
             }
-            _ => Check::warn(
+            _ => Check::info(
                 "peer_clients",
                 "/sys/kernel/mm/memory_peers is absent: the registered clients cannot be listed",
-                "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers: upgrade NCCL",
+                "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers (see `nccl`)",
             ),
         },
     }
