@@ -162,10 +162,110 @@ pub struct PciDevice {
     pub numa_node: Option<i32>,
     /// `local_cpulist`, e.g. `0-15,32-47`.
     pub local_cpulist: Option<String>,
+    /// The PCIe link: its speed and width now and at most; `None` where sysfs has no link
+    /// files (a root complex integrated function, a VM) or one could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<PcieLink>,
     /// The files of this function that could not be read or parsed, each with why: their
-    /// values are left unknown (`0`, `None`), the function is kept.
+    /// values are left unknown (`None`), the function is kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The same for `vendor`, `device` and `class` (left 0): what the function is, and so
+    /// whether it is a GPU or a NIC, is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_ids: Vec<String>,
+}
+
+/// A PCIe link as sysfs shows it (`current_link_speed` `16.0 GT/s PCIe`, `max_link_speed`,
+/// `current_link_width` `16`, `max_link_width`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcieLink {
+    /// MT/s (`16.0 GT/s` is 16000).
+    pub speed: u32,
+    pub max_speed: u32,
+    pub width: u32,
+    pub max_width: u32,
+}
+
+impl PcieLink {
+    /// Fewer lanes than the device has: a bad seat, riser or cable; bandwidth divides.
+    pub fn narrow(&self) -> bool {
+        self.width < self.max_width
+    }
+
+    /// Below the device's top speed: trained down, or (a GPU) saving power while idle.
+    pub fn slow(&self) -> bool {
+        self.speed < self.max_speed
+    }
+
+    /// `x8 of x16, 16 GT/s of 32 GT/s`.
+    pub fn describe(&self) -> String {
+        let gts = |mts: u32| {
+            let s = format!("{:.1}", f64::from(mts) / 1000.0);
+            s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+        };
+        format!(
+            "x{} of x{}, {} GT/s of {} GT/s",
+            self.width,
+            self.max_width,
+            gts(self.speed),
+            gts(self.max_speed)
+        )
+    }
+}
+
+/// `16.0 GT/s PCIe` (or `16 GT/s`, `2.5 GT/s`): MT/s; `Unknown` and anything else `None`.
+fn parse_link_speed(text: &str) -> Option<u32> {
+    let number = text.split_whitespace().next()?;
+    let v: f64 = number.parse().ok()?;
+    let ok = text.contains("GT/s") && v > 0.0 && v <= 256.0;
+    // At most 256000 after the check: the cast cannot truncate.
+    ok.then(|| (v * 1000.0).round() as u32)
+}
+
+/// The link of the function at `rel`: `Ok(None)` without link files (or a speed `Unknown`, as
+/// a link that is down shows), an error for files that are not the kernel's text.
+fn read_link(host: &Host, rel: &str) -> Result<Option<PcieLink>> {
+    let read = |file: &str| host.read_sys(format!("{rel}/{file}"));
+    let (Some(speed), Some(max_speed), Some(width), Some(max_width)) = (
+        read("current_link_speed")?,
+        read("max_link_speed")?,
+        read("current_link_width")?,
+        read("max_link_width")?,
+    ) else {
+        return Ok(None);
+    };
+    if speed.trim().starts_with("Unknown") || max_speed.trim().starts_with("Unknown") {
+        return Ok(None);
+    }
+    let bad = |file: &str, text: &str, expected: &'static str| {
+        Error::parse(host.sys_path(format!("{rel}/{file}")), text, expected)
+    };
+    let width_of = |file: &str, text: &str| {
+        text.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|w| (1..=32).contains(w))
+            .ok_or_else(|| bad(file, text, "a link width of 1 to 32 lanes"))
+    };
+    Ok(Some(PcieLink {
+        speed: parse_link_speed(&speed).ok_or_else(|| {
+            bad(
+                "current_link_speed",
+                &speed,
+                "a speed such as 16.0 GT/s PCIe",
+            )
+        })?,
+        max_speed: parse_link_speed(&max_speed).ok_or_else(|| {
+            bad(
+                "max_link_speed",
+                &max_speed,
+                "a speed such as 32.0 GT/s PCIe",
+            )
+        })?,
+        width: width_of("current_link_width", &width)?,
+        max_width: width_of("max_link_width", &max_width)?,
+    }))
 }
 
 impl PciDevice {
@@ -183,18 +283,19 @@ impl PciDevice {
             return Ok(None);
         };
         let mut unreadable = Vec::new();
+        let mut unreadable_ids = Vec::new();
         // Every PCI function has these three files: one absent is not "0".
         let mut keep = |r: Result<Option<u64>>, file: &str| match r {
             Ok(Some(v)) => Some(v),
             Ok(None) => {
-                unreadable.push(format!(
+                unreadable_ids.push(format!(
                     "{}: absent",
                     host.sys_path(format!("{rel}/{file}")).display()
                 ));
                 None
             }
             Err(e) => {
-                unreadable.push(e.to_string());
+                unreadable_ids.push(e.to_string());
                 None
             }
         };
@@ -222,6 +323,10 @@ impl PciDevice {
             })
             .map(|s| s.trim().to_owned())
             .filter(|s| is_cpulist(s));
+        let link = read_link(host, rel).unwrap_or_else(|e| {
+            unreadable.push(e.to_string());
+            None
+        });
         Ok(Some(Self {
             address: path.address(),
             vendor,
@@ -231,7 +336,9 @@ impl PciDevice {
             path,
             numa_node,
             local_cpulist,
+            link,
             unreadable,
+            unreadable_ids,
         }))
     }
 
@@ -257,7 +364,7 @@ fn is_cpulist(s: &str) -> bool {
 /// resolved (a looping link) is left out and its error is in `skipped`; one whose files cannot
 /// be read is kept (see [`PciDevice::unreadable`]).
 pub fn devices_noting(host: &Host, skipped: &mut Vec<Error>) -> Result<Vec<PciDevice>> {
-    let mut out = Vec::new();
+    let mut out: Vec<PciDevice> = Vec::new();
     for name in host.list_sys("bus/pci/devices")? {
         let rel = format!("bus/pci/devices/{name}");
         match PciDevice::read(host, &rel) {
@@ -269,6 +376,19 @@ pub fn devices_noting(host: &Host, skipped: &mut Vec<Error>) -> Result<Vec<PciDe
                 "a link to a PCI function's directory",
             )),
             Err(e) => skipped.push(e),
+        }
+    }
+    // A kernel with NUMA gives every function a numa_node: one without, beside others with,
+    // is not the kernel's tree (and the NODE/SYS class rests on it).
+    if out.iter().any(|d| d.numa_node.is_some()) {
+        for d in out.iter_mut().filter(|d| d.numa_node.is_none()) {
+            let path = host.sys_path(format!("{}/numa_node", d.sys_dir()));
+            if std::fs::symlink_metadata(&path).is_err() {
+                d.unreadable.push(format!(
+                    "{}: absent, though other functions have one",
+                    path.display()
+                ));
+            }
         }
     }
     out.sort_by_key(|d| d.address);

@@ -35,10 +35,15 @@ pub struct RdmaDevice {
     /// Its PCI function; `None` for software devices (rxe, siw) without a `device` link.
     pub pci: Option<PciDevice>,
     pub ports: Vec<Port>,
-    /// The files of this device that could not be read or parsed, each with why (its PCI
-    /// function's too): their values are left unknown, the device is kept.
+    /// The files of this device that could not be read or parsed and that decide what it is
+    /// or whether it is up (its entry, its PCI function's link and ids, a port's `state`),
+    /// each with why: their values are left unknown, the device is kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The same for the files that decide nothing (NUMA node, CPU list, PCIe link, a port's
+    /// physical state, link layer and rate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_details: Vec<String>,
 }
 
 /// `4: ACTIVE` -> `ACTIVE`; text without a numeric prefix is kept whole.
@@ -61,6 +66,20 @@ fn pci_function_of(dir: &std::path::Path) -> Option<String> {
     let function = parent.parent()?;
     crate::pci::PciPath::parse(function)?;
     Some(function.to_string_lossy().into_owned())
+}
+
+/// A port state as the kernel writes it: `4: ACTIVE`, `5: LinkUp` (a number, a colon, a name
+/// of letters and `_`).
+fn is_state(s: &str) -> bool {
+    s.split_once(':').is_some_and(|(code, name)| {
+        let name = name.trim();
+        !code.is_empty()
+            && code.len() <= 3
+            && code.bytes().all(|b| b.is_ascii_digit())
+            && !name.is_empty()
+            && name.len() <= 32
+            && name.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
+    })
 }
 
 /// A name the kernel writes (`ACTIVE`, `LinkUp`, `InfiniBand`, `400 Gb/sec (4X NDR)`): printable
@@ -115,8 +134,10 @@ pub fn devices(host: &Host) -> Result<Vec<RdmaDevice>> {
                 None
             }
         };
+        let mut unreadable_details = Vec::new();
         if let Some(p) = &pci {
-            unreadable.extend(p.unreadable.iter().cloned());
+            unreadable.extend(p.unreadable_ids.iter().cloned());
+            unreadable_details.extend(p.unreadable.iter().cloned());
         }
         let driver = host
             .resolve_sys(format!("{device_dir}/driver"))
@@ -132,37 +153,40 @@ pub fn devices(host: &Host) -> Result<Vec<RdmaDevice>> {
         });
         for number in numbers {
             let p = format!("{base}/ports/{number}");
-            let mut word = |file: &str, code: bool| -> Option<String> {
+            // `state` and `phys_state` are `N: NAME` (`4: ACTIVE`), the others free words.
+            let word = |file: &str, code: bool, into: &mut Vec<String>| -> Option<String> {
                 let rel = format!("{p}/{file}");
                 match host.read_sys(&rel) {
                     Ok(Some(s)) => {
                         let w = if code {
-                            strip_code(&s)
+                            Some(s.trim()).filter(|s| is_state(s)).map(strip_code)
                         } else {
-                            s.trim().to_owned()
+                            Some(s.trim().to_owned()).filter(|w| is_kernel_word(w))
                         };
-                        if is_kernel_word(&w) {
-                            Some(w)
-                        } else {
-                            unreadable.push(format!(
+                        if w.is_none() {
+                            into.push(format!(
                                 "{}: unexpected content (not the kernel's text)",
                                 host.sys_path(&rel).display()
                             ));
-                            None
                         }
+                        w
                     }
                     Ok(None) => None,
                     Err(e) => {
-                        unreadable.push(e.to_string());
+                        into.push(e.to_string());
                         None
                     }
                 }
             };
+            let state = word("state", true, &mut unreadable);
+            let phys_state = word("phys_state", true, &mut unreadable_details);
+            let link_layer = word("link_layer", false, &mut unreadable_details);
+            let rate = word("rate", false, &mut unreadable_details);
             ports.push(Port {
-                state: word("state", true).unwrap_or_else(|| "unknown".to_owned()),
-                phys_state: word("phys_state", true),
-                link_layer: word("link_layer", false),
-                rate: word("rate", false),
+                state: state.unwrap_or_else(|| "unknown".to_owned()),
+                phys_state,
+                link_layer,
+                rate,
                 number,
             });
         }
@@ -172,6 +196,7 @@ pub fn devices(host: &Host) -> Result<Vec<RdmaDevice>> {
             pci,
             ports,
             unreadable,
+            unreadable_details,
         });
     }
     Ok(out)

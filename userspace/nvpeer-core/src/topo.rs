@@ -327,8 +327,12 @@ pub fn discover(host: &Host) -> Result<Topology> {
     let devices = rdma::devices(host)?;
     let unread = gpus
         .iter()
-        .flat_map(|g| &g.unreadable)
-        .chain(devices.iter().flat_map(|d| &d.unreadable))
+        .flat_map(|g| g.unreadable.iter().chain(&g.unreadable_ids))
+        .chain(
+            devices
+                .iter()
+                .flat_map(|d| d.unreadable.iter().chain(&d.unreadable_details)),
+        )
         .next();
     if let Some(e) = unread {
         return Err(crate::error::Error::Device(e.clone()));

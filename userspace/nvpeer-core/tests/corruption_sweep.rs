@@ -23,13 +23,15 @@ use common::fixtures;
 
 /// The fixtures swept: every ready host of the acceptance list, and hosts not ready for
 /// different reasons (the verdict of those must not change either).
-const SWEPT: [&str; 6] = [
+const SWEPT: [&str; 8] = [
     "inbox-dmabuf",
     "doca",
     "gh200",
     "gb300",
     "topo-refused",
     "pix",
+    "degraded-link",
+    "port-down",
 ];
 
 #[derive(Clone, Copy, Debug)]

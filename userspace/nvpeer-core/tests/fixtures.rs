@@ -107,11 +107,13 @@ fn every_fixture_with_a_matrix_is_tested() {
         with_matrix,
         [
             "confidential",
+            "degraded-link",
             "doca",
             "efa",
             "gb10",
             "gb300",
             "gb300-acs-cleared",
+            "gb300-unknown-rp",
             "gdrcopy-dummy",
             "geforce",
             "gh200",
@@ -123,6 +125,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "old-kernel",
             "phb",
             "pix",
+            "port-down",
             "proprietary",
             "pxb",
             "sys",
@@ -440,9 +443,12 @@ fn first_information(proc: &Path) -> PathBuf {
         .join("information")
 }
 
-/// `host` is "ready (dma-buf)", with what the verdict assumed starting with `assumed`.
+/// `host` is "ready (dma-buf)", with what the verdict assumed starting with `assumed`. With
+/// `NCCL_NET_GDR_LEVEL=PHB`, so that NCCL's distance rule uses a pair through the CPU too.
 fn ready_assuming(host: &Host, assumed: &str) {
-    let report = check::run(host, &Inputs::fixture(), &check::Options::default());
+    let mut inputs = Inputs::fixture();
+    inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PHB".into());
+    let report = check::run(host, &inputs, &check::Options::default());
     assert_eq!(report.verdict.text, "ready (dma-buf)");
     assert!(
         report
@@ -577,7 +583,8 @@ fn small_bar1_and_phb_warn() {
     assert_eq!(report.get("bar1").unwrap().status, Status::Warn);
     assert!(report.get("bar1").unwrap().detail.contains("256 MiB"));
     assert_eq!(report.get("topology").unwrap().status, Status::Warn);
-    assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Warn);
+    // Said, not warned: `gdr_used` carries the cause (one cause, one fix).
+    assert_eq!(report.get("nccl_gdr").unwrap().status, Status::Info);
     let mut inputs = Inputs::fixture();
     inputs.env.insert("NCCL_NET_GDR_LEVEL".into(), "PHB".into());
     let report = check::run(&host("phb"), &inputs, &check::Options::default());
@@ -588,12 +595,14 @@ fn small_bar1_and_phb_warn() {
 fn malformed_files_give_messages_naming_the_file() {
     let h = host("malformed");
     let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
-    let gpus = report.get("gpus").unwrap();
-    assert_eq!(gpus.status, Status::Unknown);
+    // Both GPUs kept; the broken numa_node said by `sysfs`, as unknown.
+    assert_eq!(report.facts.gpus.len(), 2);
+    let sysfs = report.get("sysfs").unwrap();
+    assert_eq!(sysfs.status, Status::Unknown);
     assert!(
-        gpus.detail.contains("numa_node") && gpus.detail.contains("\"zero\""),
+        sysfs.detail.contains("numa_node") && sysfs.detail.contains("\"zero\""),
         "{}",
-        gpus.detail
+        sysfs.detail
     );
     let err = topo::discover(&h).unwrap_err().to_string();
     assert!(err.contains("0000:00:04.0/numa_node"), "{err}");

@@ -160,6 +160,15 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
+        "gdr_used" => pairs.iter().find_map(|p| {
+            let why = p.not_used.as_deref()?;
+            let short = if why.starts_with("NCCL's distance rule") {
+                "beyond NCCL_NET_GDR_LEVEL"
+            } else {
+                "no ACTIVE port"
+            };
+            Some(format!("{} not used: {short}", p.name()))
+        }),
         "nccl" => Some("no peer memory".to_owned()),
         id if facts
             .nccl

@@ -166,6 +166,11 @@ pub struct PairFacts {
     pub nic_device: u16,
     pub gpu_iommu_group: Option<String>,
     pub nic_iommu_group: Option<String>,
+    /// The PCIe links of the GPU and of the NIC (absent in facts of an older nvpeer).
+    #[serde(default)]
+    pub gpu_link: Option<crate::pci::PcieLink>,
+    #[serde(default)]
+    pub nic_link: Option<crate::pci::PcieLink>,
 }
 
 /// The role `rdma_topo` gives a Grace root port or ConnectX switch port, and the ACS mask
@@ -240,6 +245,9 @@ pub struct GraceFacts {
     pub acs_ports: Vec<AcsPort>,
     /// DMA functions whose surroundings are not `rdma_topo`'s shape, with why.
     pub unrecognised: Vec<String>,
+    /// Root ports of ids nvpeer does not list, recognised as Grace's by what is below them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_ports_by_layout: Vec<String>,
 }
 
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.

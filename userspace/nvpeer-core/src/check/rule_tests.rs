@@ -72,6 +72,8 @@ pub(super) fn ready_facts() -> Facts {
             nic_device: 0x1021,
             gpu_iommu_group: Some("0".to_owned()),
             nic_iommu_group: Some("0".to_owned()),
+            gpu_link: None,
+            nic_link: None,
         }],
         grace: None,
         efa_nv_peermem: false,
@@ -112,6 +114,7 @@ pub(super) fn ready_facts() -> Facts {
                 rate: None,
             }],
             unreadable: Vec::new(),
+            unreadable_details: Vec::new(),
         }],
         verbs: Verbs::Skipped {
             reason: "hand-made facts".to_owned(),

@@ -404,6 +404,7 @@ fn malformed_files_become_unknowns_that_name_the_file_and_keep_the_device() {
     fs::create_dir_all(s.join("devices/pci0000:00/0000:00:01.0")).unwrap();
     write(s, "devices/pci0000:00/0000:00:01.0/vendor", "0x10de\n");
     write(s, "devices/pci0000:00/0000:00:01.0/class", "0x030200\n");
+    write(s, "devices/pci0000:00/0000:00:01.0/device", "0x2330\n");
     write(s, "devices/pci0000:00/0000:00:01.0/numa_node", "zero\n");
     fs::create_dir_all(s.join("bus/pci/devices")).unwrap();
     std::os::unix::fs::symlink(
@@ -412,19 +413,28 @@ fn malformed_files_become_unknowns_that_name_the_file_and_keep_the_device() {
     )
     .unwrap();
     let report = run_on(s, std::path::Path::new("/nonexistent"));
+    // The GPU is kept, its NUMA node unknown, said by the `sysfs` row (nothing rests on it
+    // here: `gpus` is ok).
     let gpus = report.get("gpus").unwrap();
-    assert_eq!(gpus.status, Status::Unknown);
-    assert!(
-        gpus.detail.contains("numa_node") && gpus.detail.contains("\"zero\""),
-        "{}",
-        gpus.detail
-    );
-    // The GPU is kept, its NUMA node unknown.
-    assert_eq!(report.facts.gpus.len(), 1, "{:?}", report.facts.gpus);
+    assert_eq!(gpus.status, Status::Ok, "{gpus:?}");
     assert!(
         gpus.detail.starts_with("GPU0 0000:00:01.0"),
         "{}",
         gpus.detail
     );
+    assert_eq!(report.facts.gpus.len(), 1, "{:?}", report.facts.gpus);
     assert_eq!(report.facts.gpus[0].numa_node, None);
+    let sysfs = report.get("sysfs").unwrap();
+    assert_eq!(sysfs.status, Status::Unknown);
+    assert!(
+        sysfs.detail.contains("numa_node") && sysfs.detail.contains("\"zero\""),
+        "{}",
+        sysfs.detail
+    );
+    // Its vendor unreadable: whether it is a GPU is unknown, and `gpus` says so.
+    write(s, "devices/pci0000:00/0000:00:01.0/vendor", "zzz\n");
+    let report = run_on(s, std::path::Path::new("/nonexistent"));
+    let gpus = report.get("gpus").unwrap();
+    assert_eq!(gpus.status, Status::Unknown);
+    assert!(gpus.detail.contains("vendor"), "{}", gpus.detail);
 }

@@ -114,6 +114,26 @@ fn decides_pairs(id: &str) -> bool {
     )
 }
 
+/// `unknown: <id> (<the unread file and why, as row `u` says it>)`.
+fn unknown(u: &Check, not_probed: Vec<String>) -> Verdict {
+    let what = ["could not check: ", "could not read: ", "unknown for "]
+        .iter()
+        .find_map(|m| u.detail.split_once(m).map(|(_, rest)| rest))
+        .unwrap_or(&u.detail)
+        .to_owned();
+    Verdict {
+        ready: false,
+        unknown: true,
+        text: format!("unknown: {} ({what})", u.id),
+        paths: Vec::new(),
+        blocking: Some(Blocking {
+            check: u.id,
+            reason: what,
+        }),
+        not_probed,
+    }
+}
+
 /// The verdict of rows `checks` (in report order) and pairs `pairs` under `require`; `reason`
 /// gives a row's short reason.
 pub fn verdict(
@@ -147,36 +167,33 @@ pub fn verdict(
             .map(|p| uncarried(p, require))
     };
     let first_fail = checks.iter().find(|c| c.status == Status::Fail);
+    let deciding_unknown = checks
+        .iter()
+        .find(|c| c.status == Status::Unknown && decides_pairs(c.id));
+    // `gdr_used` is made from the devices too: a device fact unknown makes it unknown.
+    if let (Some(c), Some(u)) = (first_fail, deciding_unknown) {
+        if c.id == "gdr_used" {
+            return unknown(u, not_probed);
+        }
+    }
     if let Some(c) = first_fail.filter(|c| c.id != "paths" || uncarried_reason.is_none()) {
         return blocked(c.id, reason(c));
     }
     if let Some(why) = uncarried_reason {
-        if let Some(u) = checks
-            .iter()
-            .find(|c| c.status == Status::Unknown && decides_pairs(c.id))
-        {
-            // The unread file and why, as the row says it.
-            let what = ["could not check: ", "could not read: "]
-                .iter()
-                .find_map(|m| u.detail.split_once(m).map(|(_, rest)| rest))
-                .unwrap_or(&u.detail)
-                .to_owned();
-            return Verdict {
-                ready: false,
-                unknown: true,
-                text: format!("unknown: {} ({what})", u.id),
-                paths: Vec::new(),
-                blocking: Some(Blocking {
-                    check: u.id,
-                    reason: what,
-                }),
-                not_probed,
-            };
+        if let Some(u) = deciding_unknown {
+            return unknown(u, not_probed);
         }
         return match first_fail {
             Some(c) => blocked(c.id, reason(c)),
             None => blocked("paths", why),
         };
+    }
+    // Ready means used: whether NCCL uses a carried pair is unknown, so is the verdict.
+    if let Some(u) = checks
+        .iter()
+        .find(|c| c.id == "gdr_used" && c.status == Status::Unknown)
+    {
+        return unknown(u, not_probed);
     }
     let (label, paths) = label(pairs);
     Verdict {
@@ -220,6 +237,7 @@ mod tests {
             why_not,
             not_probed: vec!["the NIC probe".to_owned()],
             notes: Vec::new(),
+            not_used: None,
         }
     }
 

@@ -151,7 +151,9 @@ mod tests {
             path: p,
             numa_node: Some(numa),
             local_cpulist: None,
+            link: None,
             unreadable: Vec::new(),
+            unreadable_ids: Vec::new(),
         }
     }
 
@@ -162,6 +164,7 @@ mod tests {
             pci: path.map(|p| dev(p, 0)),
             ports: Vec::new(),
             unreadable: Vec::new(),
+            unreadable_details: Vec::new(),
         }
     }
 

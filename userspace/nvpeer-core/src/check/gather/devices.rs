@@ -110,7 +110,7 @@ pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>>
 /// Grace root port. The model is the driver's (`information`); this is a reading of NVIDIA's
 /// product names, not a flag the driver shows ([inferred]: the driver's own `nv->coherent` is not
 /// exported).
-fn is_superchip_model(model: &str) -> bool {
+pub(super) fn is_superchip_model(model: &str) -> bool {
     let name = model.strip_prefix("NVIDIA ").unwrap_or(model);
     let mut c = name.chars();
     c.next() == Some('G')
@@ -151,11 +151,16 @@ pub(super) fn pairs(
             .flat_map(|p| &p.gpus)
             .find(|i| i.bus_location == Some(gpu.pci.address))
             .and_then(|i| i.model.as_deref());
-        let coherent = root_port
-            .and_then(|rp| all.iter().find(|d| d.address == rp))
-            .and_then(|rp| KnownDevice::of(rp.vendor, rp.device))
-            == Some(KnownDevice::GraceRootPort)
-            && model.is_none_or(is_superchip_model);
+        // A Grace root port by its id or by the layout (`grace`'s root ports).
+        let grace_port = root_port.is_some_and(|rp| {
+            grace.is_some_and(|g| g.root_ports.contains(&rp))
+                || all
+                    .iter()
+                    .find(|d| d.address == rp)
+                    .and_then(|d| KnownDevice::of(d.vendor, d.device))
+                    == Some(KnownDevice::GraceRootPort)
+        });
+        let coherent = grace_port && model.is_none_or(is_superchip_model);
         for nic_name in nics {
             let Some(nic) = t.nic(&nic_name).and_then(|n| n.pci.as_ref()) else {
                 continue;
@@ -184,6 +189,8 @@ pub(super) fn pairs(
                     unread.push(e);
                     None
                 }),
+                gpu_link: gpu.pci.link,
+                nic_link: nic.link,
                 nic: nic_name,
             });
         }

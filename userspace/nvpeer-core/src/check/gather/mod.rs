@@ -94,9 +94,16 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         rdma::devices(host).inspect_err(|e| note(&mut unreadable, "rdma_devices", e));
     // A device file that cannot be read or parsed leaves that value unknown, never the
     // device out: `pci` and `rdma` name each such file (the `gpus` and `rdma_devices` rows).
+    // `pci` and `rdma`: what decides which devices there are and whether they are up (the
+    // `gpus` and `rdma_devices` rows); `pci_details`, `rdma_details`: the rest (`sysfs`).
     if let Ok(devices) = &rdma_devices {
-        for problem in devices.iter().flat_map(|d| &d.unreadable) {
-            note_text(&mut unreadable, "rdma", problem);
+        for d in devices {
+            for problem in &d.unreadable {
+                note_text(&mut unreadable, "rdma", problem);
+            }
+            for problem in &d.unreadable_details {
+                note_text(&mut unreadable, "rdma_details", problem);
+            }
         }
     }
     let mut skipped = Vec::new();
@@ -105,8 +112,13 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         note_text(&mut unreadable, "pci", &e.to_string());
     }
     if let Ok(all) = &all_pci {
-        for problem in all.iter().flat_map(|d| &d.unreadable) {
-            note_text(&mut unreadable, "pci", problem);
+        for d in all {
+            for problem in &d.unreadable_ids {
+                note_text(&mut unreadable, "pci", problem);
+            }
+            for problem in &d.unreadable {
+                note_text(&mut unreadable, "pci_details", problem);
+            }
         }
     }
     let pci_gpus = all_pci
@@ -153,8 +165,16 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    // The GPUs NVIDIA names as a Grace superchip's (GH200, GB200, GB300): their root ports are
+    // Grace's whatever their ids.
+    let superchip_gpus: Vec<pci::PciAddress> = nvidia_proc
+        .iter()
+        .flat_map(|p| &p.gpus)
+        .filter(|i| i.model.as_deref().is_some_and(devices::is_superchip_model))
+        .filter_map(|i| i.bus_location)
+        .collect();
     let grace = match (&all_pci, &topology) {
-        (Ok(all), Some(t)) => grace::grace(host, all, t)
+        (Ok(all), Some(t)) => grace::grace(host, all, t, &superchip_gpus)
             .inspect_err(|e| note(&mut unreadable, "grace", e))
             .ok()
             .flatten(),

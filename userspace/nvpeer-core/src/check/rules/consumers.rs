@@ -157,7 +157,7 @@ fn check_nccl_versions(ranges: &[(&nccl::Rule, &PeerMemoryVerdict)]) -> Check {
 /// NUMA node) is NCCL's P2C path, distance C2C with `NCCL_NET_GDR_C2C` (2.27+, default 1), PHB
 /// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
 /// mapping).
-fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
+pub(super) fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
     if p.source == PairSource::DmaDirect && e.ib_data_direct {
         // NCCL places a Data Direct NIC at its DMA function's PCI path
         // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
@@ -256,10 +256,11 @@ fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
             "unset NCCL_IB_DISABLE",
         )
     } else if !no.is_empty() {
-        Check::warn(
+        // One cause, one fix: `gdr_used` fails for these pairs and says what to do.
+        Check::info(
             "nccl_gdr",
             detail,
-            "NCCL stages through host memory for the pairs listed as 'not for': place GPU and NIC under one PCIe switch, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) if the lower bandwidth is acceptable",
+            "NCCL stages through host memory for the pairs listed as 'not for' (see `gdr_used`)",
         )
     } else {
         Check::ok("nccl_gdr", detail)

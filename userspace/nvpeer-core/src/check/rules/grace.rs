@@ -230,6 +230,9 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
         "Grace platform (coherent: the NIC reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for): root ports {}",
         ports.join(", ")
     );
+    if !g.root_ports_by_layout.is_empty() {
+        detail.push_str(&format!(" ({})", g.root_ports_by_layout.join("; ")));
+    }
     // The DMA functions, NICs and BlueField-3s by address; switch ports counted.
     let mut recognised: Vec<String> = g
         .devices

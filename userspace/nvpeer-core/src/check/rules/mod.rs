@@ -18,6 +18,7 @@
 //! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib` | |
 //! | [`gin`] | `gin_driver`, `gin_umem`, `gin_gdrcopy` (fail only under `--for gin`) | |
 //! | [`paths`] | `paths` | `paths`, `preferred`, `mapping`, `why_not` |
+//! | [`usage`] | `gdr_used` | `not_used`: a carried pair NCCL will not use (port, distance rule) |
 //!
 //! [`evaluate`] runs them in report order. A new concern is a new file here, called from
 //! [`evaluate`]; a path rule returns a [`PathResult`]. Where the platform cannot do GPUDirect
@@ -36,6 +37,7 @@ mod peer_memory;
 mod platform;
 mod provenance;
 mod stack;
+mod usage;
 
 use std::collections::BTreeMap;
 
@@ -161,6 +163,10 @@ pub struct PairVerdict {
     /// What could not be probed and was assumed good.
     pub not_probed: Vec<String>,
     pub notes: Vec<String>,
+    /// A path carries the pair but NCCL will not use GPUDirect RDMA on it, and why (no ACTIVE
+    /// port, NCCL's distance rule): the pair is not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_used: Option<String>,
 }
 
 impl PairVerdict {
@@ -249,6 +255,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     let mut rows = vec![platform::gpus(&ctx), capability::row(&ctx, &pairs)];
     rows.extend(stack::rows(&ctx));
     rows.push(paths::row(&ctx, &pairs));
+    rows.push(usage::row(&ctx, &pairs));
     rows.push(dmabuf::row(&ctx, &pairs));
     rows.extend(efa::row(&ctx, &pairs));
     rows.extend(peer_rows);

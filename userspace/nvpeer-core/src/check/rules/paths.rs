@@ -78,6 +78,11 @@ pub(super) fn pair(
             ));
         }
     }
+    let not_used = if paths.is_empty() {
+        None
+    } else {
+        super::usage::not_used(ctx, p).ok().flatten()
+    };
     PairVerdict {
         gpu: p.gpu.clone(),
         nic: p.nic.clone(),
@@ -88,6 +93,7 @@ pub(super) fn pair(
         why_not,
         not_probed,
         notes,
+        not_used,
     }
 }
 

@@ -54,7 +54,26 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         (Some(_), Some(e), None) => Check::error("acs", e),
         (Some(_), None, None) => check_acs(&f.acs),
     };
-    vec![bar1, topology, iommu, acs]
+    let mut rows = vec![bar1, topology, iommu, acs];
+    rows.extend(unread_details(ctx));
+    rows
+}
+
+/// `sysfs`: the device files that could not be read and decide nothing (a NUMA node, a CPU
+/// list, a PCIe link, a port's physical state): unknown, said once, no verdict rests on them.
+fn unread_details(ctx: &Ctx) -> Option<Check> {
+    let files: Vec<&str> = ["pci_details", "rdma_details"]
+        .into_iter()
+        .filter_map(|k| ctx.unreadable(k))
+        .collect();
+    (!files.is_empty()).then(|| {
+        Check::new(
+            "sysfs",
+            super::super::Status::Unknown,
+            format!("could not read: {}", files.join("; ")),
+            Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+        )
+    })
 }
 
 fn check_gpus(ctx: &Ctx, gpus: &[GpuFacts]) -> Check {
