@@ -33,6 +33,8 @@ mod rules;
 pub mod verdict;
 
 #[cfg(test)]
+mod fix_tests;
+#[cfg(test)]
 mod job_rule_tests;
 #[cfg(test)]
 mod rule_tests;

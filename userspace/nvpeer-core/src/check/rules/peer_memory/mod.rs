@@ -25,7 +25,11 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let f = ctx.f;
     let mut rows = vec![match ctx.unreadable("modules") {
         Some(e) => Check::error("module", e),
-        None => module::check_module(&f.modules),
+        None => module::check_module(
+            &f.modules,
+            f.ib_core.as_ref(),
+            f.modprobe_target.as_ref().is_some_and(|t| t.path.is_some()),
+        ),
     }];
     if let [m] = f.modules.as_slice() {
         rows.push(module::check_parameters(m, f.ib_core.as_ref()));

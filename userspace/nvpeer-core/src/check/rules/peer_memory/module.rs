@@ -9,12 +9,24 @@ use crate::providers::{CoreGeneration, IbCore, NvidiaDriver, PersistentApi};
 
 use super::super::super::{Check, PeerClientInfo, MODULE_COUNTERS};
 
-pub(super) fn check_module(modules: &[LoadedModule]) -> Check {
+/// `core`: the IB core (`None`: unknown); `installed`: `modprobe nvidia_peermem` finds a module.
+pub(super) fn check_module(
+    modules: &[LoadedModule],
+    core: Option<&IbCore>,
+    installed: bool,
+) -> Check {
     match modules {
+        // Never a step that cannot work: without a peer-memory core the module refuses to load.
         [] => Check::fail(
             "module",
             "no peer-memory module loaded (neither nvidia_peermem nor nv_peer_mem)",
-            "load it: `modprobe nvidia_peermem` after `make install`, or `insmod kmod/nvidia_peermem.ko`",
+            match core {
+                Some(c) if c.peer_core.is_none() && c.kallsyms_readable => {
+                    "no module can load here: nothing exports ib_register_peer_memory_client (see `ib_core`); install MLNX_OFED / DOCA-OFED first, or use dma-buf, which needs no module (see `dmabuf`)"
+                }
+                _ if installed => "`modprobe nvidia_peermem` (and add it to /etc/modules-load.d to load it at boot)",
+                _ => "install nvpeer's module (the nvpeer-dkms package, or `make install` in nvpeer's source tree), then `modprobe nvidia_peermem`",
+            },
         ),
         [m] => {
             let version = m.version.as_deref().unwrap_or("(no version)");
