@@ -51,7 +51,7 @@ grep -qE '^not ready: gpus \(none\): [0-9]+ ok, [0-9]+ info, [0-9]+ warn, [0-9]+
 python3 - "$tmp/check.json" <<'EOF' || fail "check --json is not the documented JSON"
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["schema"] == "nvpeer.check/1" and r["ready"] is False and r["status"] == "fail"
+assert r["schema"] == "nvpeer.check/2" and r["ready"] is False and r["status"] == "fail"
 assert r["verdict"]["text"] == "not ready: gpus (none)" and r["pairs"] == [], r["verdict"]
 for c in r["checks"]:
     assert set(c) >= {"id", "status", "detail"} and c["status"] in ("ok", "info", "warn", "unknown", "fail")

@@ -51,7 +51,7 @@ detail_has() { expect "[$1] $2 says: $3" grep -qF -- "$3" <(q "$1" "c('$2')['det
 # ---------------------------------------------------------------- nothing loaded
 report bare
 expect_eq "[bare] exit code 1 (a check failed)" 1 "$(cat "$work/bare.rc")"
-expect_eq "[bare] schema" nvpeer.check/1 "$(q bare "r['schema']")"
+expect_eq "[bare] schema" nvpeer.check/2 "$(q bare "r['schema']")"
 expect_eq "[bare] module fails" fail "$(status bare module)"
 expect_eq "[bare] nvidia_driver fails" fail "$(status bare nvidia_driver)"
 expect_eq "[bare] nccl>=2.23.4 fails" fail "$(status bare 'nccl>=2.23.4')"

@@ -151,9 +151,12 @@ fn is_root_complex(component: &str) -> bool {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PciDevice {
     pub address: PciAddress,
+    #[serde(with = "crate::hexid::u16")]
     pub vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub device: u16,
     /// The 24-bit class code (base class, subclass, programming interface).
+    #[serde(with = "crate::hexid::u32")]
     pub class: u32,
     #[serde(skip)]
     pub path: PciPath,

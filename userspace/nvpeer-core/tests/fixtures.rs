@@ -340,7 +340,7 @@ fn the_ready_fixture_is_ready() {
         .starts_with("passthrough"));
     assert!(report.get("bar1").unwrap().detail.contains("64 GiB"));
     let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["schema"], "nvpeer.check/1");
+    assert_eq!(json["schema"], "nvpeer.check/2");
     assert_eq!(json["facts"]["nvidia"]["version"], "570.86.15");
     assert_eq!(json["facts"]["memory_peers"][0]["name"], "nv_mem");
 }

@@ -36,7 +36,7 @@ pub enum Command {
     /// memory, EFA) per GPU-NIC pair; exit 0 when ready, 1 when not (with --strict: or a check
     /// warns).
     Check {
-        /// Print the report as JSON (schema nvpeer.check/1).
+        /// Print the report as JSON (schema nvpeer.check/2).
         #[arg(long)]
         json: bool,
         /// Print one line, the same on every healthy host: `nvpeer: ready`, or

@@ -56,7 +56,7 @@ fn json_schemas() {
     let check = nvpeer_on("two-loaded", &["check", "--json"]);
     assert_eq!(check.status.code(), Some(1));
     let r = json(&check);
-    assert_eq!(r["schema"], "nvpeer.check/1");
+    assert_eq!(r["schema"], "nvpeer.check/2");
     assert_eq!(r["ready"], false);
     let module = r["checks"]
         .as_array()

@@ -104,7 +104,9 @@ pub struct GpuFacts {
     pub label: String,
     pub address: PciAddress,
     /// PCI vendor and device id.
+    #[serde(with = "crate::hexid::u16")]
     pub vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub device: u16,
     pub numa_node: Option<i32>,
     pub bar1: Option<Bar>,
@@ -162,7 +164,9 @@ pub struct PairFacts {
     /// The NIC's PCI driver (`mlx5_core`, `efa`).
     pub nic_driver: Option<String>,
     /// The NIC's PCI vendor and device id.
+    #[serde(with = "crate::hexid::u16")]
     pub nic_vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub nic_device: u16,
     pub gpu_iommu_group: Option<String>,
     pub nic_iommu_group: Option<String>,
@@ -444,4 +448,7 @@ pub struct Facts {
     /// (and so without the other fields added with `--facts`) come from an older release and
     /// are refused.
     pub unreadable: BTreeMap<String, String>,
+    /// `/proc/sys/kernel/hostname` (absent in facts of an older nvpeer).
+    #[serde(default)]
+    pub hostname: Option<String>,
 }

@@ -51,8 +51,14 @@ pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};
 pub use verdict::Verdict;
 
-/// The schema of `nvpeer check --json`.
-pub const SCHEMA: &str = "nvpeer.check/1";
+/// The schema of `nvpeer check --json`: 2 since issue 46 (statuses `info` and `unknown`,
+/// `applies`, `host`, `nvpeer_version`, `time`, PCI ids as hexadecimal strings, pairs with the
+/// GPU's bus id and UUID).
+pub const SCHEMA: &str = "nvpeer.check/2";
+
+/// The schemas whose facts `--facts` judges: this one and `nvpeer.check/1`, whose facts are
+/// the same but for PCI ids written as numbers.
+pub const SCHEMAS_READ: [&str; 2] = [SCHEMA, "nvpeer.check/1"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -220,6 +226,13 @@ pub struct Options {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub schema: &'static str,
+    /// The host's name (`/proc/sys/kernel/hostname` under the procfs root; `--facts`: the
+    /// saved host's), when known.
+    pub host: Option<String>,
+    /// The nvpeer that judged.
+    pub nvpeer_version: &'static str,
+    /// When it judged, UTC (RFC 3339).
+    pub time: String,
     /// The worst status of any check.
     pub status: Status,
     /// The verdict is ready (= exit code 0 without `--strict`).
@@ -270,6 +283,9 @@ pub fn report(facts: Facts, options: &Options) -> Report {
     let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
     Report {
         schema: SCHEMA,
+        host: facts.hostname.clone(),
+        nvpeer_version: env!("CARGO_PKG_VERSION"),
+        time: crate::clock::now_utc(),
         status,
         ready: verdict.ready,
         verdict,
@@ -352,7 +368,7 @@ pub fn parse_facts(bytes: &[u8], source: &str) -> Result<Facts, FactsError> {
         })?;
     // A whole report: its schema must be ours, and its facts are what is judged.
     if let Some(schema) = value.get("schema") {
-        if schema != SCHEMA {
+        if !SCHEMAS_READ.iter().any(|s| schema == *s) {
             return Err(FactsError::Schema {
                 path: path(),
                 schema: schema

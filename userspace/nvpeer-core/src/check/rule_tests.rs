@@ -166,6 +166,7 @@ pub(super) fn ready_facts() -> Facts {
         capability: Some(CapabilityFacts::default()),
         gin_env: BTreeMap::new(),
         unreadable: BTreeMap::new(),
+        hostname: Some("node-a01".to_owned()),
     }
 }
 
@@ -337,7 +338,7 @@ fn what_is_not_a_report_is_refused_in_one_line() {
         ("not json", "not JSON"),
         (
             r#"{"schema": "nvpeer.topo/1", "gpus": []}"#,
-            "not a nvpeer.check/1 report",
+            "not a nvpeer.check/2 report",
         ),
         (
             r#"{"schema": "nvpeer.check/1", "checks": []}"#,

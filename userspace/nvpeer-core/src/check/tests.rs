@@ -30,7 +30,7 @@ fn empty_host_fails_with_a_fix_for_each_missing_piece() {
     let report = run_on(sys.path(), std::path::Path::new("/nonexistent"));
     assert_eq!(report.status, Status::Fail);
     assert!(!report.ready);
-    assert_eq!(report.schema, "nvpeer.check/1");
+    assert_eq!(report.schema, "nvpeer.check/2");
     for id in [
         "module",
         "peer_clients",

@@ -26,8 +26,7 @@ pub struct Blocking {
 pub struct Verdict {
     pub ready: bool,
     /// Not ready because a fact that decides it could not be read: `unknown: <id> (<what>)`
-    /// (Nagios UNKNOWN). Written only when true.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// (Nagios UNKNOWN).
     pub unknown: bool,
     /// `ready (dma-buf)`, ..., or `not ready: <id> (<reason>)`.
     pub text: String,
@@ -230,6 +229,9 @@ mod tests {
         PairVerdict {
             gpu: "GPU0".to_owned(),
             nic: nic.to_owned(),
+            gpu_bus_id: None,
+            gpu_uuid: None,
+            nic_bus_id: None,
             class: PathClass::Pix,
             paths: paths.to_vec(),
             preferred: paths.first().copied(),

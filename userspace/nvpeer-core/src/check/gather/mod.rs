@@ -291,5 +291,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         capability,
         gin_env,
         unreadable,
+        hostname: host
+            .read_proc("sys/kernel/hostname")
+            .ok()
+            .flatten()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty()),
     }
 }

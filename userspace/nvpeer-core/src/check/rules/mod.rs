@@ -150,6 +150,15 @@ impl PathResult {
 pub struct PairVerdict {
     pub gpu: String,
     pub nic: String,
+    /// The GPU's PCI address (`0000:03:00.0`), as `nvidia-smi` and DCGM name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_bus_id: Option<String>,
+    /// The GPU's UUID (`GPU-...`, from the driver's `information`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
+    /// The NIC's PCI address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_bus_id: Option<String>,
     pub class: crate::topo::PathClass,
     /// The paths that work for this pair.
     pub paths: Vec<GdrPath>,

@@ -83,9 +83,32 @@ pub(super) fn pair(
     } else {
         super::usage::not_used(ctx, p).ok().flatten()
     };
+    let gpu_address = ctx
+        .f
+        .gpus
+        .iter()
+        .find(|g| g.label == p.gpu)
+        .map(|g| g.address);
+    let gpu_uuid = ctx
+        .f
+        .nvidia_proc
+        .iter()
+        .flat_map(|n| &n.gpus)
+        .find(|i| i.bus_location.is_some() && i.bus_location == gpu_address)
+        .and_then(|i| i.uuid.clone());
+    let nic_bus_id = ctx
+        .f
+        .rdma_devices
+        .iter()
+        .find(|d| d.name == p.nic)
+        .and_then(|d| d.pci.as_ref())
+        .map(|pci| pci.address.to_string());
     PairVerdict {
         gpu: p.gpu.clone(),
         nic: p.nic.clone(),
+        gpu_bus_id: gpu_address.map(|a| a.to_string()),
+        gpu_uuid,
+        nic_bus_id,
         class: p.class,
         paths,
         preferred,
