@@ -71,7 +71,7 @@ for line in text.splitlines():
     m = sample.match(line)
     assert m, f"not a sample without timestamp: {line!r}"
     series.append((m.group(1), m.group(2) or "", int(m.group(3))))
-want = {c["id"]: {"ok": 0, "warn": 1, "fail": 2}[c["status"]] for c in report["checks"]}
+want = {c["id"]: {"ok": 0, "info": 0, "warn": 1, "fail": 2, "unknown": 3}[c["status"]] for c in report["checks"]}
 got = {}
 for name, labels, value in series:
     if name == "nvpeer_check_status":
