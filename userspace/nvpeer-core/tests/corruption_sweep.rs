@@ -20,6 +20,7 @@ use nvpeer_core::host::Host;
 
 mod common;
 use common::fixtures;
+use common::trees::copy_tree;
 
 /// The fixtures swept: every ready host of the acceptance list, and hosts not ready for
 /// different reasons (the verdict of those must not change either).
@@ -52,23 +53,6 @@ const ALL: [Corruption; 6] = [
     Corruption::DanglingLink,
     Corruption::LoopingLink,
 ];
-
-/// Copies `from` to `to`, links as links.
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().unwrap();
-        if kind.is_symlink() {
-            symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst);
-        } else {
-            fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
 
 /// Every file and link below `dir` (not the directories themselves), relative to `base`.
 fn files(base: &Path, dir: &Path, out: &mut Vec<PathBuf>) {

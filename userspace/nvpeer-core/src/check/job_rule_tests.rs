@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::rule_tests::{dmabuf_facts, proc_580, ready_facts};
+use super::path_rule_tests::{dmabuf_facts, proc_580};
+use super::rule_tests::ready_facts;
 use super::*;
 use crate::limits::Memlock;
 use crate::nvidia_proc::{self, GpuInformation, NvidiaProc};

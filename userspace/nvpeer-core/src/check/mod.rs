@@ -37,6 +37,10 @@ mod fix_tests;
 #[cfg(test)]
 mod job_rule_tests;
 #[cfg(test)]
+mod path_rule_tests;
+#[cfg(test)]
+mod platform_rule_tests;
+#[cfg(test)]
 mod rule_tests;
 #[cfg(test)]
 mod tests;

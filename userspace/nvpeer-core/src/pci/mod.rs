@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! PCI devices as sysfs shows them: addresses, the bridge chain from the root complex, NUMA and
 //! CPU affinity, BARs (`resource`) and the ACS control register in config space.
 
@@ -9,6 +10,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+
+mod acs;
+mod known;
+mod link;
+
+pub use acs::{
+    acs, acs_matches, parse_acs, Acs, ACS_CAPABILITY_ID, ACS_P2P_COMPLETION_REDIRECT,
+    ACS_P2P_EGRESS_CONTROL, ACS_P2P_REQUEST_REDIRECT,
+};
+pub use known::{parse_vpd, KnownDevice, MELLANOX_VENDOR};
+use link::read_link;
+pub use link::PcieLink;
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR: u16 = 0x10de;
@@ -177,98 +190,6 @@ pub struct PciDevice {
     /// whether it is a GPU or a NIC, is unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_ids: Vec<String>,
-}
-
-/// A PCIe link as sysfs shows it (`current_link_speed` `16.0 GT/s PCIe`, `max_link_speed`,
-/// `current_link_width` `16`, `max_link_width`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PcieLink {
-    /// MT/s (`16.0 GT/s` is 16000).
-    pub speed: u32,
-    pub max_speed: u32,
-    pub width: u32,
-    pub max_width: u32,
-}
-
-impl PcieLink {
-    /// Fewer lanes than the device has: a bad seat, riser or cable; bandwidth divides.
-    pub fn narrow(&self) -> bool {
-        self.width < self.max_width
-    }
-
-    /// Below the device's top speed: trained down, or (a GPU) saving power while idle.
-    pub fn slow(&self) -> bool {
-        self.speed < self.max_speed
-    }
-
-    /// `x8 of x16, 16 GT/s of 32 GT/s`.
-    pub fn describe(&self) -> String {
-        let gts = |mts: u32| {
-            let s = format!("{:.1}", f64::from(mts) / 1000.0);
-            s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
-        };
-        format!(
-            "x{} of x{}, {} GT/s of {} GT/s",
-            self.width,
-            self.max_width,
-            gts(self.speed),
-            gts(self.max_speed)
-        )
-    }
-}
-
-/// `16.0 GT/s PCIe` (or `16 GT/s`, `2.5 GT/s`): MT/s; `Unknown` and anything else `None`.
-fn parse_link_speed(text: &str) -> Option<u32> {
-    let number = text.split_whitespace().next()?;
-    let v: f64 = number.parse().ok()?;
-    let ok = text.contains("GT/s") && v > 0.0 && v <= 256.0;
-    // At most 256000 after the check: the cast cannot truncate.
-    ok.then(|| (v * 1000.0).round() as u32)
-}
-
-/// The link of the function at `rel`: `Ok(None)` without link files (or a speed `Unknown`, as
-/// a link that is down shows), an error for files that are not the kernel's text.
-fn read_link(host: &Host, rel: &str) -> Result<Option<PcieLink>> {
-    let read = |file: &str| host.read_sys(format!("{rel}/{file}"));
-    let (Some(speed), Some(max_speed), Some(width), Some(max_width)) = (
-        read("current_link_speed")?,
-        read("max_link_speed")?,
-        read("current_link_width")?,
-        read("max_link_width")?,
-    ) else {
-        return Ok(None);
-    };
-    if speed.trim().starts_with("Unknown") || max_speed.trim().starts_with("Unknown") {
-        return Ok(None);
-    }
-    let bad = |file: &str, text: &str, expected: &'static str| {
-        Error::parse(host.sys_path(format!("{rel}/{file}")), text, expected)
-    };
-    let width_of = |file: &str, text: &str| {
-        text.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|w| (1..=32).contains(w))
-            .ok_or_else(|| bad(file, text, "a link width of 1 to 32 lanes"))
-    };
-    Ok(Some(PcieLink {
-        speed: parse_link_speed(&speed).ok_or_else(|| {
-            bad(
-                "current_link_speed",
-                &speed,
-                "a speed such as 16.0 GT/s PCIe",
-            )
-        })?,
-        max_speed: parse_link_speed(&max_speed).ok_or_else(|| {
-            bad(
-                "max_link_speed",
-                &max_speed,
-                "a speed such as 32.0 GT/s PCIe",
-            )
-        })?,
-        width: width_of("current_link_width", &width)?,
-        max_width: width_of("max_link_width", &max_width)?,
-    }))
 }
 
 impl PciDevice {
@@ -514,113 +435,6 @@ pub fn bar1(bars: &[Bar]) -> Option<&Bar> {
         .max_by_key(|b| (b.size, usize::MAX - b.index))
 }
 
-/// PCI Express extended capability id of Access Control Services.
-pub const ACS_CAPABILITY_ID: u16 = 0x000d;
-/// ACS control bits that send peer-to-peer traffic up to the root complex (or block it).
-pub const ACS_P2P_REQUEST_REDIRECT: u16 = 0x0004;
-pub const ACS_P2P_COMPLETION_REDIRECT: u16 = 0x0008;
-pub const ACS_P2P_EGRESS_CONTROL: u16 = 0x0020;
-
-/// What config space says about ACS on one function.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum Acs {
-    /// Config space stops before the extended capabilities (unprivileged reads give 64 bytes).
-    NotReadable { bytes: usize },
-    /// Readable, no ACS capability.
-    Absent,
-    /// The ACS control register.
-    Present { offset: u16, control: u16 },
-}
-
-impl Acs {
-    /// Names of the enabled bits that hurt peer-to-peer DMA.
-    pub fn p2p_hurting_bits(&self) -> Vec<&'static str> {
-        let Self::Present { control, .. } = self else {
-            return Vec::new();
-        };
-        [
-            (ACS_P2P_REQUEST_REDIRECT, "P2P Request Redirect"),
-            (ACS_P2P_COMPLETION_REDIRECT, "P2P Completion Redirect"),
-            (ACS_P2P_EGRESS_CONTROL, "P2P Egress Control"),
-        ]
-        .into_iter()
-        .filter(|(bit, _)| control & bit != 0)
-        .map(|(_, name)| name)
-        .collect()
-    }
-}
-
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes([
-        *b.get(at)?,
-        *b.get(at + 1)?,
-        *b.get(at + 2)?,
-        *b.get(at + 3)?,
-    ]))
-}
-
-/// Walks the extended capability list (from offset 0x100) of a config space image for ACS.
-pub fn parse_acs(path: &Path, config: &[u8]) -> Result<Acs> {
-    const EXT_START: usize = 0x100;
-    if config.len() < EXT_START + 4 {
-        return Ok(Acs::NotReadable {
-            bytes: config.len(),
-        });
-    }
-    let mut offset = EXT_START;
-    // A well-formed list has at most (4096 - 256) / 4 entries; more means a loop.
-    for _ in 0..(4096 - EXT_START) / 4 {
-        let bad = |what: &'static str| {
-            Error::parse(
-                path,
-                format!("extended capability header at {offset:#x}"),
-                what,
-            )
-        };
-        let header =
-            le_u32(config, offset).ok_or_else(|| bad("a capability inside config space"))?;
-        if header == 0 || header == 0xffff_ffff {
-            return Ok(Acs::Absent);
-        }
-        let id = (header & 0xffff) as u16;
-        let next = ((header >> 20) & 0xffc) as usize;
-        if id == ACS_CAPABILITY_ID {
-            let control = le_u16(config, offset + 6)
-                .ok_or_else(|| bad("an ACS capability inside config space"))?;
-            return Ok(Acs::Present {
-                offset: offset as u16,
-                control,
-            });
-        }
-        if next == 0 {
-            return Ok(Acs::Absent);
-        }
-        if next < EXT_START {
-            return Err(bad("a next pointer of at least 0x100"));
-        }
-        offset = next;
-    }
-    Err(Error::parse(
-        path,
-        "extended capability list",
-        "a list without a loop",
-    ))
-}
-
-/// ACS of one function from its `config` file; `None` when the file is absent.
-pub fn acs(host: &Host, address: PciAddress) -> Result<Option<Acs>> {
-    let rel = format!("bus/pci/devices/{address}/config");
-    match host.read_sys_bytes(&rel)? {
-        Some(bytes) => parse_acs(&host.sys_path(&rel), &bytes).map(Some),
-        None => Ok(None),
-    }
-}
-
 /// The IOMMU group of a function (`iommu_group` links to `kernel/iommu_groups/<n>`): its number
 /// as a string; `None` without an IOMMU group.
 pub fn iommu_group(host: &Host, address: PciAddress) -> Result<Option<String>> {
@@ -662,129 +476,6 @@ pub fn iommu_group(host: &Host, address: PciAddress) -> Result<Option<String>> {
             "a link to a kernel/iommu_groups/N directory",
         )),
     }
-}
-
-/// PCI devices the readiness rules recognise by vendor and device id: NVIDIA's Grace root ports
-/// and the ConnectX / BlueField parts of its Grace-Blackwell complexes (the table of rdma-core's
-/// `kernel-boot/rdma_topo`, 2025-2026).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KnownDevice {
-    /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
-    GraceRootPort,
-    /// 15b3:1021.
-    #[serde(rename = "connectx7")]
-    ConnectX7,
-    /// 15b3:1023.
-    #[serde(rename = "connectx8")]
-    ConnectX8,
-    /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
-    #[serde(rename = "connectx8_dma")]
-    ConnectX8Dma,
-    /// 15b3:197c: an upstream or downstream port of a ConnectX's PCIe switch.
-    #[serde(rename = "connectx_switch")]
-    ConnectXSwitch,
-    /// 15b3:a2dc.
-    #[serde(rename = "bluefield3")]
-    BlueField3,
-    /// 15b3:197b: a port of a BlueField-3's PCIe switch.
-    #[serde(rename = "bluefield3_switch")]
-    BlueField3Switch,
-}
-
-/// Mellanox's (NVIDIA Networking's) PCI vendor id.
-pub const MELLANOX_VENDOR: u16 = 0x15b3;
-
-impl KnownDevice {
-    pub fn of(vendor: u16, device: u16) -> Option<Self> {
-        Some(match (vendor, device) {
-            (NVIDIA_VENDOR, 0x22b1 | 0x22b2 | 0x22b8) => Self::GraceRootPort,
-            (MELLANOX_VENDOR, 0x1021) => Self::ConnectX7,
-            (MELLANOX_VENDOR, 0x1023) => Self::ConnectX8,
-            (MELLANOX_VENDOR, 0x2100) => Self::ConnectX8Dma,
-            (MELLANOX_VENDOR, 0x197c) => Self::ConnectXSwitch,
-            (MELLANOX_VENDOR, 0xa2dc) => Self::BlueField3,
-            (MELLANOX_VENDOR, 0x197b) => Self::BlueField3Switch,
-            _ => return None,
-        })
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::GraceRootPort => "Grace root port",
-            Self::ConnectX7 => "ConnectX-7",
-            Self::ConnectX8 => "ConnectX-8",
-            Self::ConnectX8Dma => "ConnectX-8 DMA function",
-            Self::ConnectXSwitch => "ConnectX switch port",
-            Self::BlueField3 => "BlueField-3",
-            Self::BlueField3Switch => "BlueField-3 switch port",
-        }
-    }
-
-    /// The bridges whose ACS `rdma_topo` configures.
-    pub fn is_acs_managed_bridge(self) -> bool {
-        matches!(
-            self,
-            Self::GraceRootPort | Self::ConnectXSwitch | Self::BlueField3Switch
-        )
-    }
-}
-
-/// The ACS control bits as `rdma_topo` writes masks over them, bit 6 first: Direct Translated
-/// P2P, P2P Egress Control, Upstream Forwarding, P2P Completion Redirect, P2P Request Redirect,
-/// Translation Blocking, Source Validation; `x` leaves a bit as it is (`xx110x1`).
-pub fn acs_matches(control: u16, mask: &str) -> bool {
-    mask.chars().rev().enumerate().all(|(bit, c)| match c {
-        '1' => control & (1 << bit) != 0,
-        '0' => control & (1 << bit) == 0,
-        _ => true,
-    })
-}
-
-/// The V3 keyword (the board's UUID, which a ConnectX-8 PF and its DMA function share) and the
-/// identifier string of a `vpd` file (PCI VPD: small and large resource tags; VPD-R keywords).
-pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
-    const LARGE: u8 = 0x80;
-    const END_SMALL: u8 = 0x78;
-    const END_LARGE: u8 = 0x79;
-    const ID_STRING: u8 = 0x82;
-    const VPD_R: u8 = 0x90;
-    let (mut v3, mut name) = (None, None);
-    let mut rest = vpd;
-    while let Some(&tag) = rest.first() {
-        if tag == END_SMALL || tag == END_LARGE {
-            break;
-        }
-        let (header, len) = if tag & LARGE != 0 {
-            match rest.get(1..3) {
-                Some(l) => (3, usize::from(u16::from_le_bytes([l[0], l[1]]))),
-                None => break,
-            }
-        } else {
-            (1, usize::from(tag & 0x07))
-        };
-        let Some(item) = rest.get(header..header + len) else {
-            break;
-        };
-        if tag == ID_STRING {
-            name = std::str::from_utf8(item).ok().map(|s| s.trim().to_owned());
-        }
-        if tag == VPD_R {
-            let mut kw = item;
-            while kw.len() >= 3 {
-                let klen = usize::from(kw[2]);
-                let Some(value) = kw.get(3..3 + klen) else {
-                    break;
-                };
-                if &kw[..2] == b"V3" {
-                    v3 = std::str::from_utf8(value).ok().map(str::to_owned);
-                }
-                kw = &kw[3 + klen..];
-            }
-        }
-        rest = &rest[header + len..];
-    }
-    (v3, name)
 }
 
 #[cfg(test)]
@@ -834,94 +525,6 @@ mod tests {
         assert!(b1.is_64bit);
         assert!(parse_resource(Path::new("resource"), "0x1 0x2\n").is_err());
         assert!(parse_resource(Path::new("resource"), "0x10 0x1 0x200\n").is_err());
-    }
-
-    fn config_with(caps: &[(u16, u16)]) -> Vec<u8> {
-        // caps: (id, control) chained from 0x100 in steps of 0x10.
-        let mut c = vec![0u8; 4096];
-        for (i, (id, control)) in caps.iter().enumerate() {
-            let at = 0x100 + i * 0x10;
-            let next = if i + 1 < caps.len() { at + 0x10 } else { 0 };
-            let header = u32::from(*id) | (1 << 16) | ((next as u32) << 20);
-            c[at..at + 4].copy_from_slice(&header.to_le_bytes());
-            c[at + 6..at + 8].copy_from_slice(&control.to_le_bytes());
-        }
-        c
-    }
-
-    #[test]
-    fn finds_acs_and_the_bits_that_hurt_p2p() {
-        let p = Path::new("config");
-        let cfg = config_with(&[(0x0001, 0), (ACS_CAPABILITY_ID, 0x001d)]);
-        let acs = parse_acs(p, &cfg).unwrap();
-        assert_eq!(
-            acs,
-            Acs::Present {
-                offset: 0x110,
-                control: 0x1d
-            }
-        );
-        assert_eq!(
-            acs.p2p_hurting_bits(),
-            vec!["P2P Request Redirect", "P2P Completion Redirect"]
-        );
-        assert_eq!(
-            parse_acs(p, &config_with(&[(0x0001, 0)])).unwrap(),
-            Acs::Absent
-        );
-        assert_eq!(
-            parse_acs(p, &[0u8; 64]).unwrap(),
-            Acs::NotReadable { bytes: 64 }
-        );
-        // A next pointer back into the legacy area is malformed.
-        let mut cfg = vec![0u8; 4096];
-        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x40 << 20)).to_le_bytes());
-        assert!(parse_acs(p, &cfg).is_err());
-        // A self loop is detected.
-        let mut cfg = vec![0u8; 4096];
-        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x100 << 20)).to_le_bytes());
-        let err = parse_acs(p, &cfg).unwrap_err().to_string();
-        assert!(err.contains("loop"), "{err}");
-    }
-
-    #[test]
-    fn acs_masks_as_rdma_topo_writes_them() {
-        // UF + CR + SV, RR off: the DSP toward a ConnectX-8 DMA function.
-        assert!(acs_matches(0x0019, "xx110x1"));
-        assert!(acs_matches(0x001b, "xx110x1"), "x bits are free");
-        assert!(!acs_matches(0x001d, "xx110x1"), "RR must be off");
-        assert!(!acs_matches(0x0000, "xx101x1"));
-        assert!(acs_matches(0x001c, "xx111x0"));
-        assert!(!acs_matches(0x001d, "xx111x0"));
-    }
-
-    #[test]
-    fn vpd_name_and_v3() {
-        let mut vpd = vec![0x82, 11, 0];
-        vpd.extend_from_slice(b"ConnectX-8 ");
-        let keywords = [b"PN".as_slice(), &[3], b"abc", b"V3", &[4], b"u-1d"].concat();
-        vpd.extend_from_slice(&[0x90, keywords.len() as u8, 0]);
-        vpd.extend_from_slice(&keywords);
-        vpd.push(0x78);
-        assert_eq!(
-            parse_vpd(&vpd),
-            (Some("u-1d".to_owned()), Some("ConnectX-8".to_owned()))
-        );
-        assert_eq!(parse_vpd(&vpd[..5]), (None, None));
-        assert_eq!(parse_vpd(&[]), (None, None));
-    }
-
-    #[test]
-    fn known_devices() {
-        assert_eq!(
-            KnownDevice::of(0x10de, 0x22b8),
-            Some(KnownDevice::GraceRootPort)
-        );
-        assert_eq!(
-            KnownDevice::of(0x15b3, 0x2100),
-            Some(KnownDevice::ConnectX8Dma)
-        );
-        assert_eq!(KnownDevice::of(0x15b3, 0x1017), None);
     }
 
     proptest! {
