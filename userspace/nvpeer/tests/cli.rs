@@ -432,6 +432,43 @@ fn nagios_exit_codes() {
     assert_eq!(code("pix", &[]), Some(1));
     assert_eq!(code("pix", &["--strict"]), Some(2));
     assert_eq!(code("two-loaded", &[]), Some(2));
+    // Issue 46: the ready hosts of the acceptance list are OK, also under --strict, in the
+    // plugin format; a warning is named in the WARNING line.
+    for name in ["doca", "gh200", "inbox-dmabuf", "gb300"] {
+        for strict in [&[][..], &["--strict"][..]] {
+            assert_eq!(code(name, strict), Some(0), "{name} {strict:?}");
+        }
+        let out = nvpeer_on(name, &["check", "--brief", "--exit-codes", "nagios"]);
+        let line = stdout(&out);
+        assert!(
+            line.starts_with("NVPEER OK - ready (") && line.contains(" | ok="),
+            "{name}: {line}"
+        );
+        assert!(
+            line.trim_end().ends_with("warn=0 unknown=0 fail=0"),
+            "{line}"
+        );
+    }
+    let pix = stdout(&nvpeer_on(
+        "pix",
+        &["check", "--brief", "--exit-codes", "nagios"],
+    ));
+    assert!(
+        pix.starts_with(
+            "NVPEER WARNING - ready (dma-buf and peer memory); warn: acs (P2P redirected) | ok="
+        ),
+        "{pix}"
+    );
+    let port_down = stdout(&nvpeer_on(
+        "port-down",
+        &["check", "--brief", "--exit-codes", "nagios"],
+    ));
+    assert!(
+        port_down.starts_with(
+            "NVPEER CRITICAL - not ready: gdr_used (GPU0-mlx5_0 not used: no ACTIVE port) | "
+        ),
+        "{port_down}"
+    );
     assert_eq!(
         nvpeer_on("pix", &["check", "--exit-codes", "default"])
             .status

@@ -78,6 +78,53 @@ pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
     }
 }
 
+/// `--brief --exit-codes nagios`: the Nagios plugin format, `NVPEER <STATE> - <verdict>[; warn:
+/// <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N` (the rows that apply), with the
+/// state of [`exit_code`].
+pub fn nagios_line(report: &Report, strict: bool) -> String {
+    let state = match exit_code(report, strict, ExitCodes::Nagios) {
+        0 => "OK",
+        1 => "WARNING",
+        2 => "CRITICAL",
+        _ => "UNKNOWN",
+    };
+    let mut text = report.verdict.text.clone();
+    if report.ready {
+        let said: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| c.applies && matches!(c.status, Status::Warn | Status::Unknown))
+            .map(|c| {
+                format!(
+                    "{} ({})",
+                    c.id,
+                    reason(c, &report.facts, &report.pairs, report.require)
+                )
+            })
+            .collect();
+        if !said.is_empty() {
+            text.push_str(&format!("; warn: {}", said.join(", ")));
+        }
+    }
+    let count = |s: Status| {
+        report
+            .checks
+            .iter()
+            .filter(|c| c.applies && c.status == s)
+            .count()
+    };
+    let perf: Vec<String> = Status::ALL
+        .iter()
+        .map(|s| format!("{}={}", s.label(), count(*s)))
+        .collect();
+    // `|` separates the performance data: none may appear in the text.
+    format!(
+        "NVPEER {state} - {} | {}\n",
+        text.replace('|', "/"),
+        perf.join(" ")
+    )
+}
+
 /// At most this many characters of a reason taken from a check's detail.
 const REASON_MAX: usize = 40;
 

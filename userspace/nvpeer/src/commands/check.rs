@@ -58,6 +58,9 @@ pub fn run(
     };
     match form {
         CheckForm::Json => out.print(&to_json(&report, true)?)?,
+        CheckForm::Brief if codes == ExitCodes::Nagios => {
+            out.print(&brief::nagios_line(&report, strict))?
+        }
         CheckForm::Brief => out.print(&brief::line(&report, strict))?,
         CheckForm::Table => {
             let color = out.color;
