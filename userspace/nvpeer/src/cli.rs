@@ -69,6 +69,15 @@ pub enum Command {
         /// its RLIMIT_MEMLOCK and CapEff, with the fix for the runtime that started it.
         #[arg(long)]
         as_job: bool,
+        /// The node must have at least N NVIDIA GPUs (fewer fails `inventory`).
+        #[arg(long, value_name = "N")]
+        expect_gpus: Option<usize>,
+        /// The node must have at least N RDMA NICs with a PCI function.
+        #[arg(long, value_name = "N")]
+        expect_nics: Option<usize>,
+        /// Every NIC port must run at GBPS Gb/s or more (a port that lost lanes fails).
+        #[arg(long, value_name = "GBPS", value_parser = clap::value_parser!(u32).range(1..))]
+        expect_rate: Option<u32>,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {

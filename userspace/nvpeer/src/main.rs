@@ -86,6 +86,9 @@ fn main() -> ExitCode {
             require,
             workload,
             as_job,
+            expect_gpus,
+            expect_nics,
+            expect_rate,
         } => {
             if json && brief {
                 eprintln!(
@@ -112,6 +115,11 @@ fn main() -> ExitCode {
                         require: require.into(),
                         workload: workload.map(Into::into),
                         as_job,
+                        expect: check::Expect {
+                            gpus: expect_gpus,
+                            nics: expect_nics,
+                            rate_gbps: expect_rate,
+                        },
                     },
                 },
                 &mut out,

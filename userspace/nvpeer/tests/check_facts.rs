@@ -49,10 +49,16 @@ fn every_fixture_is_judged_again_from_its_saved_json() {
         let file = saved.to_str().unwrap();
         let again = with_facts(file, &["--json"]);
         assert_eq!(again.status.code(), live.status.code(), "{name}");
-        let (a, b): (serde_json::Value, serde_json::Value) = (
+        let (mut a, mut b): (serde_json::Value, serde_json::Value) = (
             serde_json::from_slice(&live.stdout).unwrap(),
             serde_json::from_slice(&again.stdout).unwrap(),
         );
+        // When each judged is its own; a well-formed UTC time in both.
+        for r in [&mut a, &mut b] {
+            let time = r.as_object_mut().unwrap().remove("time").unwrap();
+            let time = time.as_str().unwrap();
+            assert!(time.len() == 20 && time.ends_with('Z'), "{time}");
+        }
         assert!(
             a["checks"].as_array().is_some_and(|c| c.len() > 10),
             "{name}"

@@ -224,6 +224,18 @@ pub struct Options {
     /// `--as-job`: `memlock` judges the calling process as the job it runs in (its limit,
     /// CapEff, the runtime that started it); the job starters are not judged.
     pub as_job: bool,
+    /// `--expect-gpus`, `--expect-nics`, `--expect-rate`: the `inventory` row.
+    pub expect: Expect,
+}
+
+/// What the node must have, as NHC's inventory checks say it: fewer fails `inventory`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expect {
+    pub gpus: Option<usize>,
+    /// RDMA devices with a PCI function.
+    pub nics: Option<usize>,
+    /// Every NIC port's rate at least this many Gb/s.
+    pub rate_gbps: Option<u32>,
 }
 
 /// All checks of one run: `nvpeer check --json` prints this.

@@ -11,7 +11,8 @@
 //! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
 //! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
 //! | [`provenance`] | `provenance` (the installed module's build against what runs) | |
-//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` | |
+//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs`, `sysfs` | |
+//! | [`inventory`] | `inventory` (`--expect-gpus`, `--expect-nics`, `--expect-rate`) | |
 //! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
 //! | [`memlock`] | `memlock` (this process; the job under `--as-job`), `job_memlock` | |
@@ -31,6 +32,7 @@ mod efa;
 mod gdrcopy;
 mod gin;
 mod grace;
+mod inventory;
 mod memlock;
 mod paths;
 mod peer_memory;
@@ -262,6 +264,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
         })
         .collect();
     let mut rows = vec![platform::gpus(&ctx), capability::row(&ctx, &pairs)];
+    rows.extend(inventory::row(&ctx));
     rows.extend(stack::rows(&ctx));
     rows.push(paths::row(&ctx, &pairs));
     rows.push(usage::row(&ctx, &pairs));
