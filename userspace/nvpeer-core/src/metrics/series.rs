@@ -165,12 +165,27 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
         checks.set(&[("check", c.id)], c.status.gauge());
     }
 
+    // Labels from fixed sets only (no free text, which would make a series per host and
+    // reason): the state, the blocking row's id, the paths a ready verdict rests on.
+    let state = if report.verdict.ready {
+        "ready"
+    } else if report.verdict.unknown {
+        "unknown"
+    } else {
+        "not_ready"
+    };
+    let blocking = report.verdict.blocking.as_ref().map_or("", |b| b.check);
+    let paths: Vec<&str> = report.verdict.paths.iter().map(|p| p.id()).collect();
+    let paths = paths.join(",");
     e.family(
         "nvpeer_verdict_info",
         Kind::Gauge,
-        "The host's verdict as nvpeer check prints it: ready (dma-buf), ready (peer memory), ready (dma-buf and peer memory), ready (EFA), a host whose pairs need different paths every path a pair takes (ready (dma-buf and EFA)), or not ready: <first blocking reason>; always 1",
+        "The host's verdict: state ready, not_ready or unknown; blocking the id of the row that decides a verdict that is not ready; paths what a ready verdict rests on (dmabuf, peer_memory, efa, comma-separated); always 1",
     )
-    .set(&[("verdict", &report.verdict.text)], 1);
+    .set(
+        &[("state", state), ("blocking", blocking), ("paths", &paths)],
+        1,
+    );
     for p in &report.pairs {
         for path in GdrPath::ALL {
             if path == GdrPath::Efa && !p.paths.contains(&path) && !p.why_not.contains_key(&path) {
