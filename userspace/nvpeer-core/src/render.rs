@@ -441,6 +441,9 @@ pub fn nccl_log(r: &nccl_log::Report) -> String {
         out.push_str(&t.render(false));
         out.push('\n');
     }
+    for w in &r.warnings {
+        out.push_str(&format!("NCCL WARN {w}\n"));
+    }
     let s = &r.summary;
     out.push_str(&match s.verdict {
         nccl_log::Verdict::NoNcclLines => format!("{}: no NCCL lines\n", r.source),

@@ -109,8 +109,9 @@ pub enum Command {
     /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
     Bench(Box<BenchArgs>),
     /// Read an NCCL_DEBUG=INFO log: per NET device whether NCCL enabled GPU Direct RDMA and
-    /// why not, per connection whether it was GDRDMA; exit 0 only when every network
-    /// connection was.
+    /// why not, per connection whether it was GDRDMA, NCCL's warnings; exit 0 when every
+    /// network connection was GDRDMA, 1 when not (or NCCL fell back to sockets), 3 for a file
+    /// without NCCL lines, 4 for a log without a network connection.
     NcclLog {
         /// The log file, or `-` for standard input.
         #[arg(value_name = "FILE")]
