@@ -268,7 +268,11 @@ fn grace_fixtures() {
 #[test]
 fn the_ready_fixture_is_ready() {
     let report = check::run(&host("pix"), &Inputs::fixture(), &check::Options::default());
-    assert!(report.ready, "{}", render::check(&report, false, true));
+    assert!(
+        report.ready,
+        "{}",
+        render::check(&report, false, true, render::CHECK_WIDTH)
+    );
     let status = |id: &str| report.get(id).unwrap().status;
     for id in [
         "module",
@@ -324,11 +328,18 @@ fn doca_fixture_core_in_ib_uverbs() {
         &Inputs::fixture(),
         &check::Options::default(),
     );
-    assert!(report.ready, "{}", render::check(&report, false, true));
+    assert!(
+        report.ready,
+        "{}",
+        render::check(&report, false, true, render::CHECK_WIDTH)
+    );
     let get = |id: &str| {
-        report
-            .get(id)
-            .unwrap_or_else(|| panic!("no {id} check: {}", render::check(&report, false, true)))
+        report.get(id).unwrap_or_else(|| {
+            panic!(
+                "no {id} check: {}",
+                render::check(&report, false, true, render::CHECK_WIDTH)
+            )
+        })
     };
     let ib_core = get("ib_core");
     assert_eq!(ib_core.status, Status::Ok, "{ib_core:?}");
@@ -551,7 +562,7 @@ proptest! {
         fs::write(sys.join(FUZZED[which]), &bytes).unwrap();
         let h = Host::new(&sys, fixtures().join("pix/proc"));
         let report = check::run(&h, &Inputs::fixture(), &check::Options::default());
-        let _ = render::check(&report, false, true);
+        let _ = render::check(&report, false, true, render::CHECK_WIDTH);
         assert_rejudged(&report, FUZZED[which]);
         if let Ok(t) = topo::discover(&h) {
             let _ = render::topo(&t);

@@ -39,11 +39,19 @@ fn check_exit_codes() {
     );
     let stdout = String::from_utf8(ready.stdout).unwrap();
     assert!(!stdout.contains('\x1b'), "ANSI codes in a pipe");
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        "ready (dma-buf and peer memory)"
+    );
+    // The rows that are not ok, one line per pair; `--all` every row.
+    assert!(!stdout.lines().any(|l| l.starts_with("ok       gpus ")));
+    assert!(stdout.lines().any(|l| l.starts_with("warn     acs ")));
     assert!(stdout
         .lines()
-        .last()
-        .unwrap()
-        .starts_with("ready (dma-buf and peer memory): "));
+        .any(|l| l.starts_with("ok       GPU0-mlx5_0 ") && l.contains("0000:03:00.0")));
+    let all = String::from_utf8(nvpeer_on("pix", &["check", "--all"]).stdout).unwrap();
+    assert!(all.lines().any(|l| l.starts_with("ok       gpus ")));
+    assert!(all.lines().any(|l| l.starts_with("ok       gin_umem ")));
     assert_eq!(nvpeer_on("two-loaded", &["check"]).status.code(), Some(1));
     assert_eq!(
         nvpeer_on("pix", &["check", "--bogus"]).status.code(),

@@ -64,7 +64,13 @@ pub fn run(
         CheckForm::Brief => out.print(&brief::line(&report, strict))?,
         CheckForm::Table => {
             let color = out.color;
-            out.print(&render::check(&report, color, flags.all))?;
+            // The terminal's width where the shell says it (COLUMNS), else 100.
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .filter(|w| *w >= 40)
+                .unwrap_or(render::CHECK_WIDTH);
+            out.print(&render::check(&report, color, flags.all, width))?;
         }
     }
     Ok(ExitCode::from(brief::exit_code(&report, strict, codes)))
