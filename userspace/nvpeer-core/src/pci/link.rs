@@ -66,7 +66,11 @@ pub(super) fn read_link(host: &Host, rel: &str) -> Result<Option<PcieLink>> {
     ) else {
         return Ok(None);
     };
-    if speed.trim().starts_with("Unknown") || max_speed.trim().starts_with("Unknown") {
+    // A link that is down (an empty slot's root port) shows `Unknown` speeds or width 0.
+    if speed.trim().starts_with("Unknown")
+        || max_speed.trim().starts_with("Unknown")
+        || width.trim() == "0"
+    {
         return Ok(None);
     }
     let bad = |file: &str, text: &str, expected: &'static str| {
@@ -97,4 +101,54 @@ pub(super) fn read_link(host: &Host, rel: &str) -> Result<Option<PcieLink>> {
         width: width_of("current_link_width", &width)?,
         max_width: width_of("max_link_width", &max_width)?,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Host) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join("f").join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let host = Host::new(dir.path(), dir.path());
+        (dir, host)
+    }
+
+    fn link(speed: &str, max: &str, width: &str, max_width: &str) -> Result<Option<PcieLink>> {
+        let (_dir, host) = host_with(&[
+            ("current_link_speed", speed),
+            ("max_link_speed", max),
+            ("current_link_width", width),
+            ("max_link_width", max_width),
+        ]);
+        read_link(&host, "f")
+    }
+
+    #[test]
+    fn links_as_sysfs_writes_them() {
+        let l = link("16.0 GT/s PCIe\n", "32.0 GT/s PCIe\n", "8\n", "16\n")
+            .unwrap()
+            .unwrap();
+        assert!(l.narrow() && l.slow());
+        assert_eq!(l.describe(), "x8 of x16, 16 GT/s of 32 GT/s");
+        let old = link("2.5 GT/s\n", "8 GT/s\n", "16\n", "16\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(old.describe(), "x16 of x16, 2.5 GT/s of 8 GT/s");
+        // A link that is down is no link, not a malformed one.
+        assert_eq!(
+            link("Unknown\n", "32.0 GT/s PCIe\n", "0\n", "16\n").unwrap(),
+            None
+        );
+        assert_eq!(
+            link("2.5 GT/s PCIe\n", "16.0 GT/s PCIe\n", "0\n", "16\n").unwrap(),
+            None
+        );
+        assert!(link("fast\n", "32.0 GT/s PCIe\n", "16\n", "16\n").is_err());
+        assert!(link("16.0 GT/s PCIe\n", "32.0 GT/s PCIe\n", "99\n", "16\n").is_err());
+    }
 }
