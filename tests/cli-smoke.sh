@@ -42,19 +42,27 @@ python3 - "$tmp/check.txt" <<'EOF' || fail "a warn or fail line of check has no 
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 for i, line in enumerate(lines):
-    if line.startswith(("warn ", "fail ")):
-        assert i + 1 < len(lines) and "fix: " in lines[i + 1], line
+    if line.startswith(("warn ", "unknown ", "fail ")) and not line.split()[1].startswith("GPU"):
+        # The row's block: its line and the indented lines under it (the text is wrapped).
+        block = [line]
+        for more in lines[i + 1:]:
+            if not more.startswith(" "):
+                break
+            block.append(more)
+        assert any("fix: " in b for b in block[1:]) or "fix: " in line, line
+assert all(len(l) <= 100 for l in lines), [l for l in lines if len(l) > 100]
 EOF
 ! grep -q $'\x1b' "$tmp/check.txt" || fail "check wrote ANSI codes into a pipe"
-grep -qE '^not ready: gpus \(none\): [0-9]+ ok, [0-9]+ warn, [0-9]+ fail$' "$tmp/check.txt" || fail "check has no verdict line"
+grep -qE '^rows: [0-9]+ ok, [0-9]+ info, [0-9]+ warn, [0-9]+ unknown, [0-9]+ fail' "$tmp/check.txt" || fail "check has no counts line"
+[ "$(tail -n1 "$tmp/check.txt")" = "not ready: gpus (none)" ] || fail "check's last line is not its verdict"
 "$bin" check --json >"$tmp/check.json"; [ $? -eq 1 ] || fail "check --json on a bare host must exit 1"
 python3 - "$tmp/check.json" <<'EOF' || fail "check --json is not the documented JSON"
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["schema"] == "nvpeer.check/1" and r["ready"] is False and r["status"] == "fail"
+assert r["schema"] == "nvpeer.check/2" and r["ready"] is False and r["status"] == "fail"
 assert r["verdict"]["text"] == "not ready: gpus (none)" and r["pairs"] == [], r["verdict"]
 for c in r["checks"]:
-    assert set(c) >= {"id", "status", "detail"} and c["status"] in ("ok", "warn", "fail")
+    assert set(c) >= {"id", "status", "detail"} and c["status"] in ("ok", "info", "warn", "unknown", "fail")
     assert c["status"] == "ok" or c["fix"]
 for key in ("modules", "memory_peers", "nvidia", "nvidia_proc", "ib_core", "rdma_devices", "gpus", "pairs", "nccl", "ucx", "dmabuf"):
     assert key in r["facts"], key
@@ -119,8 +127,8 @@ no_panic "$tmp/pipe.err" "stats --watch | head"
 # containerd pod without CAP_IPC_LOCK): the 8 MiB and containerd's fix.
 prlimit --memlock=8388608 "$bin" --sysfs-root "$fixtures/job-starters/sys" --procfs-root "$fixtures/job-starters/proc" \
     check --as-job >"$tmp/job.txt" 2>&1; rc=$?
-[ $rc -eq 1 ] && grep -q '^fail  memlock .*--as-job: RLIMIT_MEMLOCK 8 MiB (hard 8 MiB)' "$tmp/job.txt" \
-    && grep -q 'fix: containerd: `systemctl edit containerd`' "$tmp/job.txt" && tail -n1 "$tmp/job.txt" | grep -q '^not ready: memlock (8 MiB): ' \
+[ $rc -eq 1 ] && grep -qE '^fail +memlock .*--as-job: RLIMIT_MEMLOCK 8 MiB \(hard 8 MiB\)' "$tmp/job.txt" \
+    && grep -q 'fix: containerd: `systemctl edit' "$tmp/job.txt" && [ "$(tail -n1 "$tmp/job.txt")" = "not ready: memlock (8 MiB)" ] \
     || fail "check --as-job under prlimit 8 MiB: exit $rc, $(cat "$tmp/job.txt")"
 "$bin" nccl-log "$fixtures/nccl-logs/v2.18-all.log" | tail -n1 | grep -q 'GPU Direct RDMA used on all network connections' \
     || fail "nccl-log on v2.18-all.log"

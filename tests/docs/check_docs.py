@@ -38,7 +38,7 @@ FIXTURES = os.path.join(REPO, "tests/fixtures")
 # check: libibverbs here sees no device (so no verbs device list and no dma-buf NIC probe), and
 # no fixture has a config space too short to read ACS (on a GPU-NIC path or a Grace bridge). bench needs an RDMA device.
 STATIC = {
-    "nvpeer.check/1": [("facts.verbs", "Verbs"), ("facts.dmabuf.nics.*", "DmabufProbe"),
+    "nvpeer.check/2": [("facts.verbs", "Verbs"), ("facts.dmabuf.nics.*", "DmabufProbe"),
                        ("facts.acs[].acs", "Acs"), ("facts.grace.acs_ports[].acs", "Acs")],
     "nvpeer.bench/1": [("", "BenchReport")],
     "nvpeer.bench-loopback-all/2": [("", "LoopbackAllReport")],
@@ -529,12 +529,12 @@ def outputs(binary, tmp):
     os.mkdir(empty_proc)
     trees += [(sys_copy, os.path.join(FIXTURES, "pix", "proc")), (sys_copy, empty_proc)]
     nccl = {"NCCL_NET_GDR_LEVEL": "PIX", "NCCL_IB_DISABLE": "bogus"}
-    runs = {"nvpeer.check/1": [], "nvpeer.topo/1": [], "nvpeer.stats/1": [], "nvpeer.selftest/1": []}
+    runs = {"nvpeer.check/2": [], "nvpeer.topo/1": [], "nvpeer.stats/1": [], "nvpeer.selftest/1": []}
     for s, p in trees:
         roots = ["--sysfs-root", s, "--procfs-root", p]
-        for cmd, schema in (("check", "nvpeer.check/1"), ("topo", "nvpeer.topo/1"), ("stats", "nvpeer.stats/1")):
+        for cmd, schema in (("check", "nvpeer.check/2"), ("topo", "nvpeer.topo/1"), ("stats", "nvpeer.stats/1")):
             runs[schema].append(run_json(binary, [cmd, "--json"] + roots, nccl))
-    runs["nvpeer.check/1"].append(run_json(binary, ["check", "--json"]))  # this host: verbs probed
+    runs["nvpeer.check/2"].append(run_json(binary, ["check", "--json"]))  # this host: verbs probed
     ops = ["--sysfs-root", sys_copy, "--procfs-root", os.path.join(FIXTURES, "pix", "proc")]
     runs["nvpeer.who/1"] = [run_json(binary, ["who", "--json"] + ops)]
     runs["nvpeer.detach/1"] = [run_json(binary, ["detach", "--dry-run", "--json"] + ops)]
@@ -558,7 +558,7 @@ def outputs(binary, tmp):
 
 def check_schemas(binary, root, tmp):
     docs = documented_schemas(root)
-    for schema in ("nvpeer.check/1", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
+    for schema in ("nvpeer.check/2", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
                    "nvpeer.nccl-log/1", "nvpeer.who/1", "nvpeer.detach/1", "nvpeer.attach/1"):
         if schema not in docs:
             fail(f"{SCHEMA_DOC}: schema {schema} is not documented")
@@ -603,7 +603,7 @@ PLANTS = [
     ("README.md", "", "\n```sh\nnvpeer no-such-command --json\n```\n", "no-such-command"),
     ("userspace/README.md", "", "\n```sh\nnvpeer stats --json --no-such-flag\n```\n", "--no-such-flag"),
     ("userspace/README.md", "", "\n```sh\nnvpeer bench --op no-such-op\n```\n", "no-such-op"),
-    ("userspace/README.md", '"schema": "nvpeer.check/1",', ' "no_such_field": str,', "no_such_field"),
+    ("userspace/README.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
     ("userspace/README.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
     ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.

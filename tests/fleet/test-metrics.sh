@@ -71,7 +71,7 @@ for line in text.splitlines():
     m = sample.match(line)
     assert m, f"not a sample without timestamp: {line!r}"
     series.append((m.group(1), m.group(2) or "", int(m.group(3))))
-want = {c["id"]: {"ok": 0, "warn": 1, "fail": 2}[c["status"]] for c in report["checks"]}
+want = {c["id"]: {"ok": 0, "info": 0, "warn": 1, "fail": 2, "unknown": 3}[c["status"]] for c in report["checks"]}
 got = {}
 for name, labels, value in series:
     if name == "nvpeer_check_status":
@@ -94,9 +94,9 @@ grep -q '^nvpeer_rdma_port_active{device="mlx5_0",port="1"} 1$' "$tmp/pix.prom" 
 grep -qx 'nvpeer_gdr_path{gpu="0",device="mlx5_0",path="dmabuf"} 1' "$tmp/inbox-dmabuf.prom" \
     && grep -qx 'nvpeer_gdr_path{gpu="0",device="mlx5_0",path="peer_memory"} 0' "$tmp/inbox-dmabuf.prom" \
     || fail "inbox-dmabuf: nvpeer_gdr_path is not dmabuf 1, peer_memory 0: $(grep '^nvpeer_gdr_path' "$tmp/inbox-dmabuf.prom")"
-grep -qx 'nvpeer_verdict_info{verdict="ready (dma-buf)"} 1' "$tmp/inbox-dmabuf.prom" || fail "inbox-dmabuf: no verdict series"
+grep -qx 'nvpeer_verdict_info{state="ready",blocking="",paths="dmabuf"} 1' "$tmp/inbox-dmabuf.prom" || fail "inbox-dmabuf: no verdict series"
 grep -qx 'nvpeer_gdr_path{gpu="0",device="rdmap83s0",path="efa"} 1' "$tmp/efa.prom" || fail "efa: no efa path series"
-grep -qx 'nvpeer_verdict_info{verdict="not ready: paths (GPU0-mlx5_0 has no path)"} 1' "$tmp/topo-refused.prom" \
+grep -qx 'nvpeer_verdict_info{state="not_ready",blocking="paths",paths=""} 1' "$tmp/topo-refused.prom" \
     || fail "topo-refused: verdict series: $(grep '^nvpeer_verdict_info' "$tmp/topo-refused.prom")"
 ! grep -q 'path="efa"' "$tmp/pix.prom" || fail "pix has no EFA device, yet an efa path series"
 # Pinned bytes per GPU next to BAR1 (issue 37): the module's nvpeer/gpus/<UUID>/pinned_bytes, the

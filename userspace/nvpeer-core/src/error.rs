@@ -21,6 +21,9 @@ pub enum Error {
         target: PathBuf,
         root: PathBuf,
     },
+    /// A device whose files could not all be read (the errors as a device keeps them).
+    #[error("{0}")]
+    Device(String),
 }
 
 impl Error {

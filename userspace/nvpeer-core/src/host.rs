@@ -124,13 +124,25 @@ impl Host {
     }
 }
 
+/// A file that does not exist, or a link to nothing, which is not the same: the kernel makes
+/// no dangling links, so one is an error (`NotFound`, naming it), not an absent file.
+fn not_found(path: &Path, e: std::io::Error) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(Error::Read {
+            path: path.to_owned(),
+            source: std::io::Error::new(e.kind(), "a link to nothing"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
     match std::fs::read(path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             Ok(Some(text.trim_end_matches('\n').to_owned()))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => not_found(path, e).map(|()| None),
         Err(source) => Err(Error::Read {
             path: path.to_owned(),
             source,

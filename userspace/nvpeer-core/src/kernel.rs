@@ -102,9 +102,30 @@ pub fn parse_kallsyms(text: &str, wanted: &[&str]) -> BTreeMap<String, SymbolOwn
     found
 }
 
+/// A line of `/proc/kallsyms`: a hexadecimal address, a one-letter type, a name.
+fn is_kallsyms_line(line: &str) -> bool {
+    let mut f = line.split_whitespace();
+    matches!(
+        (f.next(), f.next(), f.next()),
+        (Some(addr), Some(kind), Some(_))
+            if addr.bytes().all(|b| b.is_ascii_hexdigit())
+                && kind.len() == 1
+                && kind.bytes().all(|b| b.is_ascii_alphabetic())
+    )
+}
+
 /// Reads `/proc/kallsyms` for [`symbols::ALL`].
 pub fn kallsyms(host: &Host) -> Kallsyms {
     match host.read_proc("kallsyms") {
+        // Junk is not "no such symbol": only lines of `ADDRESS TYPE NAME` are kallsyms.
+        Ok(Some(text)) if !text.trim().is_empty() && !text.lines().any(is_kallsyms_line) => {
+            Kallsyms::Unavailable {
+                reason: format!(
+                    "{}: unexpected content (no `ADDRESS TYPE NAME` line)",
+                    host.proc_path("kallsyms").display()
+                ),
+            }
+        }
         Ok(Some(text)) if !text.trim().is_empty() => Kallsyms::Read {
             found: parse_kallsyms(&text, &symbols::ALL),
         },

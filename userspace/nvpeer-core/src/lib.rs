@@ -6,8 +6,10 @@
 pub mod attach;
 pub mod bench;
 pub mod check;
+pub mod clock;
 pub mod detach;
 pub mod error;
+pub mod hexid;
 pub mod host;
 pub mod kernel;
 pub mod limits;

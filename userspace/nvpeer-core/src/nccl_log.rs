@@ -113,6 +113,8 @@ pub enum Verdict {
     All,
     Some,
     None,
+    /// Every network connection is over NET/Socket (TCP): NCCL fell back, RDMA not used.
+    Socket,
     /// NCCL lines, but no connection over the network.
     NoNetConnections,
     /// Not an NCCL log (empty, or no line NCCL writes).
@@ -125,6 +127,9 @@ impl Verdict {
             Self::All => "GPU Direct RDMA used on all network connections",
             Self::Some => "GPU Direct RDMA used on some network connections only",
             Self::None => "GPU Direct RDMA used on no network connection",
+            Self::Socket => {
+                "RDMA not used: NCCL fell back to NET/Socket (TCP sockets), so GPU Direct RDMA was used on no network connection"
+            }
             Self::NoNetConnections => "no network connection in the log",
             Self::NoNcclLines => "no NCCL lines",
         }
@@ -142,6 +147,20 @@ pub struct Summary {
     pub verdict: Verdict,
 }
 
+impl Verdict {
+    /// The exit code of `nvpeer nccl-log`: 0 every network connection GDRDMA; 1 not every
+    /// one (some, none, NET/Socket); 3 not an NCCL log; 4 an NCCL log without a network
+    /// connection (nothing to judge). 2 (the log cannot be read) is the binary's.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::All => 0,
+            Self::Some | Self::None | Self::Socket => 1,
+            Self::NoNcclLines => 3,
+            Self::NoNetConnections => 4,
+        }
+    }
+}
+
 /// `nvpeer nccl-log --json` prints this.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -152,6 +171,8 @@ pub struct Report {
     pub devices: Vec<Device>,
     pub gpu_paths: Vec<GpuPath>,
     pub connections: Vec<Connection>,
+    /// The `NCCL WARN` messages, each once, in order.
+    pub warnings: Vec<String>,
     pub summary: Summary,
 }
 
@@ -177,11 +198,21 @@ pub fn parse(text: &str, source: &str) -> Report {
     let mut devices: Vec<Device> = Vec::new();
     let mut gpu_paths: Vec<GpuPath> = Vec::new();
     let mut connections: Vec<Connection> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     let mut nccl_lines = 0;
     let mut other_connections = 0;
     for line in text.lines() {
         let Line { tagged, host, msg } = split_prefix(line);
         let mut known = tagged;
+        if line.contains(" NCCL WARN ") {
+            let w = match &host {
+                Some(h) => format!("{h}: {}", msg.trim()),
+                None => msg.trim().to_owned(),
+            };
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
         if let Some(v) = msg.strip_prefix("NCCL version ") {
             known = true;
             let v = v.split_whitespace().next().unwrap_or("").to_owned();
@@ -190,8 +221,21 @@ pub fn parse(text: &str, source: &str) -> Report {
             }
         } else if let Some(d) = parse_device(msg, &host) {
             known = true;
-            if !devices.contains(&d) {
-                devices.push(d);
+            // One device announced on several lines (`NET/IB : Using [0]mlx5_0` and `GPU Direct
+            // RDMA Enabled for HCA 0 'mlx5_0' (via DMABUF)`): one entry, what each line adds.
+            match devices.iter_mut().find(|e| {
+                (&e.host, &e.net, e.index, &e.name) == (&d.host, &d.net, d.index, &d.name)
+            }) {
+                Some(e) => {
+                    e.gdr |= d.gdr;
+                    if e.via.is_none() {
+                        e.via = d.via;
+                    }
+                    if e.reason.is_none() && !e.gdr {
+                        e.reason = d.reason;
+                    }
+                }
+                None => devices.push(d),
             }
         } else if let Some(p) = parse_gpu_path(msg, &host) {
             known = true;
@@ -219,6 +263,8 @@ pub fn parse(text: &str, source: &str) -> Report {
         Verdict::NoNetConnections
     } else if gdr_connections == net_connections {
         Verdict::All
+    } else if connections.iter().all(|c| c.net == "Socket") {
+        Verdict::Socket
     } else if gdr_connections == 0 {
         Verdict::None
     } else {
@@ -231,6 +277,7 @@ pub fn parse(text: &str, source: &str) -> Report {
         devices,
         gpu_paths,
         connections,
+        warnings,
         summary: Summary {
             nccl_lines,
             net_connections,

@@ -205,6 +205,17 @@ impl Params {
 }
 
 /// Parses `params`; a line without `: ` is an error naming it (the driver prints none).
+/// The lines of `params` that are `Name: value`, the others left out.
+fn parse_params_lines(text: &str) -> Params {
+    Params(
+        text.lines()
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
+            .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+            .collect(),
+    )
+}
+
 pub fn parse_params(path: &str, text: &str) -> Result<Params> {
     let mut out = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -213,6 +224,10 @@ pub fn parse_params(path: &str, text: &str) -> Result<Params> {
             .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
             .ok_or_else(|| Error::parse(path, line, "\"Name: value\" per line"))?;
         out.insert(name.trim().to_owned(), value.trim().to_owned());
+    }
+    // The driver writes every parameter: an empty file is not its text.
+    if out.is_empty() {
+        return Err(Error::parse(path, text, "\"Name: value\" per line"));
     }
     Ok(Params(out))
 }
@@ -320,21 +335,34 @@ pub fn read(host: &Host) -> Reading {
     if !host.proc_path(DIR).is_dir() {
         return Reading { proc: None, errors };
     }
+    // The driver writes both files whenever the directory exists: one absent is unreadable,
+    // not "no such setting".
+    let absent = |rel: &str| Error::parse(host.proc_path(rel), "", "the file (absent)");
     let version_rel = format!("{DIR}/version");
     let version = host
         .read_proc(&version_rel)
         .and_then(|t| {
-            t.map(|t| parse_version(&path(&version_rel), &t))
-                .transpose()
+            t.ok_or_else(|| absent(&version_rel))
+                .and_then(|t| parse_version(&path(&version_rel), &t))
+                .map(Some)
         })
         .unwrap_or_else(|e| {
             errors.push((Part::Version, e));
             None
         });
     let params_rel = format!("{DIR}/params");
+    // An odd line loses itself only: the lines that parse are kept, the file is named.
     let params = host
         .read_proc(&params_rel)
-        .and_then(|t| t.map(|t| parse_params(&path(&params_rel), &t)).transpose())
+        .and_then(|t| t.ok_or_else(|| absent(&params_rel)))
+        .map(|t| match parse_params(&path(&params_rel), &t) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let kept = parse_params_lines(&t);
+                errors.push((Part::Params, e));
+                (!kept.0.is_empty()).then_some(kept)
+            }
+        })
         .unwrap_or_else(|e| {
             errors.push((Part::Params, e));
             None

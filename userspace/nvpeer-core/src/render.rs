@@ -99,39 +99,165 @@ impl Table {
 fn status_color(s: Status) -> &'static str {
     match s {
         Status::Ok => "32",
+        Status::Info => "36",
         Status::Warn => "33",
+        Status::Unknown => "35",
         Status::Fail => "31",
     }
 }
 
-/// `nvpeer check`: status, id, what was found; a `fix:` line under every warn and fail; a
-/// summary line.
-pub fn check(report: &Report, color: bool) -> String {
-    let mut t = Table::new();
-    for c in &report.checks {
-        t.row([c.status.label(), c.id, c.detail.as_str()])
-            .color_last(0, status_color(c.status));
-        if let Some(fix) = &c.fix {
-            t.row(["", "", &format!("fix: {fix}")]);
+/// The status column is as wide as its longest label (`unknown`), whatever the rows.
+const STATUS_WIDTH: usize = 7;
+
+/// The width `check` wraps its text to where the terminal's is not known (a pipe, a log).
+pub const CHECK_WIDTH: usize = 100;
+
+/// `text` in lines of at most `width` characters, broken at spaces (a word longer than a line
+/// is cut).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(20);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let mut word = word.to_owned();
+        while word.chars().count() > width {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let cut: String = word.chars().take(width).collect();
+            word = word.chars().skip(width).collect();
+            lines.push(cut);
         }
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
     }
-    let count = |s: Status| report.checks.iter().filter(|c| c.status == s).count();
-    let mut out = t.render(color);
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// One pair's line: ok when a path carries it and NCCL uses it, fail otherwise.
+fn pair_line(p: &crate::check::PairVerdict) -> (Status, String, String) {
+    let status = if p.paths.is_empty() || p.not_used.is_some() {
+        Status::Fail
+    } else {
+        Status::Ok
+    };
+    let ends = match (&p.gpu_bus_id, &p.nic_bus_id) {
+        (Some(g), Some(n)) => format!(" {g} - {n}"),
+        _ => String::new(),
+    };
+    let paths: Vec<&str> = p.paths.iter().map(|g| g.describe()).collect();
+    let mut what = if paths.is_empty() {
+        "no path".to_owned()
+    } else {
+        paths.join(" + ")
+    };
+    if let Some(m) = p.mapping {
+        what.push_str(&format!(" ({})", m.describe()));
+    }
+    if let Some(why) = &p.not_used {
+        what.push_str(&format!("; not used: {why}"));
+    }
+    (status, p.name(), format!("{}{ends}: {what}", p.class))
+}
+
+/// `nvpeer check`: the rows that are not ok (`all`: every row, also those that do not apply),
+/// each with its status, id and what was found, a `fix:` under warn, unknown and fail, a
+/// `note:` under info; one line per GPU-NIC pair; what was assumed; the counts; the verdict
+/// last. Text is wrapped to `width` columns under the detail column.
+pub fn check(report: &Report, color: bool, all: bool, width: usize) -> String {
+    let shown: Vec<&crate::check::Check> = report
+        .checks
+        .iter()
+        .filter(|c| all || (c.applies && c.status != Status::Ok))
+        .collect();
+    let pairs: Vec<(Status, String, String)> = report.pairs.iter().map(pair_line).collect();
+    let id_width = shown
+        .iter()
+        .map(|c| c.id.len())
+        .chain(pairs.iter().map(|p| p.1.len()))
+        .max()
+        .unwrap_or(0);
+    let indent = STATUS_WIDTH + 2 + id_width + 2;
+    let text_width = width.saturating_sub(indent).max(30);
+    let mut out = String::new();
+    let mut row = |status: Status, id: &str, lines: Vec<String>| {
+        let label = format!("{:<STATUS_WIDTH$}", status.label());
+        let label = if color {
+            format!("\x1b[{}m{label}\x1b[0m", status_color(status))
+        } else {
+            label
+        };
+        for (n, line) in lines.iter().enumerate() {
+            if n == 0 {
+                out.push_str(&format!("{label}  {id:<id_width$}  {line}"));
+            } else {
+                out.push_str(&format!("{}{line}", " ".repeat(indent)));
+            }
+            out.truncate(out.trim_end().len());
+            out.push('\n');
+        }
+    };
+    for c in &shown {
+        let mut lines = wrap(&c.detail, text_width);
+        if let Some(fix) = &c.fix {
+            let label = if c.status == Status::Info {
+                "note"
+            } else {
+                "fix"
+            };
+            lines.extend(wrap(&format!("{label}: {fix}"), text_width));
+        }
+        row(c.status, c.id, lines);
+    }
+    for (status, name, what) in &pairs {
+        row(*status, name, wrap(what, text_width));
+    }
     let v = &report.verdict;
     if !v.not_probed.is_empty() {
-        out.push_str(&format!(
-            "not probed, assumed good: {}\n",
-            v.not_probed.join("; ")
+        for line in wrap(
+            &format!("not probed, assumed good: {}", v.not_probed.join("; ")),
+            width,
+        ) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    let applying = || report.checks.iter().filter(|c| c.applies);
+    let count = |s: Status| applying().filter(|c| c.status == s).count();
+    let hidden = report.checks.iter().filter(|c| !c.applies).count();
+    let counts: Vec<String> = Status::ALL
+        .iter()
+        .map(|s| format!("{} {}", count(*s), s.label()))
+        .collect();
+    let mut summary = format!("rows: {}", counts.join(", "));
+    if !all {
+        summary.push_str(&format!(
+            " (ok rows{}: --all shows them)",
+            if hidden > 0 {
+                format!(" and {hidden} not applicable")
+            } else {
+                String::new()
+            }
         ));
     }
-    // The verdict last: `ready (dma-buf): ...` or `not ready: <id> (<reason>): ...`.
-    out.push_str(&format!(
-        "{}: {} ok, {} warn, {} fail\n",
-        v.text,
-        count(Status::Ok),
-        count(Status::Warn),
-        count(Status::Fail)
-    ));
+    for line in wrap(&summary, width) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    // The verdict last: `ready (dma-buf)`, `not ready: <id> (<reason>)`, `unknown: ...`.
+    for line in wrap(&v.text, width) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 
@@ -420,6 +546,9 @@ pub fn nccl_log(r: &nccl_log::Report) -> String {
         }
         out.push_str(&t.render(false));
         out.push('\n');
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("NCCL WARN {w}\n"));
     }
     let s = &r.summary;
     out.push_str(&match s.verdict {

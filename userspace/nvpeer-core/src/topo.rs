@@ -320,9 +320,23 @@ impl Topology {
 }
 
 /// Reads GPUs and RDMA devices from the host and builds the topology.
+/// A device file that could not be read fails it: a matrix with a guessed NUMA node or class
+/// would be wrong (`check` keeps the device and says "unknown").
 pub fn discover(host: &Host) -> Result<Topology> {
     let gpus = pci::gpus(host)?;
     let devices = rdma::devices(host)?;
+    let unread = gpus
+        .iter()
+        .flat_map(|g| g.unreadable.iter().chain(&g.unreadable_ids))
+        .chain(
+            devices
+                .iter()
+                .flat_map(|d| d.unreadable.iter().chain(&d.unreadable_details)),
+        )
+        .next();
+    if let Some(e) = unread {
+        return Err(crate::error::Error::Device(e.clone()));
+    }
     Ok(Topology::build(gpus, &devices))
 }
 

@@ -36,16 +36,19 @@ pub enum Command {
     /// memory, EFA) per GPU-NIC pair; exit 0 when ready, 1 when not (with --strict: or a check
     /// warns).
     Check {
-        /// Print the report as JSON (schema nvpeer.check/1).
+        /// Print the report as JSON (schema nvpeer.check/2).
         #[arg(long)]
         json: bool,
         /// Print one line, the same on every healthy host: `nvpeer: ready`, or
         /// `nvpeer: not ready: <id> (<reason>), ...` (for clush -b / dshbak -c).
         #[arg(long)]
         brief: bool,
-        /// Count warnings as failures (exit code, --brief line).
+        /// Count warnings and unknowns as failures (exit code, --brief line).
         #[arg(long)]
         strict: bool,
+        /// Print every row, also those that do not apply to this host or run.
+        #[arg(long)]
+        all: bool,
         /// Exit codes: default (0 ready, 1 not ready, 2 error) or nagios (0 ok, 1 warning,
         /// 2 critical, 3 unknown: the host could not be read).
         #[arg(long, value_enum, default_value = "default", value_name = "STYLE")]
@@ -66,6 +69,15 @@ pub enum Command {
         /// its RLIMIT_MEMLOCK and CapEff, with the fix for the runtime that started it.
         #[arg(long)]
         as_job: bool,
+        /// The node must have at least N NVIDIA GPUs (fewer fails `inventory`).
+        #[arg(long, value_name = "N")]
+        expect_gpus: Option<usize>,
+        /// The node must have at least N RDMA NICs with a PCI function.
+        #[arg(long, value_name = "N")]
+        expect_nics: Option<usize>,
+        /// Every NIC port must run at GBPS Gb/s or more (a port that lost lanes fails).
+        #[arg(long, value_name = "GBPS", value_parser = clap::value_parser!(u32).range(1..))]
+        expect_rate: Option<u32>,
     },
     /// Show the GPU x NIC PCIe topology (nvidia-smi topo -m classes, NCCL's path types).
     Topo {
@@ -97,8 +109,9 @@ pub enum Command {
     /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
     Bench(Box<BenchArgs>),
     /// Read an NCCL_DEBUG=INFO log: per NET device whether NCCL enabled GPU Direct RDMA and
-    /// why not, per connection whether it was GDRDMA; exit 0 only when every network
-    /// connection was.
+    /// why not, per connection whether it was GDRDMA, NCCL's warnings; exit 0 when every
+    /// network connection was GDRDMA, 1 when not (or NCCL fell back to sockets), 3 for a file
+    /// without NCCL lines, 4 for a log without a network connection.
     NcclLog {
         /// The log file, or `-` for standard input.
         #[arg(value_name = "FILE")]

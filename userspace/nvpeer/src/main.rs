@@ -80,11 +80,15 @@ fn main() -> ExitCode {
             json,
             brief,
             strict,
+            all,
             exit_codes,
             facts,
             require,
             workload,
             as_job,
+            expect_gpus,
+            expect_nics,
+            expect_rate,
         } => {
             if json && brief {
                 eprintln!(
@@ -105,11 +109,17 @@ fn main() -> ExitCode {
                 form,
                 &commands::check::CheckFlags {
                     strict,
+                    all,
                     codes: exit_codes.into(),
                     options: check::Options {
                         require: require.into(),
                         workload: workload.map(Into::into),
                         as_job,
+                        expect: check::Expect {
+                            gpus: expect_gpus,
+                            nics: expect_nics,
+                            rate_gbps: expect_rate,
+                        },
                     },
                 },
                 &mut out,

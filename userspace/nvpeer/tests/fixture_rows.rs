@@ -86,10 +86,27 @@ fn check_fixture(name: &str, file: &Path) -> usize {
         assert_eq!(report["verdict"]["text"], verdict, "{what}");
         let table = check_on(&root, &args, &env, memlock);
         let table = String::from_utf8(table.stdout).unwrap();
+        let mut all_args = args.clone();
+        all_args.push("--all".to_owned());
+        let table_all = check_on(&root, &all_args, &env, memlock);
+        let table_all = String::from_utf8(table_all.stdout).unwrap();
         for want in case["rows"].as_array().unwrap() {
             let id = want["id"].as_str().unwrap();
             let got = row(&report, id).unwrap_or_else(|| panic!("{what}: no row {id}"));
-            assert_eq!(got["status"], want["status"], "{what}: {got}");
+            // `n/a`: a row that does not apply (status ok, `applies: false`), which only
+            // `--all` prints.
+            let not_applicable = want["status"] == "n/a";
+            let status = if not_applicable {
+                "ok"
+            } else {
+                want["status"].as_str().unwrap()
+            };
+            assert_eq!(got["status"], status, "{what}: {got}");
+            assert_eq!(
+                got["applies"] == false,
+                not_applicable,
+                "{what}: {id} applies: {got}"
+            );
             let says = want["says"].as_str().unwrap();
             assert!(
                 got["detail"].as_str().unwrap().contains(says),
@@ -104,11 +121,23 @@ fn check_fixture(name: &str, file: &Path) -> usize {
                     "{what}: {id}'s fix is not {fix}: {got}"
                 );
             }
-            let line = format!("{:<5} {id} ", want["status"].as_str().unwrap());
+            let line = format!("{status:<7}  {id} ");
+            // The table shows what is not ok; `--all` every row.
+            let shown = if not_applicable || status == "ok" {
+                &table_all
+            } else {
+                &table
+            };
             assert!(
-                table.lines().any(|l| l.starts_with(&line)),
-                "{what}: the table has no `{line}` line:\n{table}"
+                shown.lines().any(|l| l.starts_with(&line)),
+                "{what}: the table has no `{line}` line:\n{shown}"
             );
+            if not_applicable {
+                assert!(
+                    !table.lines().any(|l| l.starts_with(&line)),
+                    "{what}: the table without --all shows `{line}`:\n{table}"
+                );
+            }
             checked += 1;
         }
         // The saved report, judged again with the same arguments and nothing else.

@@ -24,10 +24,9 @@ pub const NAGIOS_UNKNOWN: u8 = 3;
 /// The checks that make the host not ready: the failed ones, and with `strict` the warnings
 /// too, in report order.
 pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
-    report
-        .checks
-        .iter()
-        .filter(move |c| c.status == Status::Fail || (strict && c.status == Status::Warn))
+    report.checks.iter().filter(move |c| {
+        c.status == Status::Fail || (strict && matches!(c.status, Status::Warn | Status::Unknown))
+    })
 }
 
 /// Ready as `check` reports it: the verdict is ready, and with `strict` no check warned either.
@@ -49,6 +48,9 @@ pub fn line(report: &Report, strict: bool) -> String {
             )
         })
         .collect();
+    if report.verdict.unknown {
+        return format!("nvpeer: {}\n", report.verdict.text);
+    }
     if causes.is_empty() {
         match &report.verdict.blocking {
             Some(b) if !report.ready => causes.push(format!("{} ({})", b.check, b.reason)),
@@ -60,16 +62,67 @@ pub fn line(report: &Report, strict: bool) -> String {
 
 /// The exit code of `check` (not the usage and I/O errors, which the binary maps itself).
 pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
-    let warned = report.checks.iter().any(|c| c.status == Status::Warn);
+    let warned = report
+        .checks
+        .iter()
+        .any(|c| matches!(c.status, Status::Warn | Status::Unknown));
     match codes {
         ExitCodes::Default => u8::from(!ready(report, strict)),
         ExitCodes::Nagios => match (report.ready, warned) {
+            (false, _) if report.verdict.unknown => NAGIOS_UNKNOWN,
             (false, _) => 2,
             (true, true) if strict => 2,
             (true, true) => 1,
             (true, false) => 0,
         },
     }
+}
+
+/// `--brief --exit-codes nagios`: the Nagios plugin format, `NVPEER <STATE> - <verdict>[; warn:
+/// <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N` (the rows that apply), with the
+/// state of [`exit_code`].
+pub fn nagios_line(report: &Report, strict: bool) -> String {
+    let state = match exit_code(report, strict, ExitCodes::Nagios) {
+        0 => "OK",
+        1 => "WARNING",
+        2 => "CRITICAL",
+        _ => "UNKNOWN",
+    };
+    let mut text = report.verdict.text.clone();
+    if report.ready {
+        let said: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| c.applies && matches!(c.status, Status::Warn | Status::Unknown))
+            .map(|c| {
+                format!(
+                    "{} ({})",
+                    c.id,
+                    reason(c, &report.facts, &report.pairs, report.require)
+                )
+            })
+            .collect();
+        if !said.is_empty() {
+            text.push_str(&format!("; warn: {}", said.join(", ")));
+        }
+    }
+    let count = |s: Status| {
+        report
+            .checks
+            .iter()
+            .filter(|c| c.applies && c.status == s)
+            .count()
+    };
+    let perf: Vec<String> = Status::ALL
+        .iter()
+        .map(|s| format!("{}={}", s.label(), count(*s)))
+        .collect();
+    // `|` separates the performance data: none may appear in the text.
+    format!(
+        "NVPEER {state} - {} | {}\n",
+        text.replace('|', "/"),
+        perf.join(" ")
+    )
 }
 
 /// At most this many characters of a reason taken from a check's detail.
@@ -154,6 +207,16 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
+        "gdr_used" => pairs.iter().find_map(|p| {
+            let why = p.not_used.as_deref()?;
+            let short = if why.starts_with("NCCL's distance rule") {
+                "beyond NCCL_NET_GDR_LEVEL"
+            } else {
+                "no ACTIVE port"
+            };
+            Some(format!("{} not used: {short}", p.name()))
+        }),
+        "nccl" => Some("no peer memory".to_owned()),
         id if facts
             .nccl
             .iter()
@@ -213,6 +276,7 @@ mod tests {
                 status,
                 detail: detail.to_owned(),
                 fix: None,
+                applies: true,
             })
             .collect();
         report.status = report

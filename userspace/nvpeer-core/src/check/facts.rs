@@ -104,7 +104,9 @@ pub struct GpuFacts {
     pub label: String,
     pub address: PciAddress,
     /// PCI vendor and device id.
+    #[serde(with = "crate::hexid::u16")]
     pub vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub device: u16,
     pub numa_node: Option<i32>,
     pub bar1: Option<Bar>,
@@ -162,10 +164,17 @@ pub struct PairFacts {
     /// The NIC's PCI driver (`mlx5_core`, `efa`).
     pub nic_driver: Option<String>,
     /// The NIC's PCI vendor and device id.
+    #[serde(with = "crate::hexid::u16")]
     pub nic_vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub nic_device: u16,
     pub gpu_iommu_group: Option<String>,
     pub nic_iommu_group: Option<String>,
+    /// The PCIe links of the GPU and of the NIC (absent in facts of an older nvpeer).
+    #[serde(default)]
+    pub gpu_link: Option<crate::pci::PcieLink>,
+    #[serde(default)]
+    pub nic_link: Option<crate::pci::PcieLink>,
 }
 
 /// The role `rdma_topo` gives a Grace root port or ConnectX switch port, and the ACS mask
@@ -240,6 +249,9 @@ pub struct GraceFacts {
     pub acs_ports: Vec<AcsPort>,
     /// DMA functions whose surroundings are not `rdma_topo`'s shape, with why.
     pub unrecognised: Vec<String>,
+    /// Root ports of ids nvpeer does not list, recognised as Grace's by what is below them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_ports_by_layout: Vec<String>,
 }
 
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.
@@ -436,4 +448,7 @@ pub struct Facts {
     /// (and so without the other fields added with `--facts`) come from an older release and
     /// are refused.
     pub unreadable: BTreeMap<String, String>,
+    /// `/proc/sys/kernel/hostname` (absent in facts of an older nvpeer).
+    #[serde(default)]
+    pub hostname: Option<String>,
 }

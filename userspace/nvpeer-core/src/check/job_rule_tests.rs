@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::rule_tests::{dmabuf_facts, proc_580, ready_facts};
+use super::path_rule_tests::{dmabuf_facts, proc_580};
+use super::rule_tests::ready_facts;
 use super::*;
 use crate::limits::Memlock;
 use crate::nvidia_proc::{self, GpuInformation, NvidiaProc};
@@ -188,9 +189,17 @@ fn gdrcopy_rows() {
         c.fix.as_deref().unwrap().split(' ').next(),
         Some("`modprobe")
     );
-    // The installed file depends on the dummy: fail, loaded or not.
+    // The installed file depends on the dummy: a warning, loaded or not (NCCL, NVSHMEM and UCX
+    // work without GDRCopy); under `--for gin` a failure.
     g.installed.as_mut().unwrap().depends = vec!["nv_p2p_dummy".to_owned()];
-    assert_eq!(row(&with(g), "gdrcopy").status, Status::Fail);
+    assert_eq!(row(&with(g.clone()), "gdrcopy").status, Status::Warn);
+    let gin = Options {
+        workload: Some(crate::check::Workload::Gin),
+        ..Options::default()
+    };
+    let mut f = crate::check::rule_tests::ready_facts();
+    f.gdrcopy = Some(g.clone());
+    assert_eq!(row(&report(f, &gin), "gdrcopy").status, Status::Fail);
     // A library without the module.
     let g = GdrcopyFacts {
         libraries: gdrdrv_ok().libraries,
@@ -211,8 +220,9 @@ fn gdrcopy_rows() {
     // A node of an earlier load; a node only root can open.
     let mut g = gdrdrv_ok();
     g.device.as_mut().unwrap().major = Some(507);
+    // A warning: GPUDirect RDMA does not need GDRCopy (`--for gin` fails it).
     let c = row(&with(g), "gdrcopy_device").clone();
-    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.status, Status::Warn);
     assert!(c
         .fix
         .as_deref()
@@ -274,7 +284,7 @@ fn memlock_of_the_job_and_of_its_starters() {
         .starts_with("CRI-O: "));
     // The old facts (no memlock measured).
     f.memlock = None;
-    assert_eq!(row(&report(f, &as_job), "memlock").status, Status::Warn);
+    assert_eq!(row(&report(f, &as_job), "memlock").status, Status::Unknown);
 
     // The starters: kubelet's limit alone warns of nothing; dockerd's does, with Docker's fix.
     let starter = |pid, comm: &str, soft| JobStarter {

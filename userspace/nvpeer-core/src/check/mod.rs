@@ -33,7 +33,13 @@ mod rules;
 pub mod verdict;
 
 #[cfg(test)]
+mod fix_tests;
+#[cfg(test)]
 mod job_rule_tests;
+#[cfg(test)]
+mod path_rule_tests;
+#[cfg(test)]
+mod platform_rule_tests;
 #[cfg(test)]
 mod rule_tests;
 #[cfg(test)]
@@ -49,25 +55,56 @@ pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};
 pub use verdict::Verdict;
 
-/// The schema of `nvpeer check --json`.
-pub const SCHEMA: &str = "nvpeer.check/1";
+/// The schema of `nvpeer check --json`: 2 since issue 46 (statuses `info` and `unknown`,
+/// `applies`, `host`, `nvpeer_version`, `time`, PCI ids as hexadecimal strings, pairs with the
+/// GPU's bus id and UUID).
+pub const SCHEMA: &str = "nvpeer.check/2";
+
+/// The schemas whose facts `--facts` judges: this one and `nvpeer.check/1`, whose facts are
+/// the same but for PCI ids written as numbers.
+pub const SCHEMAS_READ: [&str; 2] = [SCHEMA, "nvpeer.check/1"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// As it should be.
     Ok,
+    /// True and worth knowing; nothing to do.
+    Info,
+    /// Act, or GPUDirect RDMA is degraded.
     Warn,
+    /// Could not tell, and it matters: a fact was unreadable or malformed.
+    Unknown,
+    /// GPUDirect RDMA will not work on a path asked for.
     Fail,
 }
 
 impl Status {
+    pub const ALL: [Self; 5] = [Self::Ok, Self::Info, Self::Warn, Self::Unknown, Self::Fail];
+
     pub fn label(self) -> &'static str {
         match self {
             Self::Ok => "ok",
+            Self::Info => "info",
             Self::Warn => "warn",
+            Self::Unknown => "unknown",
             Self::Fail => "fail",
         }
     }
+
+    /// The Prometheus value: 0 ok or info, 1 warn, 2 fail, 3 unknown (Nagios' order).
+    pub fn gauge(self) -> u64 {
+        match self {
+            Self::Ok | Self::Info => 0,
+            Self::Warn => 1,
+            Self::Fail => 2,
+            Self::Unknown => 3,
+        }
+    }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// The outcome of one check (one row of the table).
@@ -78,51 +115,71 @@ pub struct Check {
     pub status: Status,
     /// What was found (for warn and fail: the cause).
     pub detail: String,
-    /// For warn and fail: what to do about it.
+    /// For warn and fail: what to do about it; for info: advice for later (`note:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// False: the row does not apply to this host or run (a path no pair needs, a workload not
+    /// asked for, something not installed); the table hides it unless `--all`.
+    #[serde(skip_serializing_if = "is_true")]
+    pub applies: bool,
 }
 
 impl Check {
-    fn ok(id: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        id: &'static str,
+        status: Status,
+        detail: String,
+        fix: Option<String>,
+    ) -> Self {
         Self {
             id,
-            status: Status::Ok,
-            detail: detail.into(),
-            fix: None,
+            status,
+            detail,
+            fix,
+            applies: true,
         }
+    }
+    fn ok(id: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(id, Status::Ok, detail.into(), None)
+    }
+    /// True and worth knowing, nothing to do now; `note`: advice for when it matters.
+    fn info(id: &'static str, detail: impl Into<String>, note: impl Into<String>) -> Self {
+        Self::new(id, Status::Info, detail.into(), Some(note.into()))
     }
     fn warn(id: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self {
-            id,
-            status: Status::Warn,
-            detail: detail.into(),
-            fix: Some(fix.into()),
-        }
+        Self::new(id, Status::Warn, detail.into(), Some(fix.into()))
     }
     fn fail(id: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self {
-            id,
-            status: Status::Fail,
-            detail: detail.into(),
-            fix: Some(fix.into()),
-        }
+        Self::new(id, Status::Fail, detail.into(), Some(fix.into()))
+    }
+    /// A row that does not apply to this host or run (hidden unless `--all`).
+    fn not_applicable(id: &'static str, detail: impl Into<String>) -> Self {
+        Self::ok(id, detail).hidden()
+    }
+    /// This row, marked as not applying (status `ok`, no fix).
+    fn hidden(mut self) -> Self {
+        self.status = Status::Ok;
+        self.fix = None;
+        self.applies = false;
+        self
     }
     /// A check that depends on facts another check could not read.
     fn not_examined(id: &'static str, why: &str) -> Self {
-        Self::warn(
+        Self::new(
             id,
+            Status::Unknown,
             format!("not examined: {why}"),
-            "fix the unreadable files the other check names",
+            Some("fix the unreadable files the other check names".to_owned()),
         )
     }
     /// A check that could not be made because a file was unreadable or malformed (`e`: the
     /// error as [`Facts::unreadable`] keeps it).
     fn error(id: &'static str, e: &str) -> Self {
-        Self::warn(
+        Self::new(
             id,
+            Status::Unknown,
             format!("could not check: {e}"),
-            "the file should be the kernel's text; check its permissions (some need root) or report the content as a bug",
+            Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
         )
     }
 }
@@ -167,12 +224,31 @@ pub struct Options {
     /// `--as-job`: `memlock` judges the calling process as the job it runs in (its limit,
     /// CapEff, the runtime that started it); the job starters are not judged.
     pub as_job: bool,
+    /// `--expect-gpus`, `--expect-nics`, `--expect-rate`: the `inventory` row.
+    pub expect: Expect,
+}
+
+/// What the node must have, as NHC's inventory checks say it: fewer fails `inventory`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expect {
+    pub gpus: Option<usize>,
+    /// RDMA devices with a PCI function.
+    pub nics: Option<usize>,
+    /// Every NIC port's rate at least this many Gb/s.
+    pub rate_gbps: Option<u32>,
 }
 
 /// All checks of one run: `nvpeer check --json` prints this.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub schema: &'static str,
+    /// The host's name (`/proc/sys/kernel/hostname` under the procfs root; `--facts`: the
+    /// saved host's), when known.
+    pub host: Option<String>,
+    /// The nvpeer that judged.
+    pub nvpeer_version: &'static str,
+    /// When it judged, UTC (RFC 3339).
+    pub time: String,
     /// The worst status of any check.
     pub status: Status,
     /// The verdict is ready (= exit code 0 without `--strict`).
@@ -223,6 +299,9 @@ pub fn report(facts: Facts, options: &Options) -> Report {
     let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
     Report {
         schema: SCHEMA,
+        host: facts.hostname.clone(),
+        nvpeer_version: env!("CARGO_PKG_VERSION"),
+        time: crate::clock::now_utc(),
         status,
         ready: verdict.ready,
         verdict,
@@ -305,7 +384,7 @@ pub fn parse_facts(bytes: &[u8], source: &str) -> Result<Facts, FactsError> {
         })?;
     // A whole report: its schema must be ours, and its facts are what is judged.
     if let Some(schema) = value.get("schema") {
-        if schema != SCHEMA {
+        if !SCHEMAS_READ.iter().any(|s| schema == *s) {
             return Err(FactsError::Schema {
                 path: path(),
                 schema: schema

@@ -30,7 +30,7 @@ fn empty_host_fails_with_a_fix_for_each_missing_piece() {
     let report = run_on(sys.path(), std::path::Path::new("/nonexistent"));
     assert_eq!(report.status, Status::Fail);
     assert!(!report.ready);
-    assert_eq!(report.schema, "nvpeer.check/1");
+    assert_eq!(report.schema, "nvpeer.check/2");
     for id in [
         "module",
         "peer_clients",
@@ -38,7 +38,7 @@ fn empty_host_fails_with_a_fix_for_each_missing_piece() {
         "ib_core",
         "rdma_devices",
         "gpus",
-        "nccl>=2.23.4",
+        "nccl",
         "ucx",
     ] {
         assert_eq!(report.get(id).unwrap().status, Status::Fail, "{id}");
@@ -102,13 +102,7 @@ fn recognises_our_module_and_the_stand_ins() {
     assert!(detail("ib_core").contains("peer_core_sim (test stand-in"));
     assert!(detail("ib_core").contains("generation 5x-unmaps"));
     assert_eq!(status("rdma_devices"), Status::Ok);
-    for id in [
-        "nccl<=2.9.6",
-        "nccl=2.9.8..2.21.5",
-        "nccl=2.22.3",
-        "nccl>=2.23.4",
-        "ucx",
-    ] {
+    for id in ["nccl", "ucx"] {
         assert_eq!(status(id), Status::Ok, "{id}");
     }
     // No GPU in this tree: that is the only failure (and so no GPU-NIC pair).
@@ -169,14 +163,22 @@ fn memory_peers_off_warns_and_older_nccl_loses_detection() {
     write(s, "module/peer_core_sim/parameters/sysfs", "N\n");
     let report = run_on(s, std::path::Path::new("/nonexistent"));
     let pc = report.get("peer_clients").unwrap();
-    assert_eq!(pc.status, Status::Warn);
+    assert_eq!(pc.status, Status::Info);
     assert!(
         pc.detail.contains("memory_peers is absent") && pc.detail.contains("registrations=3"),
         "{}",
         pc.detail
     );
-    assert_eq!(report.get("nccl=2.22.3").unwrap().status, Status::Warn);
-    assert_eq!(report.get("nccl>=2.23.4").unwrap().status, Status::Ok);
+    // One NCCL row: the newest releases detect the module, older ones would not: worth knowing.
+    let nccl = report.get("nccl").unwrap();
+    assert_eq!(nccl.status, Status::Info);
+    assert!(
+        nccl.detail
+            .starts_with("NCCL 2.23.4 and later enable GPUDirect RDMA through peer memory")
+            && nccl.detail.contains("NCCL 2.22.3 would not"),
+        "{}",
+        nccl.detail
+    );
     assert_eq!(report.get("ucx").unwrap().status, Status::Ok);
 }
 
@@ -261,7 +263,7 @@ fn ib_uverbs_held_without_a_holders_directory() {
     // No holders directory and no refcnt: kallsyms alone says the module uses ib_uverbs.
     let report = run_on(sys.path(), proc.path());
     let reload = report.get("driver_reload").unwrap();
-    assert_eq!(reload.status, Status::Warn);
+    assert_eq!(reload.status, Status::Info);
     assert!(
         reload
             .detail
@@ -396,12 +398,13 @@ fn a_stand_in_marker_wins_over_its_parameter_and_the_module_is_compared() {
 }
 
 #[test]
-fn malformed_files_become_warnings_that_name_the_file() {
+fn malformed_files_become_unknowns_that_name_the_file_and_keep_the_device() {
     let sys = tempfile::tempdir().unwrap();
     let s = sys.path();
     fs::create_dir_all(s.join("devices/pci0000:00/0000:00:01.0")).unwrap();
     write(s, "devices/pci0000:00/0000:00:01.0/vendor", "0x10de\n");
     write(s, "devices/pci0000:00/0000:00:01.0/class", "0x030200\n");
+    write(s, "devices/pci0000:00/0000:00:01.0/device", "0x2330\n");
     write(s, "devices/pci0000:00/0000:00:01.0/numa_node", "zero\n");
     fs::create_dir_all(s.join("bus/pci/devices")).unwrap();
     std::os::unix::fs::symlink(
@@ -410,11 +413,28 @@ fn malformed_files_become_warnings_that_name_the_file() {
     )
     .unwrap();
     let report = run_on(s, std::path::Path::new("/nonexistent"));
+    // The GPU is kept, its NUMA node unknown, said by the `sysfs` row (nothing rests on it
+    // here: `gpus` is ok).
     let gpus = report.get("gpus").unwrap();
-    assert_eq!(gpus.status, Status::Warn);
+    assert_eq!(gpus.status, Status::Ok, "{gpus:?}");
     assert!(
-        gpus.detail.contains("numa_node") && gpus.detail.contains("\"zero\""),
+        gpus.detail.starts_with("GPU0 0000:00:01.0"),
         "{}",
         gpus.detail
     );
+    assert_eq!(report.facts.gpus.len(), 1, "{:?}", report.facts.gpus);
+    assert_eq!(report.facts.gpus[0].numa_node, None);
+    let sysfs = report.get("sysfs").unwrap();
+    assert_eq!(sysfs.status, Status::Unknown);
+    assert!(
+        sysfs.detail.contains("numa_node") && sysfs.detail.contains("\"zero\""),
+        "{}",
+        sysfs.detail
+    );
+    // Its vendor unreadable: whether it is a GPU is unknown, and `gpus` says so.
+    write(s, "devices/pci0000:00/0000:00:01.0/vendor", "zzz\n");
+    let report = run_on(s, std::path::Path::new("/nonexistent"));
+    let gpus = report.get("gpus").unwrap();
+    assert_eq!(gpus.status, Status::Unknown);
+    assert!(gpus.detail.contains("vendor"), "{}", gpus.detail);
 }

@@ -25,6 +25,9 @@ pub struct Blocking {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub ready: bool,
+    /// Not ready because a fact that decides it could not be read: `unknown: <id> (<what>)`
+    /// (Nagios UNKNOWN).
+    pub unknown: bool,
     /// `ready (dma-buf)`, ..., or `not ready: <id> (<reason>)`.
     pub text: String,
     /// The paths a ready verdict rests on (empty when not ready).
@@ -90,6 +93,46 @@ fn label(pairs: &[PairVerdict]) -> (String, Vec<GdrPath>) {
     (label, paths)
 }
 
+/// The rows whose facts decide whether a GPU-NIC pair exists and which paths carry it: one of
+/// them unknown makes a verdict of "no pair" or "not carried" unknown instead.
+fn decides_pairs(id: &str) -> bool {
+    matches!(
+        id,
+        "gpus"
+            | "gpu_gdr"
+            | "nvidia_driver"
+            | "rdma_devices"
+            | "paths"
+            | "dmabuf"
+            | "efa"
+            | "module"
+            | "parameters"
+            | "peer_clients"
+            | "ib_core"
+            | "grace"
+    )
+}
+
+/// `unknown: <id> (<the unread file and why, as row `u` says it>)`.
+fn unknown(u: &Check, not_probed: Vec<String>) -> Verdict {
+    let what = ["could not check: ", "could not read: ", "unknown for "]
+        .iter()
+        .find_map(|m| u.detail.split_once(m).map(|(_, rest)| rest))
+        .unwrap_or(&u.detail)
+        .to_owned();
+    Verdict {
+        ready: false,
+        unknown: true,
+        text: format!("unknown: {} ({what})", u.id),
+        paths: Vec::new(),
+        blocking: Some(Blocking {
+            check: u.id,
+            reason: what,
+        }),
+        not_probed,
+    }
+}
+
 /// The verdict of rows `checks` (in report order) and pairs `pairs` under `require`; `reason`
 /// gives a row's short reason.
 pub fn verdict(
@@ -106,24 +149,55 @@ pub fn verdict(
     }
     let blocked = |check: &'static str, reason: String| Verdict {
         ready: false,
+        unknown: false,
         text: format!("not ready: {check} ({reason})"),
         paths: Vec::new(),
         blocking: Some(Blocking { check, reason }),
         not_probed: not_probed.clone(),
     };
-    if let Some(c) = checks.iter().find(|c| c.status == Status::Fail) {
+    // No pair, or a pair not carried (the `paths` row fails then too): unless a fact that
+    // could not be read decides it, in which case the answer is unknown, not "not ready".
+    let uncarried_reason = if pairs.is_empty() {
+        Some("no GPU-NIC pair".to_owned())
+    } else {
+        pairs
+            .iter()
+            .find(|p| !carried(&p.paths, require))
+            .map(|p| uncarried(p, require))
+    };
+    let first_fail = checks.iter().find(|c| c.status == Status::Fail);
+    let deciding_unknown = checks
+        .iter()
+        .find(|c| c.status == Status::Unknown && decides_pairs(c.id));
+    // `gdr_used` is made from the devices too: a device fact unknown makes it unknown.
+    if let (Some(c), Some(u)) = (first_fail, deciding_unknown) {
+        if c.id == "gdr_used" {
+            return unknown(u, not_probed);
+        }
+    }
+    if let Some(c) = first_fail.filter(|c| c.id != "paths" || uncarried_reason.is_none()) {
         return blocked(c.id, reason(c));
     }
-    // The `paths` row fails in both cases; rows made elsewhere (hand-made, a test) may not have it.
-    if pairs.is_empty() {
-        return blocked("paths", "no GPU-NIC pair".to_owned());
+    if let Some(why) = uncarried_reason {
+        if let Some(u) = deciding_unknown {
+            return unknown(u, not_probed);
+        }
+        return match first_fail {
+            Some(c) => blocked(c.id, reason(c)),
+            None => blocked("paths", why),
+        };
     }
-    if let Some(p) = pairs.iter().find(|p| !carried(&p.paths, require)) {
-        return blocked("paths", uncarried(p, require));
+    // Ready means used: whether NCCL uses a carried pair is unknown, so is the verdict.
+    if let Some(u) = checks
+        .iter()
+        .find(|c| c.id == "gdr_used" && c.status == Status::Unknown)
+    {
+        return unknown(u, not_probed);
     }
     let (label, paths) = label(pairs);
     Verdict {
         ready: true,
+        unknown: false,
         text: format!("ready ({label})"),
         paths,
         blocking: None,
@@ -155,6 +229,9 @@ mod tests {
         PairVerdict {
             gpu: "GPU0".to_owned(),
             nic: nic.to_owned(),
+            gpu_bus_id: None,
+            gpu_uuid: None,
+            nic_bus_id: None,
             class: PathClass::Pix,
             paths: paths.to_vec(),
             preferred: paths.first().copied(),
@@ -162,6 +239,7 @@ mod tests {
             why_not,
             not_probed: vec!["the NIC probe".to_owned()],
             notes: Vec::new(),
+            not_used: None,
         }
     }
 
@@ -171,6 +249,7 @@ mod tests {
             status,
             detail: format!("{id} detail"),
             fix: None,
+            applies: true,
         }
     }
 

@@ -3,7 +3,7 @@
 //! a report, the module's and MOFED's `memory_peers` counters, with their HELP texts.
 
 use super::exposition::{Exposition, Kind};
-use crate::check::{GdrPath, Report, Status};
+use crate::check::{GdrPath, Report};
 use crate::error::Error;
 use crate::pci::PciAddress;
 use crate::peermem::Implementation;
@@ -159,23 +159,33 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
     let checks = e.family(
         "nvpeer_check_status",
         Kind::Gauge,
-        "Verdict of each nvpeer check: 0 ok, 1 warn, 2 fail",
+        "Verdict of each nvpeer check: 0 ok or info, 1 warn, 2 fail, 3 unknown",
     );
     for c in &report.checks {
-        let v = match c.status {
-            Status::Ok => 0,
-            Status::Warn => 1,
-            Status::Fail => 2,
-        };
-        checks.set(&[("check", c.id)], v);
+        checks.set(&[("check", c.id)], c.status.gauge());
     }
 
+    // Labels from fixed sets only (no free text, which would make a series per host and
+    // reason): the state, the blocking row's id, the paths a ready verdict rests on.
+    let state = if report.verdict.ready {
+        "ready"
+    } else if report.verdict.unknown {
+        "unknown"
+    } else {
+        "not_ready"
+    };
+    let blocking = report.verdict.blocking.as_ref().map_or("", |b| b.check);
+    let paths: Vec<&str> = report.verdict.paths.iter().map(|p| p.id()).collect();
+    let paths = paths.join(",");
     e.family(
         "nvpeer_verdict_info",
         Kind::Gauge,
-        "The host's verdict as nvpeer check prints it: ready (dma-buf), ready (peer memory), ready (dma-buf and peer memory), ready (EFA), a host whose pairs need different paths every path a pair takes (ready (dma-buf and EFA)), or not ready: <first blocking reason>; always 1",
+        "The host's verdict: state ready, not_ready or unknown; blocking the id of the row that decides a verdict that is not ready; paths what a ready verdict rests on (dmabuf, peer_memory, efa, comma-separated); always 1",
     )
-    .set(&[("verdict", &report.verdict.text)], 1);
+    .set(
+        &[("state", state), ("blocking", blocking), ("paths", &paths)],
+        1,
+    );
     for p in &report.pairs {
         for path in GdrPath::ALL {
             if path == GdrPath::Efa && !p.paths.contains(&path) && !p.why_not.contains_key(&path) {
@@ -354,7 +364,7 @@ pub fn collect(stats: &std::result::Result<Stats, Error>, report: &Report) -> Ex
 mod tests {
     use super::super::exposition::tests::parse;
     use super::super::{escape_label_value, render};
-    use crate::check::{self, Inputs, Status};
+    use crate::check::{self, Inputs};
     use crate::host::Host;
     use std::fs;
     use std::path::Path;
@@ -429,11 +439,7 @@ mod tests {
             .collect();
         assert_eq!(statuses.len(), report.checks.len());
         for c in &report.checks {
-            let want = match c.status {
-                Status::Ok => "0",
-                Status::Warn => "1",
-                Status::Fail => "2",
-            };
+            let want = c.status.gauge().to_string();
             assert_eq!(
                 value(&format!(
                     "nvpeer_check_status{{check=\"{}\"}}",

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod svg;
+pub mod trees;
 
 use std::path::PathBuf;
 

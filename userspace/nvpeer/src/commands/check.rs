@@ -20,6 +20,8 @@ pub enum CheckForm {
 /// `--strict`, `--exit-codes` and the policy (`--require`).
 pub struct CheckFlags {
     pub strict: bool,
+    /// `--all`: the table shows the rows that do not apply too.
+    pub all: bool,
     pub codes: ExitCodes,
     pub options: check::Options,
 }
@@ -56,10 +58,19 @@ pub fn run(
     };
     match form {
         CheckForm::Json => out.print(&to_json(&report, true)?)?,
+        CheckForm::Brief if codes == ExitCodes::Nagios => {
+            out.print(&brief::nagios_line(&report, strict))?
+        }
         CheckForm::Brief => out.print(&brief::line(&report, strict))?,
         CheckForm::Table => {
             let color = out.color;
-            out.print(&render::check(&report, color))?;
+            // The terminal's width where the shell says it (COLUMNS), else 100.
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .filter(|w| *w >= 40)
+                .unwrap_or(render::CHECK_WIDTH);
+            out.print(&render::check(&report, color, flags.all, width))?;
         }
     }
     Ok(ExitCode::from(brief::exit_code(&report, strict, codes)))

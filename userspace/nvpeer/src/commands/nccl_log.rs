@@ -7,8 +7,9 @@ use nvpeer_core::{nccl_log, render};
 
 use crate::output::{to_json, Out};
 
-/// Exit 0 when every network connection was GDRDMA, 1 otherwise (some, none, no network
-/// connection, no NCCL lines), 2 when the log cannot be read.
+/// Exit 0 when every network connection was GDRDMA, 1 when not (some, none, NET/Socket), 3 for
+/// a file with no NCCL line, 4 for an NCCL log without a network connection, 2 when the log
+/// cannot be read.
 pub fn run(file: &str, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
     let report = match nccl_log::read(file) {
         Ok(r) => r,
@@ -22,9 +23,5 @@ pub fn run(file: &str, json: bool, out: &mut Out) -> std::io::Result<ExitCode> {
     } else {
         out.print(&render::nccl_log(&report))?;
     }
-    Ok(if report.summary.verdict == nccl_log::Verdict::All {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(ExitCode::from(report.summary.verdict.exit_code()))
 }

@@ -151,6 +151,9 @@ mod tests {
             path: p,
             numa_node: Some(numa),
             local_cpulist: None,
+            link: None,
+            unreadable: Vec::new(),
+            unreadable_ids: Vec::new(),
         }
     }
 
@@ -160,6 +163,8 @@ mod tests {
             driver: None,
             pci: path.map(|p| dev(p, 0)),
             ports: Vec::new(),
+            unreadable: Vec::new(),
+            unreadable_details: Vec::new(),
         }
     }
 

@@ -110,7 +110,7 @@ pub(super) fn acs_findings(host: &Host, t: &Topology) -> Result<Vec<AcsFinding>>
 /// Grace root port. The model is the driver's (`information`); this is a reading of NVIDIA's
 /// product names, not a flag the driver shows ([inferred]: the driver's own `nv->coherent` is not
 /// exported).
-fn is_superchip_model(model: &str) -> bool {
+pub(super) fn is_superchip_model(model: &str) -> bool {
     let name = model.strip_prefix("NVIDIA ").unwrap_or(model);
     let mut c = name.chars();
     c.next() == Some('G')
@@ -120,8 +120,10 @@ fn is_superchip_model(model: &str) -> bool {
 
 /// The pairs whose paths are judged: each GPU with its nearest NIC(s), as `topo` finds them,
 /// except that a GPU of a Grace-Blackwell DMA-Direct complex is paired with that complex's NIC
-/// (its Data Direct partner, as `rdma_topo` pairs them).
+/// (its Data Direct partner, as `rdma_topo` pairs them). An `iommu_group` link that cannot be
+/// read leaves that group unknown and its error in `unread`.
 pub(super) fn pairs(
+    unread: &mut Vec<Error>,
     host: &Host,
     all: &[PciDevice],
     t: &Topology,
@@ -149,11 +151,16 @@ pub(super) fn pairs(
             .flat_map(|p| &p.gpus)
             .find(|i| i.bus_location == Some(gpu.pci.address))
             .and_then(|i| i.model.as_deref());
-        let coherent = root_port
-            .and_then(|rp| all.iter().find(|d| d.address == rp))
-            .and_then(|rp| KnownDevice::of(rp.vendor, rp.device))
-            == Some(KnownDevice::GraceRootPort)
-            && model.is_none_or(is_superchip_model);
+        // A Grace root port by its id or by the layout (`grace`'s root ports).
+        let grace_port = root_port.is_some_and(|rp| {
+            grace.is_some_and(|g| g.root_ports.contains(&rp))
+                || all
+                    .iter()
+                    .find(|d| d.address == rp)
+                    .and_then(|d| KnownDevice::of(d.vendor, d.device))
+                    == Some(KnownDevice::GraceRootPort)
+        });
+        let coherent = grace_port && model.is_none_or(is_superchip_model);
         for nic_name in nics {
             let Some(nic) = t.nic(&nic_name).and_then(|n| n.pci.as_ref()) else {
                 continue;
@@ -174,8 +181,16 @@ pub(super) fn pairs(
                     .and_then(|d| d.driver.clone()),
                 nic_vendor: nic.vendor,
                 nic_device: nic.device,
-                gpu_iommu_group: pci::iommu_group(host, gpu.pci.address)?,
-                nic_iommu_group: pci::iommu_group(host, nic.address)?,
+                gpu_iommu_group: pci::iommu_group(host, gpu.pci.address).unwrap_or_else(|e| {
+                    unread.push(e);
+                    None
+                }),
+                nic_iommu_group: pci::iommu_group(host, nic.address).unwrap_or_else(|e| {
+                    unread.push(e);
+                    None
+                }),
+                gpu_link: gpu.pci.link,
+                nic_link: nic.link,
                 nic: nic_name,
             });
         }

@@ -14,8 +14,57 @@ use crate::topo::Topology;
 
 use super::super::{AcsPort, AcsRole, DmaDirectComplex, GraceFacts};
 
-fn kind(d: &PciDevice) -> Option<KnownDevice> {
+/// What `d` is: by its ids, or a Grace root port of an id this nvpeer does not list that the
+/// layout showed to be one (`grace_rps`, see [`grace_root_ports`]).
+fn kind(d: &PciDevice, grace_rps: &[PciAddress]) -> Option<KnownDevice> {
+    if grace_rps.contains(&d.address) {
+        return Some(KnownDevice::GraceRootPort);
+    }
     KnownDevice::of(d.vendor, d.device)
+}
+
+/// An NVIDIA PCI bridge on a root bus (no bridge above it): a CPU's root port.
+fn is_nvidia_root_port(d: &PciDevice) -> bool {
+    d.vendor == pci::NVIDIA_VENDOR && d.class >> 8 == 0x0604 && d.path.bridges().is_empty()
+}
+
+/// The Grace root ports: those of the ids NVIDIA lists, and any other NVIDIA root port above a
+/// Grace superchip's GPU (`superchip_gpus`, by its model) or a ConnectX-8 DMA function (only
+/// Grace-Blackwell has the DMA-Direct shape). Each of the latter with why (the `grace` row).
+fn grace_root_ports(
+    all: &[PciDevice],
+    superchip_gpus: &[PciAddress],
+) -> (Vec<PciAddress>, Vec<String>) {
+    let mut ports = Vec::new();
+    let mut by_layout = Vec::new();
+    for rp in all.iter().filter(|d| is_nvidia_root_port(d)) {
+        if KnownDevice::of(rp.vendor, rp.device) == Some(KnownDevice::GraceRootPort) {
+            ports.push(rp.address);
+            continue;
+        }
+        let below = |d: &&PciDevice| d.address != rp.address && d.path.chain.contains(&rp.address);
+        let why = if let Some(g) = all
+            .iter()
+            .filter(below)
+            .find(|d| superchip_gpus.contains(&d.address))
+        {
+            format!("a Grace superchip's GPU {} below it", g.address)
+        } else if let Some(dma) = all
+            .iter()
+            .filter(below)
+            .find(|d| KnownDevice::of(d.vendor, d.device) == Some(KnownDevice::ConnectX8Dma))
+        {
+            format!("a ConnectX-8 DMA function {} below it", dma.address)
+        } else {
+            continue;
+        };
+        ports.push(rp.address);
+        by_layout.push(format!(
+            "root port {} ({:04x}:{:04x}, an id this nvpeer does not list) by {why}",
+            rp.address, rp.vendor, rp.device
+        ));
+    }
+    (ports, by_layout)
 }
 
 /// The V3 keyword of a function's `vpd` (absent or unreadable: `None`, as `rdma_topo` treats it).
@@ -46,7 +95,9 @@ fn complex(
     all: &[PciDevice],
     t: &Topology,
     dma: &PciDevice,
+    grace_rps: &[PciAddress],
 ) -> std::result::Result<Found, String> {
+    let kind = |d: &PciDevice| kind(d, grace_rps);
     let is = |a: Option<PciAddress>, k: KnownDevice| {
         a.and_then(|a| all.iter().find(|d| d.address == a))
             .and_then(kind)
@@ -145,23 +196,27 @@ fn complex(
     })
 }
 
-/// `None` on a host without a Grace root port.
-pub(super) fn grace(host: &Host, all: &[PciDevice], t: &Topology) -> Result<Option<GraceFacts>> {
-    let root_ports: Vec<PciAddress> = all
-        .iter()
-        .filter(|d| kind(d) == Some(KnownDevice::GraceRootPort))
-        .map(|d| d.address)
-        .collect();
+/// `None` on a host without a Grace root port. `superchip_gpus`: the GPUs whose model is a Grace
+/// superchip's (by the driver's `information`).
+pub(super) fn grace(
+    host: &Host,
+    all: &[PciDevice],
+    t: &Topology,
+    superchip_gpus: &[PciAddress],
+) -> Result<Option<GraceFacts>> {
+    let (root_ports, by_layout) = grace_root_ports(all, superchip_gpus);
     if root_ports.is_empty() {
         return Ok(None);
     }
+    let kind = |d: &PciDevice| kind(d, &root_ports);
     let devices: BTreeMap<String, KnownDevice> = all
         .iter()
         .filter_map(|d| Some((d.address.to_string(), kind(d)?)))
         .collect();
     let mut facts = GraceFacts {
-        root_ports,
+        root_ports: root_ports.clone(),
         devices,
+        root_ports_by_layout: by_layout,
         ..GraceFacts::default()
     };
     let mut roles: BTreeMap<PciAddress, AcsRole> = BTreeMap::new();
@@ -169,7 +224,7 @@ pub(super) fn grace(host: &Host, all: &[PciDevice], t: &Topology) -> Result<Opti
         .iter()
         .filter(|d| kind(d) == Some(KnownDevice::ConnectX8Dma))
     {
-        match complex(host, all, t, dma) {
+        match complex(host, all, t, dma, &root_ports) {
             Ok(found) => {
                 roles.insert(found.root_port, AcsRole::ComplexRootPort);
                 roles.insert(found.toward_dma, AcsRole::TowardDma);

@@ -37,43 +37,90 @@ use crate::verbs::Verbs;
 
 use super::{DmabufFacts, Facts, Inputs, GIN_ENV};
 
+/// Adds `why` to what `unreadable[fact]` says.
+fn note_text(unreadable: &mut BTreeMap<String, String>, fact: &str, why: &str) {
+    unreadable
+        .entry(fact.to_owned())
+        .and_modify(|all: &mut String| {
+            all.push_str("; ");
+            all.push_str(why);
+        })
+        .or_insert_with(|| why.to_owned());
+}
+
 /// Reads every fact the checks are made from. Never fails as a whole: what cannot be read is
 /// named in `unreadable` (by the facts field it would have filled) with the error.
 pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let mut unreadable = BTreeMap::new();
-    let mut note = |fact: &str, e: &Error| {
-        unreadable
-            .entry(fact.to_owned())
-            .and_modify(|all: &mut String| {
-                all.push_str("; ");
-                all.push_str(&e.to_string());
-            })
-            .or_insert_with(|| e.to_string());
+    let note = |unreadable: &mut BTreeMap<String, String>, fact: &str, e: &Error| {
+        note_text(unreadable, fact, &e.to_string());
     };
     let kallsyms = kernel::kallsyms(host);
     let loaded = peermem::loaded_modules(host)
-        .inspect_err(|e| note("modules", e))
+        .inspect_err(|e| note(&mut unreadable, "modules", e))
         .unwrap_or_default();
+    // The peer-memory modules are out-of-tree: each has a version (NCCL >= 2.23.4 looks for
+    // it), so a module directory without one is not the kernel's.
+    for m in loaded.iter().filter(|m| m.version.is_none()) {
+        note_text(
+            &mut unreadable,
+            "modules",
+            &format!(
+                "{}: absent",
+                host.sys_path(format!("module/{}/version", m.name))
+                    .display()
+            ),
+        );
+    }
     let memory_peers = modules::memory_peers(host)
-        .inspect_err(|e| note("memory_peers", e))
+        .inspect_err(|e| note(&mut unreadable, "memory_peers", e))
         .ok()
         .flatten();
     let nvidia_proc = {
         let reading = nvidia_proc::read(host);
         for (part, e) in &reading.errors {
-            note(part.fact(), e);
+            note(&mut unreadable, part.fact(), e);
         }
         reading.proc
     };
     let nvidia = providers::nvidia_driver(host, &kallsyms, nvidia_proc.as_ref())
-        .inspect_err(|e| note("nvidia", e))
+        .inspect_err(|e| note(&mut unreadable, "nvidia", e))
         .ok()
         .flatten();
     let ib_core = providers::ib_core(host, &kallsyms)
-        .inspect_err(|e| note("ib_core", e))
+        .inspect_err(|e| note(&mut unreadable, "ib_core", e))
         .ok();
-    let rdma_devices = rdma::devices(host).inspect_err(|e| note("rdma_devices", e));
-    let all_pci = pci::devices(host);
+    let rdma_devices =
+        rdma::devices(host).inspect_err(|e| note(&mut unreadable, "rdma_devices", e));
+    // A device file that cannot be read or parsed leaves that value unknown, never the
+    // device out: `pci` and `rdma` name each such file (the `gpus` and `rdma_devices` rows).
+    // `pci` and `rdma`: what decides which devices there are and whether they are up (the
+    // `gpus` and `rdma_devices` rows); `pci_details`, `rdma_details`: the rest (`sysfs`).
+    if let Ok(devices) = &rdma_devices {
+        for d in devices {
+            for problem in &d.unreadable {
+                note_text(&mut unreadable, "rdma", problem);
+            }
+            for problem in &d.unreadable_details {
+                note_text(&mut unreadable, "rdma_details", problem);
+            }
+        }
+    }
+    let mut skipped = Vec::new();
+    let all_pci = pci::devices_noting(host, &mut skipped);
+    for e in &skipped {
+        note_text(&mut unreadable, "pci", &e.to_string());
+    }
+    if let Ok(all) = &all_pci {
+        for d in all {
+            for problem in &d.unreadable_ids {
+                note_text(&mut unreadable, "pci", problem);
+            }
+            for problem in &d.unreadable {
+                note_text(&mut unreadable, "pci_details", problem);
+            }
+        }
+    }
     let pci_gpus = all_pci
         .as_ref()
         .map(|all| {
@@ -83,7 +130,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
                 .collect::<Vec<_>>()
         })
         .map_err(|e| {
-            note("gpus", e);
+            note(&mut unreadable, "gpus", e);
         });
     // None when the PCI or RDMA devices could not be read (their own checks say why).
     let topology = match (&pci_gpus, &rdma_devices) {
@@ -94,7 +141,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         Ok(g) => {
             let (gpus, bars_error) = devices::gpu_facts(host, g);
             if let Some(e) = bars_error {
-                note("bars", &e);
+                note(&mut unreadable, "bars", &e);
             }
             gpus
         }
@@ -110,36 +157,63 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         None => Vec::new(),
     };
     let iommu = kernel::iommu(host, &examined)
-        .inspect_err(|e| note("iommu", e))
+        .inspect_err(|e| note(&mut unreadable, "iommu", e))
         .ok();
     let acs = match &topology {
         Some(t) => devices::acs_findings(host, t)
-            .inspect_err(|e| note("acs", e))
+            .inspect_err(|e| note(&mut unreadable, "acs", e))
             .unwrap_or_default(),
         None => Vec::new(),
     };
+    // The GPUs NVIDIA names as a Grace superchip's (GH200, GB200, GB300): their root ports are
+    // Grace's whatever their ids.
+    let superchip_gpus: Vec<pci::PciAddress> = nvidia_proc
+        .iter()
+        .flat_map(|p| &p.gpus)
+        .filter(|i| i.model.as_deref().is_some_and(devices::is_superchip_model))
+        .filter_map(|i| i.bus_location)
+        .collect();
     let grace = match (&all_pci, &topology) {
-        (Ok(all), Some(t)) => grace::grace(host, all, t)
-            .inspect_err(|e| note("grace", e))
+        (Ok(all), Some(t)) => grace::grace(host, all, t, &superchip_gpus)
+            .inspect_err(|e| note(&mut unreadable, "grace", e))
             .ok()
             .flatten(),
         _ => None,
     };
-    let pairs = match (&all_pci, &topology, &rdma_devices) {
-        (Ok(all), Some(t), Ok(r)) => {
-            devices::pairs(host, all, t, r, grace.as_ref(), nvidia_proc.as_ref())
-                .inspect_err(|e| note("pairs", e))
-                .unwrap_or_default()
+    // The IOMMU groups the Grace rules compare: a link that cannot be read is unknown, not
+    // "no group".
+    let mut unread_groups = Vec::new();
+    for c in grace.iter().flat_map(|g| &g.complexes) {
+        for a in [c.gpu_address, c.dma_function] {
+            if let Err(e) = pci::iommu_group(host, a) {
+                unread_groups.push(e);
+            }
         }
+    }
+    let pairs = match (&all_pci, &topology, &rdma_devices) {
+        (Ok(all), Some(t), Ok(r)) => devices::pairs(
+            &mut unread_groups,
+            host,
+            all,
+            t,
+            r,
+            grace.as_ref(),
+            nvidia_proc.as_ref(),
+        )
+        .inspect_err(|e| note(&mut unreadable, "pairs", e))
+        .unwrap_or_default(),
         _ => Vec::new(),
     };
+    for e in &unread_groups {
+        note(&mut unreadable, "iommu_groups", e);
+    }
     let module_counters = modules::module_counters(host, &loaded);
     let provenance = provenance::installed(host, &crate::modtools::Kmod::system())
-        .inspect_err(|e| note("provenance", e))
+        .inspect_err(|e| note(&mut unreadable, "provenance", e))
         .ok()
         .flatten();
     let modprobe_target = crate::modprobe::modprobe_target(host)
-        .inspect_err(|e| note("modprobe_target", e))
+        .inspect_err(|e| note(&mut unreadable, "modprobe_target", e))
         .ok()
         .flatten();
     let kernel_release = kernel::os_release(host).ok().flatten();
@@ -162,16 +236,16 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         nccl_dmabuf_enable: nccl_env.dmabuf_enable,
     };
     let gdrcopy = gdrcopy::gdrcopy(host, &Kmod::system())
-        .inspect_err(|e| note("gdrcopy", e))
+        .inspect_err(|e| note(&mut unreadable, "gdrcopy", e))
         .ok();
     let job_starters = jobs::job_starters(host)
-        .inspect_err(|e| note("job_starters", e))
+        .inspect_err(|e| note(&mut unreadable, "job_starters", e))
         .ok();
     let process = jobs::process(host, &inputs.job_env)
-        .inspect_err(|e| note("process", e))
+        .inspect_err(|e| note(&mut unreadable, "process", e))
         .ok();
     let capability = capability::capability(host)
-        .inspect_err(|e| note("capability", e))
+        .inspect_err(|e| note(&mut unreadable, "capability", e))
         .ok();
     let gin_env = inputs
         .job_env
@@ -217,5 +291,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         capability,
         gin_env,
         unreadable,
+        hostname: host
+            .read_proc("sys/kernel/hostname")
+            .ok()
+            .flatten()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty()),
     }
 }

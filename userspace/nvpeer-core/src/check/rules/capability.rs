@@ -176,7 +176,7 @@ fn no_persistent_why(ctx: &Ctx, name: &str, what: &str) -> WhyNot {
             "no persistent pins on MIG/vGPU: {name} is {what}, where NVIDIA refuses them (nv-p2p.h: \"not supported on ... MIG-enabled devices and vGPU\"), and {} pins nv_mem persistently (persistent_api_support=1)",
             persistent_modules(ctx).join(", ")
         ),
-        fix: "reload the module with persistent_api_support=0 (an invalidating nv_mem, which MIG and vGPU allow): `rmmod nvidia_peermem && modprobe nvidia_peermem persistent_api_support=0`".to_owned(),
+        fix: "reload the module with persistent_api_support=0 (an invalidating nv_mem, which MIG and vGPU allow): `options nvidia_peermem persistent_api_support=0` in /etc/modprobe.d/nvidia-peermem.conf (kept across boots), then `rmmod nvidia_peermem && modprobe nvidia_peermem`".to_owned(),
     }
 }
 
@@ -327,14 +327,13 @@ pub(super) fn moot(ctx: &Ctx, rows: &mut [Check]) {
     }
     for r in rows
         .iter_mut()
-        .filter(|r| r.id != "gpu_gdr" && r.status == Status::Fail)
+        .filter(|r| r.id != "gpu_gdr" && r.status != Status::Ok)
     {
-        r.status = Status::Ok;
         r.detail = format!(
             "moot: this platform cannot do GPUDirect RDMA (see gpu_gdr); {}",
             r.detail
         );
-        r.fix = None;
+        *r = r.clone().hidden();
     }
 }
 

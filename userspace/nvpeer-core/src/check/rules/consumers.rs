@@ -13,12 +13,19 @@ use super::Ctx;
 pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let f = ctx.f;
     let mut rows = vec![check_nccl_env(&f.nccl_env)];
-    for rule in &nccl::NCCL_RULES {
-        rows.push(match f.nccl.iter().find(|v| v.consumer == rule.id) {
-            Some(v) => check_nccl_range(rule, v),
-            None => Check::not_examined(rule.id, "the facts have no verdict for it"),
-        });
-    }
+    let ranges: Option<Vec<(&nccl::Rule, &PeerMemoryVerdict)>> = nccl::NCCL_RULES
+        .iter()
+        .map(|rule| {
+            f.nccl
+                .iter()
+                .find(|v| v.consumer == rule.id)
+                .map(|v| (rule, v))
+        })
+        .collect();
+    rows.push(match ranges {
+        Some(ranges) => check_nccl_versions(&ranges),
+        None => Check::not_examined("nccl", "the facts have no verdict for every NCCL release"),
+    });
     rows.push(check_nccl_gdr(&f.nccl_env, &f.pairs));
     rows.push(check_ucx(&f.ucx, f.ucx_gpu_direct_rdma));
     rows
@@ -105,36 +112,44 @@ fn check_nccl_env(e: &NcclEnv) -> Check {
     Check::ok("nccl_env", detail)
 }
 
-fn check_nccl_range(rule: &nccl::Rule, v: &PeerMemoryVerdict) -> Check {
-    if v.peer_memory {
-        return Check::ok(
-            rule.id,
+/// One row for every NCCL release range (`ranges` oldest first): whether each detects a
+/// peer-memory client. The newest range decides: it failing fails the row; older ranges that
+/// would not detect it are worth knowing (a job pinned to an old NCCL), nothing to act on here.
+fn check_nccl_versions(ranges: &[(&nccl::Rule, &PeerMemoryVerdict)]) -> Check {
+    let Some(((newest_rule, newest), older)) = ranges.split_last() else {
+        return Check::not_examined("nccl", "no NCCL release range is known");
+    };
+    if !newest.peer_memory {
+        return Check::fail(
+            "nccl",
             format!(
-                "{} would enable GPUDirect RDMA through peer memory: {}",
-                rule.name,
-                exist(&v.found)
+                "no NCCL release would use peer memory: {}",
+                none_exist(&newest.looked_for)
             ),
+            "load the peer-memory module under the name nvidia_peermem (the default build), or set up dma-buf (see `dmabuf`)",
         );
     }
-    let newest = rule.id == nccl::NCCL_RULES[nccl::NCCL_RULES.len() - 1].id;
-    let detail = format!(
-        "{} would not use peer memory: {}",
-        rule.name,
-        none_exist(&v.looked_for)
+    let found = format!(
+        "{} enable GPUDirect RDMA through peer memory ({})",
+        newest_rule.name,
+        exist(&newest.found)
     );
-    if newest {
-        Check::fail(
-            rule.id,
-            detail,
-            "load the peer-memory module under the name nvidia_peermem (the default build), or set up dma-buf (see `dmabuf`)",
-        )
-    } else {
-        Check::warn(
-            rule.id,
-            detail,
-            "use NCCL >= 2.23.4 with the module named nvidia_peermem; older NCCL needs /sys/kernel/mm/memory_peers (MOFED < 24.04, or a kernel that exports mm_kobj)",
-        )
+    let blind: Vec<&str> = older
+        .iter()
+        .filter(|(_, v)| !v.peer_memory)
+        .map(|(r, _)| r.name)
+        .collect();
+    if blind.is_empty() {
+        return Check::ok("nccl", format!("every NCCL release would: {found}"));
     }
+    Check::info(
+        "nccl",
+        format!(
+            "{found}; {} would not (they look for /sys/kernel/mm/memory_peers)",
+            blind.join(", ")
+        ),
+        "a job pinned to NCCL 2.22 or older needs /sys/kernel/mm/memory_peers (MOFED < 24.04, or a kernel that exports mm_kobj); NCCL >= 2.23.4 needs nothing more",
+    )
 }
 
 /// NCCL's GPUDirect RDMA decision for one pair (`ncclTopoCheckGdr`): `Ok(how)` when enabled.
@@ -142,7 +157,7 @@ fn check_nccl_range(rule: &nccl::Rule, v: &PeerMemoryVerdict) -> Check {
 /// NUMA node) is NCCL's P2C path, distance C2C with `NCCL_NET_GDR_C2C` (2.27+, default 1), PHB
 /// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
 /// mapping).
-fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
+pub(super) fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
     if p.source == PairSource::DmaDirect && e.ib_data_direct {
         // NCCL places a Data Direct NIC at its DMA function's PCI path
         // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
@@ -169,7 +184,7 @@ fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
 
 fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
     if pairs.is_empty() {
-        return Check::ok(
+        return Check::not_applicable(
             "nccl_gdr",
             "no GPU-NIC pair on PCI: NCCL's distance rule has nothing to judge",
         );
@@ -241,10 +256,11 @@ fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
             "unset NCCL_IB_DISABLE",
         )
     } else if !no.is_empty() {
-        Check::warn(
+        // One cause, one fix: `gdr_used` fails for these pairs and says what to do.
+        Check::info(
             "nccl_gdr",
             detail,
-            "NCCL stages through host memory for the pairs listed as 'not for': place GPU and NIC under one PCIe switch, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) if the lower bandwidth is acceptable",
+            "NCCL stages through host memory for the pairs listed as 'not for' (see `gdr_used`)",
         )
     } else {
         Check::ok("nccl_gdr", detail)

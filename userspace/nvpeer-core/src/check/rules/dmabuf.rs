@@ -189,12 +189,17 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     if !release.at_least(REGKEY_SINCE) {
         return Ok(());
     }
-    if let Some(e) = ctx.proc_unreadable(Part::Params) {
-        r.notes.push(format!(
-            "GrdmaPciTopoCheckOverride unknown, judged as 0 (the default): could not read {e}"
+    // The override decides for every pair (2 refuses them all): unread, the answer is unknown.
+    let override_ = ctx.params.and_then(|p| p.grdma_pci_topo_check_override());
+    if let Some(e) = ctx
+        .proc_unreadable(Part::Params)
+        .filter(|_| override_.is_none())
+    {
+        return Err(why(
+            format!("GrdmaPciTopoCheckOverride unknown: could not read {e}"),
+            "/proc/driver/nvidia/params should be the driver's own text: check its permissions, or report its content as a bug",
         ));
     }
-    let override_ = ctx.params.and_then(|p| p.grdma_pci_topo_check_override());
     match override_ {
         Some(GRDMA_OVERRIDE_ALLOW) => {
             r.notes.push(
@@ -377,6 +382,22 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         String::new()
     };
     let detail = format!("{detail}: not for {first}{more}");
+    // A driver file that could not be read decides this: unknown, not a failure.
+    let override_known = ctx
+        .params
+        .and_then(|p| p.grdma_pci_topo_check_override())
+        .is_some();
+    let unread = ctx.proc_unreadable(Part::Version).or(ctx
+        .proc_unreadable(Part::Params)
+        .filter(|_| !override_known));
+    if let Some(e) = unread {
+        return Check::new(
+            "dmabuf",
+            super::super::Status::Unknown,
+            format!("{detail}; could not read: {e}"),
+            Some(fix),
+        );
+    }
     if ctx.options.require == Require::Dmabuf {
         Check::fail("dmabuf", detail, fix)
     } else {

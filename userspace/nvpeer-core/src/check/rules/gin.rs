@@ -32,13 +32,20 @@ const GDRCOPY_FOR_GIN: (u32, u32) = (2, 5);
 /// NCCL's GIN over dma-buf needs kernel 6.1 or later.
 const DMABUF_KERNEL_FOR_GIN: (u32, u32) = (6, 1);
 
-/// A row that fails under `--for gin` and otherwise informs.
-fn judged(ctx: &Ctx, id: &'static str, problem: Result<String, (String, String)>) -> Check {
-    let asked = ctx.options.workload == Some(Workload::Gin);
+/// A row that fails under `--for gin`, warns where something else asks for it (`asked`: the
+/// workload may run, GPUDirect RDMA does not need it) and otherwise does not apply.
+fn judged(
+    ctx: &Ctx,
+    id: &'static str,
+    asked: bool,
+    problem: Result<String, (String, String)>,
+) -> Check {
+    let gin = ctx.options.workload == Some(Workload::Gin);
     match problem {
-        Ok(detail) => Check::ok(id, detail),
-        Err((detail, fix)) if asked => Check::fail(id, detail, fix),
-        Err((detail, _)) => Check::ok(
+        Ok(detail) if asked || gin => Check::ok(id, detail),
+        Err((detail, fix)) if gin => Check::fail(id, detail, fix),
+        Err((detail, fix)) if asked => Check::warn(id, detail, fix),
+        Ok(detail) | Err((detail, _)) => Check::not_applicable(
             id,
             format!(
                 "{detail} (only GPU-initiated networking needs it: `check --for gin` judges it)"
@@ -50,10 +57,29 @@ fn judged(ctx: &Ctx, id: &'static str, problem: Result<String, (String, String)>
 /// `gin_driver`, `gin_umem`, `gin_gdrcopy`.
 pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
     vec![
-        judged(ctx, "gin_driver", driver(ctx)),
-        judged(ctx, "gin_umem", umem(ctx, pairs)),
-        judged(ctx, "gin_gdrcopy", gdrcopy_for_gin(ctx, pairs)),
+        judged(ctx, "gin_driver", false, driver(ctx)),
+        judged(ctx, "gin_umem", false, umem(ctx, pairs)),
+        judged(
+            ctx,
+            "gin_gdrcopy",
+            gdrcopy_asked_by(ctx, pairs).is_some(),
+            gdrcopy_for_gin(ctx, pairs),
+        ),
     ]
+}
+
+/// What asks for GDRCopy besides `--for gin`: an EFA NIC (aws-ofi-nccl's GIN), or
+/// `NCCL_GDRCOPY_ENABLE=1`.
+fn gdrcopy_asked_by(ctx: &Ctx, pairs: &[PairVerdict]) -> Option<&'static str> {
+    let efa = pairs
+        .iter()
+        .any(|p| p.why_not.contains_key(&GdrPath::Efa) || p.paths.contains(&GdrPath::Efa));
+    let env = ctx.f.gin_env.get("NCCL_GDRCOPY_ENABLE").map(String::as_str) == Some("1");
+    match (efa, env) {
+        (true, _) => Some("an EFA NIC (aws-ofi-nccl's GIN)"),
+        (false, true) => Some("NCCL_GDRCOPY_ENABLE=1"),
+        _ => None,
+    }
 }
 
 const DRIVER_FIX: &str = "`options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" NVreg_EnableStreamMemOPs=1` in /etc/modprobe.d/ (add PeerMappingOverride=1 to an existing RegistryDwords string rather than a second line), rebuild the initramfs, then reload the NVIDIA driver or reboot";
@@ -189,15 +215,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
 }
 
 fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
-    let efa = pairs
-        .iter()
-        .any(|p| p.why_not.contains_key(&GdrPath::Efa) || p.paths.contains(&GdrPath::Efa));
-    let env = ctx.f.gin_env.get("NCCL_GDRCOPY_ENABLE").map(String::as_str) == Some("1");
-    let asked = match (efa, env) {
-        (true, _) => Some("an EFA NIC (aws-ofi-nccl's GIN)"),
-        (false, true) => Some("NCCL_GDRCOPY_ENABLE=1"),
-        _ => None,
-    };
+    let asked = gdrcopy_asked_by(ctx, pairs);
     let state = match ctx.f.gdrcopy.as_ref().map(gdrcopy::usable) {
         None => Err("not examined (facts of an older nvpeer)".to_owned()),
         Some(r) => r,

@@ -230,6 +230,9 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
         "Grace platform (coherent: the NIC reaches GPU memory through the CPU's C2C link unless a PCIe mapping is asked for): root ports {}",
         ports.join(", ")
     );
+    if !g.root_ports_by_layout.is_empty() {
+        detail.push_str(&format!(" ({})", g.root_ports_by_layout.join("; ")));
+    }
     // The DMA functions, NICs and BlueField-3s by address; switch ports counted.
     let mut recognised: Vec<String> = g
         .devices
@@ -302,6 +305,14 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
         .collect();
     if !mapped.is_empty() {
         detail.push_str(&format!("; pairs: {}", mapped.join(", ")));
+    }
+    if let Some(e) = ctx.unreadable("iommu_groups") {
+        return Check::new(
+            "grace",
+            super::super::Status::Unknown,
+            format!("{detail}; could not read: {e}"),
+            Some("the iommu_group links should be the kernel's; check the tree (or report it as a bug)".to_owned()),
+        );
     }
     if problems.is_empty() {
         Check::ok("grace", detail)

@@ -171,10 +171,11 @@ fn starters_runtime(ctx: &Ctx) -> Option<Runtime> {
 
 fn as_job(ctx: &Ctx) -> Check {
     let Some(m) = ctx.f.memlock else {
-        return Check::warn(
+        return Check::new(
             "memlock",
-            "--as-job: RLIMIT_MEMLOCK was not measured (facts of a run on another tree)",
-            "run `nvpeer check --as-job` inside the pod or job step itself",
+            super::super::Status::Unknown,
+            "--as-job: RLIMIT_MEMLOCK was not measured (facts of a run on another tree)".to_owned(),
+            Some("run `nvpeer check --as-job` inside the pod or job step itself".to_owned()),
         );
     };
     let process = ctx.f.process.clone().unwrap_or_default();
@@ -260,7 +261,7 @@ pub(super) fn starters_row(ctx: &Ctx) -> Option<Check> {
         ));
     };
     if j.starters.is_empty() {
-        return Some(Check::ok(
+        return Some(Check::not_applicable(
             "job_memlock",
             "no job starter runs here (slurmd, containerd, dockerd, crio, kubelet in /proc/*/comm)",
         ));

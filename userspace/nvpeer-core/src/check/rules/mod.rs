@@ -11,13 +11,15 @@
 //! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
 //! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
 //! | [`provenance`] | `provenance` (the installed module's build against what runs) | |
-//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` | |
+//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs`, `sysfs` | |
+//! | [`inventory`] | `inventory` (`--expect-gpus`, `--expect-nics`, `--expect-rate`) | |
 //! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
 //! | [`memlock`] | `memlock` (this process; the job under `--as-job`), `job_memlock` | |
 //! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib` | |
 //! | [`gin`] | `gin_driver`, `gin_umem`, `gin_gdrcopy` (fail only under `--for gin`) | |
 //! | [`paths`] | `paths` | `paths`, `preferred`, `mapping`, `why_not` |
+//! | [`usage`] | `gdr_used` | `not_used`: a carried pair NCCL will not use (port, distance rule) |
 //!
 //! [`evaluate`] runs them in report order. A new concern is a new file here, called from
 //! [`evaluate`]; a path rule returns a [`PathResult`]. Where the platform cannot do GPUDirect
@@ -30,12 +32,14 @@ mod efa;
 mod gdrcopy;
 mod gin;
 mod grace;
+mod inventory;
 mod memlock;
 mod paths;
 mod peer_memory;
 mod platform;
 mod provenance;
 mod stack;
+mod usage;
 
 use std::collections::BTreeMap;
 
@@ -148,6 +152,15 @@ impl PathResult {
 pub struct PairVerdict {
     pub gpu: String,
     pub nic: String,
+    /// The GPU's PCI address (`0000:03:00.0`), as `nvidia-smi` and DCGM name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_bus_id: Option<String>,
+    /// The GPU's UUID (`GPU-...`, from the driver's `information`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
+    /// The NIC's PCI address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_bus_id: Option<String>,
     pub class: crate::topo::PathClass,
     /// The paths that work for this pair.
     pub paths: Vec<GdrPath>,
@@ -161,6 +174,10 @@ pub struct PairVerdict {
     /// What could not be probed and was assumed good.
     pub not_probed: Vec<String>,
     pub notes: Vec<String>,
+    /// A path carries the pair but NCCL will not use GPUDirect RDMA on it, and why (no ACTIVE
+    /// port, NCCL's distance rule): the pair is not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_used: Option<String>,
 }
 
 impl PairVerdict {
@@ -247,8 +264,10 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
         })
         .collect();
     let mut rows = vec![platform::gpus(&ctx), capability::row(&ctx, &pairs)];
+    rows.extend(inventory::row(&ctx));
     rows.extend(stack::rows(&ctx));
     rows.push(paths::row(&ctx, &pairs));
+    rows.push(usage::row(&ctx, &pairs));
     rows.push(dmabuf::row(&ctx, &pairs));
     rows.extend(efa::row(&ctx, &pairs));
     rows.extend(peer_rows);

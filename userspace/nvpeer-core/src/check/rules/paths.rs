@@ -78,9 +78,37 @@ pub(super) fn pair(
             ));
         }
     }
+    let not_used = if paths.is_empty() {
+        None
+    } else {
+        super::usage::not_used(ctx, p).ok().flatten()
+    };
+    let gpu_address = ctx
+        .f
+        .gpus
+        .iter()
+        .find(|g| g.label == p.gpu)
+        .map(|g| g.address);
+    let gpu_uuid = ctx
+        .f
+        .nvidia_proc
+        .iter()
+        .flat_map(|n| &n.gpus)
+        .find(|i| i.bus_location.is_some() && i.bus_location == gpu_address)
+        .and_then(|i| i.uuid.clone());
+    let nic_bus_id = ctx
+        .f
+        .rdma_devices
+        .iter()
+        .find(|d| d.name == p.nic)
+        .and_then(|d| d.pci.as_ref())
+        .map(|pci| pci.address.to_string());
     PairVerdict {
         gpu: p.gpu.clone(),
         nic: p.nic.clone(),
+        gpu_bus_id: gpu_address.map(|a| a.to_string()),
+        gpu_uuid,
+        nic_bus_id,
         class: p.class,
         paths,
         preferred,
@@ -88,6 +116,7 @@ pub(super) fn pair(
         why_not,
         not_probed,
         notes,
+        not_used,
     }
 }
 
@@ -246,17 +275,18 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &F
             }
             let by = carriers(by);
             match (row.status, module_loaded) {
-                (Status::Ok, _) => {}
+                // What could not be read stays said, needed or not.
+                (Status::Unknown, _) => {}
+                // Peer memory is not needed and no module is loaded: nothing applies.
                 (_, false) => {
-                    row.status = Status::Ok;
                     row.detail = format!("not needed: {by}; {}", row.detail);
-                    row.fix = None;
+                    *row = row.clone().hidden();
                 }
                 (Status::Fail, true) => {
                     row.status = Status::Warn;
                     row.detail = format!("{by}, so not blocking: {}", row.detail);
                 }
-                (Status::Warn, true) => {}
+                _ => {}
             }
         }
     }
@@ -267,10 +297,9 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &F
             (false, false) => "peer memory and EFA ready",
         };
         for row in rows.iter_mut().filter(|r| r.id == "dmabuf") {
-            if row.status != Status::Ok {
-                row.status = Status::Ok;
+            if !matches!(row.status, Status::Ok | Status::Unknown) {
                 row.detail = format!("not needed: {by}; {}", row.detail);
-                row.fix = None;
+                *row = row.clone().hidden();
             }
         }
     }

@@ -13,9 +13,19 @@ use super::{grace, Ctx};
 
 /// The `gpus` row.
 pub(super) fn gpus(ctx: &Ctx) -> Check {
-    match ctx.unreadable("gpus") {
-        Some(e) => Check::error("gpus", e),
-        None => check_gpus(ctx, &ctx.f.gpus),
+    match (ctx.unreadable("gpus"), ctx.unreadable("pci")) {
+        (Some(e), _) => Check::error("gpus", e),
+        (None, None) => check_gpus(ctx, &ctx.f.gpus),
+        // The GPUs read are listed; a function whose vendor or class is unknown may be one more.
+        (None, Some(e)) => {
+            let found = check_gpus(ctx, &ctx.f.gpus);
+            Check::new(
+                "gpus",
+                super::super::Status::Unknown,
+                format!("{}; could not read: {e}", found.detail),
+                Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+            )
+        }
     }
 }
 
@@ -35,16 +45,35 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
         (Some(e), _) => Check::error("iommu", e),
         (None, Some(i)) if f.grace.is_some() => grace::check_iommu(i),
-        (None, Some(i)) => check_iommu(i),
+        (None, Some(i)) => check_iommu(i, arch(ctx, i)),
         (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
     };
     let acs = match (&f.topology, ctx.unreadable("acs"), &f.grace) {
         (None, _, _) => Check::not_examined("acs", NO_TOPOLOGY),
         (Some(_), _, Some(g)) => grace::check_acs(g),
         (Some(_), Some(e), None) => Check::error("acs", e),
-        (Some(_), None, None) => check_acs(&f.acs),
+        (Some(_), None, None) => check_acs(&f.acs, f.kernel_release.as_deref()),
     };
-    vec![bar1, topology, iommu, acs]
+    let mut rows = vec![bar1, topology, iommu, acs];
+    rows.extend(unread_details(ctx));
+    rows
+}
+
+/// `sysfs`: the device files that could not be read and decide nothing (a NUMA node, a CPU
+/// list, a PCIe link, a port's physical state): unknown, said once, no verdict rests on them.
+fn unread_details(ctx: &Ctx) -> Option<Check> {
+    let files: Vec<&str> = ["pci_details", "rdma_details"]
+        .into_iter()
+        .filter_map(|k| ctx.unreadable(k))
+        .collect();
+    (!files.is_empty()).then(|| {
+        Check::new(
+            "sysfs",
+            super::super::Status::Unknown,
+            format!("could not read: {}", files.join("; ")),
+            Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+        )
+    })
 }
 
 fn check_gpus(ctx: &Ctx, gpus: &[GpuFacts]) -> Check {
@@ -191,7 +220,57 @@ fn check_topology(t: &Topology, pairs: &[PairFacts]) -> Check {
     }
 }
 
-fn check_iommu(i: &Iommu) -> Check {
+/// The platform, as far as the kernel parameters that set the IOMMU differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arch {
+    Intel,
+    Amd,
+    Arm64,
+    /// x86 of an unknown vendor.
+    X86,
+    Unknown,
+}
+
+/// The platform from the IOMMU's units (`dmar*` Intel, `ivhd*` AMD, `smmu*` Arm) or the NVIDIA
+/// driver's build (`for aarch64`, `x86_64`).
+fn arch(ctx: &Ctx, i: &Iommu) -> Arch {
+    let unit = |prefix: &str| i.units.iter().any(|u| u.starts_with(prefix));
+    if unit("dmar") {
+        return Arch::Intel;
+    }
+    if unit("ivhd") {
+        return Arch::Amd;
+    }
+    if unit("smmu") || unit("arm-smmu") {
+        return Arch::Arm64;
+    }
+    let built_for = ctx
+        .f
+        .nvidia_proc
+        .as_ref()
+        .and_then(|p| p.version.as_ref())
+        .and_then(|v| v.arch.as_deref());
+    match built_for {
+        Some("aarch64") => Arch::Arm64,
+        Some("x86_64") => Arch::X86,
+        _ => Arch::Unknown,
+    }
+}
+
+/// The persistent fix for a translating IOMMU on `arch`, with what it costs.
+fn passthrough_fix(arch: Arch) -> String {
+    let param = match arch {
+        Arch::Intel => "`intel_iommu=on iommu=pt`",
+        Arch::Amd | Arch::X86 => "`iommu=pt`",
+        Arch::Arm64 => "`iommu.passthrough=1`",
+        Arch::Unknown => "the IOMMU passthrough parameter of this architecture (x86: `iommu=pt`; arm64: `iommu.passthrough=1`)",
+    };
+    format!(
+        "add {param} to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub or grub2-mkconfig) and reboot; it costs the IOMMU's protection against stray DMA of host drivers' devices (devices passed to VMs through VFIO keep translated domains)"
+    )
+}
+
+fn check_iommu(i: &Iommu, arch: Arch) -> Check {
     let cmdline = if i.cmdline.is_empty() {
         "no iommu options on the kernel command line".to_owned()
     } else {
@@ -226,7 +305,7 @@ fn check_iommu(i: &Iommu) -> Check {
         IommuMode::Translated => Check::warn(
             "iommu",
             format!("translating DMA ({facts}): peer-to-peer addresses go through IOMMU translation, which GPUDirect RDMA does not expect and which routes P2P traffic through the root complex"),
-            "boot with iommu=pt (Intel: intel_iommu=on iommu=pt; AMD: iommu=pt) or with the IOMMU off",
+            passthrough_fix(arch),
         ),
         IommuMode::Unknown => Check::warn(
             "iommu",
@@ -236,7 +315,42 @@ fn check_iommu(i: &Iommu) -> Check {
     }
 }
 
-fn check_acs(findings: &[AcsFinding]) -> Check {
+/// `pci=config_acs=` clearing the bits that hurt peer-to-peer DMA (Request Redirect, bit 2;
+/// Completion Redirect, bit 3; Egress Control, bit 5; the mask is bit 6 .. bit 0) on `bridges`.
+fn config_acs_clearing(bridges: &[String]) -> String {
+    let entries: Vec<String> = bridges.iter().map(|b| format!("x0x00xx@{b}")).collect();
+    format!("pci=config_acs=\"{}\"", entries.join(";"))
+}
+
+/// The fix for ACS redirection on `bridges`: the kernel parameter where the kernel has it
+/// (6.11), else the firmware setting; `setpci` of exactly those bits (`value:mask`) as a
+/// runtime stopgap, lost at reboot; and what it costs.
+fn acs_fix(bridges: &[String], kernel: Option<&str>) -> String {
+    let has_config_acs = kernel
+        .and_then(crate::kernel::release_major_minor)
+        .is_some_and(|v| v >= (6, 11));
+    let persistent = if has_config_acs {
+        format!(
+            "add {} to the kernel command line (GRUB_CMDLINE_LINUX, update-grub) and reboot",
+            config_acs_clearing(bridges)
+        )
+    } else {
+        format!(
+            "turn ACS off for these ports in the firmware (BIOS: PCIe ACS / ACS control), or on a kernel 6.11 or later boot with {}",
+            config_acs_clearing(bridges)
+        )
+    };
+    let setpci: Vec<String> = bridges
+        .iter()
+        .map(|b| format!("setpci -s {b} ECAP_ACS+6.w=0000:002c"))
+        .collect();
+    format!(
+        "{persistent}; until the reboot `{}` clears just those bits (lost at reboot); it costs isolation: the GPU, the NIC and their switch then share one IOMMU group, so none can be passed to a VM alone, and their peer-to-peer traffic bypasses the IOMMU",
+        setpci.join("; ")
+    )
+}
+
+fn check_acs(findings: &[AcsFinding], kernel: Option<&str>) -> Check {
     if findings.is_empty() {
         return Check::ok("acs", "no GPU-NIC path below a root complex to examine");
     }
@@ -254,10 +368,20 @@ fn check_acs(findings: &[AcsFinding]) -> Check {
         })
         .collect();
     if !hurting.is_empty() {
+        let mut bridges: Vec<String> = findings
+            .iter()
+            .filter(|f| !f.redirecting.is_empty())
+            .map(|f| f.bridge.to_string())
+            .collect();
+        bridges.sort();
+        bridges.dedup();
         return Check::warn(
             "acs",
-            format!("ACS redirects peer-to-peer traffic up to the root complex: {}", hurting.join("; ")),
-            "disable ACS redirection on those ports (firmware setting, or at boot `setpci -s <bridge> ECAP_ACS+6.w=0`) unless VFIO isolation needs it",
+            format!(
+                "ACS redirects peer-to-peer traffic up to the root complex: {}",
+                hurting.join("; ")
+            ),
+            acs_fix(&bridges, kernel),
         );
     }
     let unreadable: Vec<String> = findings

@@ -22,9 +22,18 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         Some(e) => Check::error("nvidia_driver", e),
         None => check_nvidia_driver(ctx),
     };
-    let rdma = match ctx.unreadable("rdma_devices") {
-        Some(e) => Check::error("rdma_devices", e),
-        None => check_rdma_devices(&f.rdma_devices),
+    let rdma = match (ctx.unreadable("rdma_devices"), ctx.unreadable("rdma")) {
+        (Some(e), _) => Check::error("rdma_devices", e),
+        (None, None) => check_rdma_devices(&f.rdma_devices),
+        (None, Some(e)) => {
+            let found = check_rdma_devices(&f.rdma_devices);
+            Check::new(
+                "rdma_devices",
+                super::super::Status::Unknown,
+                format!("{}; could not read: {e}", found.detail),
+                Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+            )
+        }
     };
     vec![nvidia, rdma, check_verbs(&f.verbs, f.rdma_devices.len())]
 }
@@ -101,6 +110,7 @@ fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
         let at = match (&dev.pci, &dev.driver) {
             (Some(p), Some(d)) => format!(" ({} {d})", p.address),
             (Some(p), None) => format!(" ({})", p.address),
+            (None, _) if !dev.unreadable.is_empty() => " (not readable)".to_owned(),
             (None, _) => " (software device)".to_owned(),
         };
         if dev.ports.is_empty() {
@@ -129,7 +139,7 @@ fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
 
 fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
     match verbs {
-        Verbs::Skipped { reason } => Check::ok("verbs", format!("libibverbs not probed: {reason}")),
+        Verbs::Skipped { reason } => Check::not_applicable("verbs", format!("libibverbs not probed: {reason}")),
         Verbs::Unavailable { reason } => Check::warn(
             "verbs",
             format!("{reason}; the verbs checks (device list, DMA-BUF probe) are skipped"),
@@ -161,7 +171,7 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
 
 pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
     let Some(m) = memlock else {
-        return Check::ok(
+        return Check::not_applicable(
             "memlock",
             "not measured: the trees are not this host's (--sysfs-root/--procfs-root), so this process's limit says nothing of theirs; `job_memlock` judges the job starters",
         );

@@ -132,8 +132,8 @@ pub(super) fn check_ib_core(core: &IbCore, modules: &[LoadedModule]) -> Check {
     }
     match status {
         Status::Ok => Check::ok("ib_core", detail),
-        Status::Warn => Check::warn("ib_core", detail, fixes.join("; ")),
         Status::Fail => Check::fail("ib_core", detail, fixes.join("; ")),
+        _ => Check::warn("ib_core", detail, fixes.join("; ")),
     }
 }
 
@@ -179,7 +179,7 @@ pub(super) fn check_driver_reload(core: &IbCore, modules: &[LoadedModule]) -> Op
         .iter()
         .map(|(name, why)| format!("{name} ({why})"))
         .collect();
-    Some(Check::warn(
+    Some(Check::info(
         "driver_reload",
         format!(
             "{} holds ib_uverbs in use, the module that exports the peer-memory core (DOCA-OFED >= 24.07): DOCA's driver reload (`/etc/init.d/openibd restart`) refuses while ib_uverbs is in use (Mellanox/doca-driver-build#481)",
@@ -225,7 +225,7 @@ pub(super) fn check_core_bugs(core: &IbCore, modules: &[LoadedModule]) -> Option
             };
             let upgrade = "upgrade to DOCA-OFED 25.04 or later";
             Some(if !persistent.is_empty() {
-                Check::warn(
+                Check::info(
                     "core_bugs",
                     format!(
                         "MOFED {raw} has {what}; the nv_mem client of {} is persistent (persistent_api_support=1), so every dereg of its MRs unlocks a mutex it does not hold: harmless on production kernels, a lockdep 'bad unlock balance' WARN on kernels with lock debugging; an invalidating MR whose registration fails before activation self-deadlocks",

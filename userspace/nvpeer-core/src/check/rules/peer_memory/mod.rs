@@ -25,7 +25,11 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let f = ctx.f;
     let mut rows = vec![match ctx.unreadable("modules") {
         Some(e) => Check::error("module", e),
-        None => module::check_module(&f.modules),
+        None => module::check_module(
+            &f.modules,
+            f.ib_core.as_ref(),
+            f.modprobe_target.as_ref().is_some_and(|t| t.path.is_some()),
+        ),
     }];
     if let [m] = f.modules.as_slice() {
         rows.push(module::check_parameters(m, f.ib_core.as_ref()));
@@ -72,9 +76,9 @@ pub(super) fn is_peer_memory_row(id: &str) -> bool {
     ) || is_nccl_row(id)
 }
 
-/// NCCL's rows of this concern (its peer-memory detection per version range).
+/// NCCL's row of this concern (its peer-memory detection, every version range).
 pub(super) fn is_nccl_row(id: &str) -> bool {
-    nccl::NCCL_RULES.iter().any(|r| r.id == id)
+    id == "nccl"
 }
 
 /// Whether peer memory works on this host at all (before anything per pair), and if not why:

@@ -9,12 +9,24 @@ use crate::providers::{CoreGeneration, IbCore, NvidiaDriver, PersistentApi};
 
 use super::super::super::{Check, PeerClientInfo, MODULE_COUNTERS};
 
-pub(super) fn check_module(modules: &[LoadedModule]) -> Check {
+/// `core`: the IB core (`None`: unknown); `installed`: `modprobe nvidia_peermem` finds a module.
+pub(super) fn check_module(
+    modules: &[LoadedModule],
+    core: Option<&IbCore>,
+    installed: bool,
+) -> Check {
     match modules {
+        // Never a step that cannot work: without a peer-memory core the module refuses to load.
         [] => Check::fail(
             "module",
             "no peer-memory module loaded (neither nvidia_peermem nor nv_peer_mem)",
-            "load it: `modprobe nvidia_peermem` after `make install`, or `insmod kmod/nvidia_peermem.ko`",
+            match core {
+                Some(c) if c.peer_core.is_none() && c.kallsyms_readable => {
+                    "no module can load here: nothing exports ib_register_peer_memory_client (see `ib_core`); install MLNX_OFED / DOCA-OFED first, or use dma-buf, which needs no module (see `dmabuf`)"
+                }
+                _ if installed => "`modprobe nvidia_peermem` (and add it to /etc/modules-load.d to load it at boot)",
+                _ => "install nvpeer's module (the nvpeer-dkms package, or `make install` in nvpeer's source tree), then `modprobe nvidia_peermem`",
+            },
         ),
         [m] => {
             let version = m.version.as_deref().unwrap_or("(no version)");
@@ -25,10 +37,10 @@ pub(super) fn check_module(modules: &[LoadedModule]) -> Check {
             if m.implementation == Implementation::Nvpeer {
                 Check::ok("module", detail)
             } else {
-                Check::warn(
+                Check::info(
                     "module",
                     detail,
-                    "GPUDirect RDMA works with it, but nvpeer's statistics and fixes are absent; see README 'Replacing nv_peer_mem / nvidia-peermem'",
+                    "GPUDirect RDMA works with it; nvpeer's statistics and fixes need nvpeer's module (README 'Replacing nv_peer_mem / nvidia-peermem')",
                 )
             }
         }
@@ -164,7 +176,7 @@ pub(super) fn check_peer_clients(
                     })
                     .collect::<Vec<_>>()
                     .join(" ");
-                Check::warn(
+                Check::info(
                     "peer_clients",
                     format!(
                         "/sys/kernel/mm/memory_peers is absent (MOFED >= 24.04 on a kernel that no longer exports mm_kobj, or a core built without it); {} registered {} (it refuses to load otherwise){}",
@@ -172,13 +184,13 @@ pub(super) fn check_peer_clients(
                         m.expected_clients(persistent).join(" and "),
                         if counters.is_empty() { String::new() } else { format!("; its counters: {counters}") }
                     ),
-                    "NCCL >= 2.23.4 and UCX still detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers: upgrade NCCL",
+                    "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers (see `nccl`)",
                 )
             }
-            _ => Check::warn(
+            _ => Check::info(
                 "peer_clients",
                 "/sys/kernel/mm/memory_peers is absent: the registered clients cannot be listed",
-                "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers: upgrade NCCL",
+                "NCCL >= 2.23.4 and UCX detect GPUDirect RDMA through /sys/module/nvidia_peermem/version; NCCL <= 2.22 needs memory_peers (see `nccl`)",
             ),
         },
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! PCI devices as sysfs shows them: addresses, the bridge chain from the root complex, NUMA and
 //! CPU affinity, BARs (`resource`) and the ACS control register in config space.
 
@@ -9,6 +10,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 use crate::host::Host;
+
+mod acs;
+mod known;
+mod link;
+
+pub use acs::{
+    acs, acs_matches, parse_acs, Acs, ACS_CAPABILITY_ID, ACS_P2P_COMPLETION_REDIRECT,
+    ACS_P2P_EGRESS_CONTROL, ACS_P2P_REQUEST_REDIRECT,
+};
+pub use known::{parse_vpd, KnownDevice, MELLANOX_VENDOR};
+use link::read_link;
+pub use link::PcieLink;
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR: u16 = 0x10de;
@@ -151,9 +164,12 @@ fn is_root_complex(component: &str) -> bool {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PciDevice {
     pub address: PciAddress,
+    #[serde(with = "crate::hexid::u16")]
     pub vendor: u16,
+    #[serde(with = "crate::hexid::u16")]
     pub device: u16,
     /// The 24-bit class code (base class, subclass, programming interface).
+    #[serde(with = "crate::hexid::u32")]
     pub class: u32,
     #[serde(skip)]
     pub path: PciPath,
@@ -162,12 +178,27 @@ pub struct PciDevice {
     pub numa_node: Option<i32>,
     /// `local_cpulist`, e.g. `0-15,32-47`.
     pub local_cpulist: Option<String>,
+    /// The PCIe link: its speed and width now and at most; `None` where sysfs has no link
+    /// files (a root complex integrated function, a VM) or one could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<PcieLink>,
+    /// The files of this function that could not be read or parsed, each with why: their
+    /// values are left unknown (`None`), the function is kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+    /// The same for `vendor`, `device` and `class` (left 0): what the function is, and so
+    /// whether it is a GPU or a NIC, is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_ids: Vec<String>,
 }
 
 impl PciDevice {
     /// Reads the function whose sysfs directory is `rel` (e.g. `bus/pci/devices/0000:03:00.0`
     /// or `class/infiniband/mlx5_0/device`). `None` when it does not exist or does not resolve
     /// to a PCI device path.
+    ///
+    /// Only a directory that cannot be resolved is an error; a file of it that cannot be read
+    /// or parsed leaves that value unknown and is named in [`Self::unreadable`].
     pub fn read(host: &Host, rel: &str) -> Result<Option<Self>> {
         let Some(real) = host.resolve_sys(rel)? else {
             return Ok(None);
@@ -175,19 +206,51 @@ impl PciDevice {
         let Some(path) = PciPath::parse(&real) else {
             return Ok(None);
         };
-        let vendor = read_hex(host, &format!("{rel}/vendor"), 0xffff)?.unwrap_or(0) as u16;
-        let device = read_hex(host, &format!("{rel}/device"), 0xffff)?.unwrap_or(0) as u16;
-        let class = read_hex(host, &format!("{rel}/class"), 0xff_ffff)?.unwrap_or(0) as u32;
-        let numa_node = match host.read_sys(format!("{rel}/numa_node"))? {
-            Some(text) => Some(parse_numa_node(
-                &host.sys_path(format!("{rel}/numa_node")),
-                &text,
-            )?),
-            None => None,
+        let mut unreadable = Vec::new();
+        let mut unreadable_ids = Vec::new();
+        // Every PCI function has these three files: one absent is not "0".
+        let mut keep = |r: Result<Option<u64>>, file: &str| match r {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => {
+                unreadable_ids.push(format!(
+                    "{}: absent",
+                    host.sys_path(format!("{rel}/{file}")).display()
+                ));
+                None
+            }
+            Err(e) => {
+                unreadable_ids.push(e.to_string());
+                None
+            }
         };
+        let vendor =
+            keep(read_hex(host, &format!("{rel}/vendor"), 0xffff), "vendor").unwrap_or(0) as u16;
+        let device =
+            keep(read_hex(host, &format!("{rel}/device"), 0xffff), "device").unwrap_or(0) as u16;
+        let class =
+            keep(read_hex(host, &format!("{rel}/class"), 0xff_ffff), "class").unwrap_or(0) as u32;
+        let numa_node = host
+            .read_sys(format!("{rel}/numa_node"))
+            .and_then(|text| {
+                text.map(|t| parse_numa_node(&host.sys_path(format!("{rel}/numa_node")), &t))
+                    .transpose()
+            })
+            .unwrap_or_else(|e| {
+                unreadable.push(e.to_string());
+                None
+            });
         let local_cpulist = host
-            .read_sys(format!("{rel}/local_cpulist"))?
-            .map(|s| s.trim().to_owned());
+            .read_sys(format!("{rel}/local_cpulist"))
+            .unwrap_or_else(|e| {
+                unreadable.push(e.to_string());
+                None
+            })
+            .map(|s| s.trim().to_owned())
+            .filter(|s| is_cpulist(s));
+        let link = read_link(host, rel).unwrap_or_else(|e| {
+            unreadable.push(e.to_string());
+            None
+        });
         Ok(Some(Self {
             address: path.address(),
             vendor,
@@ -197,6 +260,9 @@ impl PciDevice {
             path,
             numa_node,
             local_cpulist,
+            link,
+            unreadable,
+            unreadable_ids,
         }))
     }
 
@@ -211,16 +277,57 @@ impl PciDevice {
     }
 }
 
-/// Every function under `bus/pci/devices`, by address.
-pub fn devices(host: &Host) -> Result<Vec<PciDevice>> {
-    let mut out = Vec::new();
+/// `local_cpulist` as the kernel writes it: `0-15,32-47` (digits, `-` and `,` only).
+fn is_cpulist(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'-' || b == b',')
+}
+
+/// Every function under `bus/pci/devices`, by address. A function whose directory cannot be
+/// resolved (a looping link) is left out and its error is in `skipped`; one whose files cannot
+/// be read is kept (see [`PciDevice::unreadable`]).
+pub fn devices_noting(host: &Host, skipped: &mut Vec<Error>) -> Result<Vec<PciDevice>> {
+    let mut out: Vec<PciDevice> = Vec::new();
     for name in host.list_sys("bus/pci/devices")? {
-        if let Some(dev) = PciDevice::read(host, &format!("bus/pci/devices/{name}"))? {
-            out.push(dev);
+        let rel = format!("bus/pci/devices/{name}");
+        match PciDevice::read(host, &rel) {
+            Ok(Some(dev)) => out.push(dev),
+            // Every entry there is a link to a PCI function's directory.
+            Ok(None) => skipped.push(Error::parse(
+                host.sys_path(&rel),
+                "a link to nothing, or to no PCI function",
+                "a link to a PCI function's directory",
+            )),
+            Err(e) => skipped.push(e),
+        }
+    }
+    // A kernel with NUMA gives every function a numa_node: one without, beside others with,
+    // is not the kernel's tree (and the NODE/SYS class rests on it).
+    if out.iter().any(|d| d.numa_node.is_some()) {
+        for d in out.iter_mut().filter(|d| d.numa_node.is_none()) {
+            let path = host.sys_path(format!("{}/numa_node", d.sys_dir()));
+            if std::fs::symlink_metadata(&path).is_err() {
+                d.unreadable.push(format!(
+                    "{}: absent, though other functions have one",
+                    path.display()
+                ));
+            }
         }
     }
     out.sort_by_key(|d| d.address);
     Ok(out)
+}
+
+/// Every function under `bus/pci/devices`, by address; a function that cannot be resolved
+/// fails the whole (for callers that have nowhere to say what they left out).
+pub fn devices(host: &Host) -> Result<Vec<PciDevice>> {
+    let mut skipped = Vec::new();
+    let out = devices_noting(host, &mut skipped)?;
+    match skipped.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 /// The NVIDIA GPUs, by address (the order `nvidia-smi` and `CUDA_DEVICE_ORDER=PCI_BUS_ID` use).
@@ -328,242 +435,47 @@ pub fn bar1(bars: &[Bar]) -> Option<&Bar> {
         .max_by_key(|b| (b.size, usize::MAX - b.index))
 }
 
-/// PCI Express extended capability id of Access Control Services.
-pub const ACS_CAPABILITY_ID: u16 = 0x000d;
-/// ACS control bits that send peer-to-peer traffic up to the root complex (or block it).
-pub const ACS_P2P_REQUEST_REDIRECT: u16 = 0x0004;
-pub const ACS_P2P_COMPLETION_REDIRECT: u16 = 0x0008;
-pub const ACS_P2P_EGRESS_CONTROL: u16 = 0x0020;
-
-/// What config space says about ACS on one function.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum Acs {
-    /// Config space stops before the extended capabilities (unprivileged reads give 64 bytes).
-    NotReadable { bytes: usize },
-    /// Readable, no ACS capability.
-    Absent,
-    /// The ACS control register.
-    Present { offset: u16, control: u16 },
-}
-
-impl Acs {
-    /// Names of the enabled bits that hurt peer-to-peer DMA.
-    pub fn p2p_hurting_bits(&self) -> Vec<&'static str> {
-        let Self::Present { control, .. } = self else {
-            return Vec::new();
-        };
-        [
-            (ACS_P2P_REQUEST_REDIRECT, "P2P Request Redirect"),
-            (ACS_P2P_COMPLETION_REDIRECT, "P2P Completion Redirect"),
-            (ACS_P2P_EGRESS_CONTROL, "P2P Egress Control"),
-        ]
-        .into_iter()
-        .filter(|(bit, _)| control & bit != 0)
-        .map(|(_, name)| name)
-        .collect()
-    }
-}
-
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes([
-        *b.get(at)?,
-        *b.get(at + 1)?,
-        *b.get(at + 2)?,
-        *b.get(at + 3)?,
-    ]))
-}
-
-/// Walks the extended capability list (from offset 0x100) of a config space image for ACS.
-pub fn parse_acs(path: &Path, config: &[u8]) -> Result<Acs> {
-    const EXT_START: usize = 0x100;
-    if config.len() < EXT_START + 4 {
-        return Ok(Acs::NotReadable {
-            bytes: config.len(),
-        });
-    }
-    let mut offset = EXT_START;
-    // A well-formed list has at most (4096 - 256) / 4 entries; more means a loop.
-    for _ in 0..(4096 - EXT_START) / 4 {
-        let bad = |what: &'static str| {
-            Error::parse(
-                path,
-                format!("extended capability header at {offset:#x}"),
-                what,
-            )
-        };
-        let header =
-            le_u32(config, offset).ok_or_else(|| bad("a capability inside config space"))?;
-        if header == 0 || header == 0xffff_ffff {
-            return Ok(Acs::Absent);
-        }
-        let id = (header & 0xffff) as u16;
-        let next = ((header >> 20) & 0xffc) as usize;
-        if id == ACS_CAPABILITY_ID {
-            let control = le_u16(config, offset + 6)
-                .ok_or_else(|| bad("an ACS capability inside config space"))?;
-            return Ok(Acs::Present {
-                offset: offset as u16,
-                control,
-            });
-        }
-        if next == 0 {
-            return Ok(Acs::Absent);
-        }
-        if next < EXT_START {
-            return Err(bad("a next pointer of at least 0x100"));
-        }
-        offset = next;
-    }
-    Err(Error::parse(
-        path,
-        "extended capability list",
-        "a list without a loop",
-    ))
-}
-
-/// ACS of one function from its `config` file; `None` when the file is absent.
-pub fn acs(host: &Host, address: PciAddress) -> Result<Option<Acs>> {
-    let rel = format!("bus/pci/devices/{address}/config");
-    match host.read_sys_bytes(&rel)? {
-        Some(bytes) => parse_acs(&host.sys_path(&rel), &bytes).map(Some),
-        None => Ok(None),
-    }
-}
-
 /// The IOMMU group of a function (`iommu_group` links to `kernel/iommu_groups/<n>`): its number
 /// as a string; `None` without an IOMMU group.
 pub fn iommu_group(host: &Host, address: PciAddress) -> Result<Option<String>> {
-    Ok(host
-        .resolve_sys(format!("bus/pci/devices/{address}/iommu_group"))?
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())))
-}
-
-/// PCI devices the readiness rules recognise by vendor and device id: NVIDIA's Grace root ports
-/// and the ConnectX / BlueField parts of its Grace-Blackwell complexes (the table of rdma-core's
-/// `kernel-boot/rdma_topo`, 2025-2026).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KnownDevice {
-    /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
-    GraceRootPort,
-    /// 15b3:1021.
-    #[serde(rename = "connectx7")]
-    ConnectX7,
-    /// 15b3:1023.
-    #[serde(rename = "connectx8")]
-    ConnectX8,
-    /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
-    #[serde(rename = "connectx8_dma")]
-    ConnectX8Dma,
-    /// 15b3:197c: an upstream or downstream port of a ConnectX's PCIe switch.
-    #[serde(rename = "connectx_switch")]
-    ConnectXSwitch,
-    /// 15b3:a2dc.
-    #[serde(rename = "bluefield3")]
-    BlueField3,
-    /// 15b3:197b: a port of a BlueField-3's PCIe switch.
-    #[serde(rename = "bluefield3_switch")]
-    BlueField3Switch,
-}
-
-/// Mellanox's (NVIDIA Networking's) PCI vendor id.
-pub const MELLANOX_VENDOR: u16 = 0x15b3;
-
-impl KnownDevice {
-    pub fn of(vendor: u16, device: u16) -> Option<Self> {
-        Some(match (vendor, device) {
-            (NVIDIA_VENDOR, 0x22b1 | 0x22b2 | 0x22b8) => Self::GraceRootPort,
-            (MELLANOX_VENDOR, 0x1021) => Self::ConnectX7,
-            (MELLANOX_VENDOR, 0x1023) => Self::ConnectX8,
-            (MELLANOX_VENDOR, 0x2100) => Self::ConnectX8Dma,
-            (MELLANOX_VENDOR, 0x197c) => Self::ConnectXSwitch,
-            (MELLANOX_VENDOR, 0xa2dc) => Self::BlueField3,
-            (MELLANOX_VENDOR, 0x197b) => Self::BlueField3Switch,
-            _ => return None,
-        })
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::GraceRootPort => "Grace root port",
-            Self::ConnectX7 => "ConnectX-7",
-            Self::ConnectX8 => "ConnectX-8",
-            Self::ConnectX8Dma => "ConnectX-8 DMA function",
-            Self::ConnectXSwitch => "ConnectX switch port",
-            Self::BlueField3 => "BlueField-3",
-            Self::BlueField3Switch => "BlueField-3 switch port",
-        }
-    }
-
-    /// The bridges whose ACS `rdma_topo` configures.
-    pub fn is_acs_managed_bridge(self) -> bool {
-        matches!(
-            self,
-            Self::GraceRootPort | Self::ConnectXSwitch | Self::BlueField3Switch
-        )
-    }
-}
-
-/// The ACS control bits as `rdma_topo` writes masks over them, bit 6 first: Direct Translated
-/// P2P, P2P Egress Control, Upstream Forwarding, P2P Completion Redirect, P2P Request Redirect,
-/// Translation Blocking, Source Validation; `x` leaves a bit as it is (`xx110x1`).
-pub fn acs_matches(control: u16, mask: &str) -> bool {
-    mask.chars().rev().enumerate().all(|(bit, c)| match c {
-        '1' => control & (1 << bit) != 0,
-        '0' => control & (1 << bit) == 0,
-        _ => true,
-    })
-}
-
-/// The V3 keyword (the board's UUID, which a ConnectX-8 PF and its DMA function share) and the
-/// identifier string of a `vpd` file (PCI VPD: small and large resource tags; VPD-R keywords).
-pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
-    const LARGE: u8 = 0x80;
-    const END_SMALL: u8 = 0x78;
-    const END_LARGE: u8 = 0x79;
-    const ID_STRING: u8 = 0x82;
-    const VPD_R: u8 = 0x90;
-    let (mut v3, mut name) = (None, None);
-    let mut rest = vpd;
-    while let Some(&tag) = rest.first() {
-        if tag == END_SMALL || tag == END_LARGE {
-            break;
-        }
-        let (header, len) = if tag & LARGE != 0 {
-            match rest.get(1..3) {
-                Some(l) => (3, usize::from(u16::from_le_bytes([l[0], l[1]]))),
-                None => break,
-            }
-        } else {
-            (1, usize::from(tag & 0x07))
+    let rel = format!("bus/pci/devices/{address}/iommu_group");
+    let link = host.sys_path(&rel);
+    let Some(target) = host.resolve_sys(&rel)? else {
+        // No IOMMU: no link. A link to nothing is not that, nor is a function without a
+        // link where the IOMMU has groups (it puts every function in one).
+        let groups = host.list_sys("kernel/iommu_groups").unwrap_or_default();
+        return match std::fs::symlink_metadata(&link) {
+            Ok(_) => Err(Error::parse(
+                link,
+                "a link to nothing",
+                "a link to a kernel/iommu_groups/N directory",
+            )),
+            Err(_) if !groups.is_empty() => Err(Error::parse(
+                link,
+                "absent",
+                "a link to a kernel/iommu_groups/N directory (the IOMMU has groups)",
+            )),
+            Err(_) => Ok(None),
         };
-        let Some(item) = rest.get(header..header + len) else {
-            break;
-        };
-        if tag == ID_STRING {
-            name = std::str::from_utf8(item).ok().map(|s| s.trim().to_owned());
+    };
+    let group = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match group {
+        Some(g)
+            if target
+                .parent()
+                .is_some_and(|p| p.ends_with("kernel/iommu_groups")) =>
+        {
+            Ok(Some(g))
         }
-        if tag == VPD_R {
-            let mut kw = item;
-            while kw.len() >= 3 {
-                let klen = usize::from(kw[2]);
-                let Some(value) = kw.get(3..3 + klen) else {
-                    break;
-                };
-                if &kw[..2] == b"V3" {
-                    v3 = std::str::from_utf8(value).ok().map(str::to_owned);
-                }
-                kw = &kw[3 + klen..];
-            }
-        }
-        rest = &rest[header + len..];
+        _ => Err(Error::parse(
+            link,
+            target.display().to_string(),
+            "a link to a kernel/iommu_groups/N directory",
+        )),
     }
-    (v3, name)
 }
 
 #[cfg(test)]
@@ -613,94 +525,6 @@ mod tests {
         assert!(b1.is_64bit);
         assert!(parse_resource(Path::new("resource"), "0x1 0x2\n").is_err());
         assert!(parse_resource(Path::new("resource"), "0x10 0x1 0x200\n").is_err());
-    }
-
-    fn config_with(caps: &[(u16, u16)]) -> Vec<u8> {
-        // caps: (id, control) chained from 0x100 in steps of 0x10.
-        let mut c = vec![0u8; 4096];
-        for (i, (id, control)) in caps.iter().enumerate() {
-            let at = 0x100 + i * 0x10;
-            let next = if i + 1 < caps.len() { at + 0x10 } else { 0 };
-            let header = u32::from(*id) | (1 << 16) | ((next as u32) << 20);
-            c[at..at + 4].copy_from_slice(&header.to_le_bytes());
-            c[at + 6..at + 8].copy_from_slice(&control.to_le_bytes());
-        }
-        c
-    }
-
-    #[test]
-    fn finds_acs_and_the_bits_that_hurt_p2p() {
-        let p = Path::new("config");
-        let cfg = config_with(&[(0x0001, 0), (ACS_CAPABILITY_ID, 0x001d)]);
-        let acs = parse_acs(p, &cfg).unwrap();
-        assert_eq!(
-            acs,
-            Acs::Present {
-                offset: 0x110,
-                control: 0x1d
-            }
-        );
-        assert_eq!(
-            acs.p2p_hurting_bits(),
-            vec!["P2P Request Redirect", "P2P Completion Redirect"]
-        );
-        assert_eq!(
-            parse_acs(p, &config_with(&[(0x0001, 0)])).unwrap(),
-            Acs::Absent
-        );
-        assert_eq!(
-            parse_acs(p, &[0u8; 64]).unwrap(),
-            Acs::NotReadable { bytes: 64 }
-        );
-        // A next pointer back into the legacy area is malformed.
-        let mut cfg = vec![0u8; 4096];
-        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x40 << 20)).to_le_bytes());
-        assert!(parse_acs(p, &cfg).is_err());
-        // A self loop is detected.
-        let mut cfg = vec![0u8; 4096];
-        cfg[0x100..0x104].copy_from_slice(&(0x0001u32 | (0x100 << 20)).to_le_bytes());
-        let err = parse_acs(p, &cfg).unwrap_err().to_string();
-        assert!(err.contains("loop"), "{err}");
-    }
-
-    #[test]
-    fn acs_masks_as_rdma_topo_writes_them() {
-        // UF + CR + SV, RR off: the DSP toward a ConnectX-8 DMA function.
-        assert!(acs_matches(0x0019, "xx110x1"));
-        assert!(acs_matches(0x001b, "xx110x1"), "x bits are free");
-        assert!(!acs_matches(0x001d, "xx110x1"), "RR must be off");
-        assert!(!acs_matches(0x0000, "xx101x1"));
-        assert!(acs_matches(0x001c, "xx111x0"));
-        assert!(!acs_matches(0x001d, "xx111x0"));
-    }
-
-    #[test]
-    fn vpd_name_and_v3() {
-        let mut vpd = vec![0x82, 11, 0];
-        vpd.extend_from_slice(b"ConnectX-8 ");
-        let keywords = [b"PN".as_slice(), &[3], b"abc", b"V3", &[4], b"u-1d"].concat();
-        vpd.extend_from_slice(&[0x90, keywords.len() as u8, 0]);
-        vpd.extend_from_slice(&keywords);
-        vpd.push(0x78);
-        assert_eq!(
-            parse_vpd(&vpd),
-            (Some("u-1d".to_owned()), Some("ConnectX-8".to_owned()))
-        );
-        assert_eq!(parse_vpd(&vpd[..5]), (None, None));
-        assert_eq!(parse_vpd(&[]), (None, None));
-    }
-
-    #[test]
-    fn known_devices() {
-        assert_eq!(
-            KnownDevice::of(0x10de, 0x22b8),
-            Some(KnownDevice::GraceRootPort)
-        );
-        assert_eq!(
-            KnownDevice::of(0x15b3, 0x2100),
-            Some(KnownDevice::ConnectX8Dma)
-        );
-        assert_eq!(KnownDevice::of(0x15b3, 0x1017), None);
     }
 
     proptest! {

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! The PCI devices the readiness rules know by id (Grace root ports, ConnectX and BlueField
+//! parts) and the VPD that pairs a ConnectX-8 NIC with its DMA function.
+
+use serde::{Deserialize, Serialize};
+
+use super::NVIDIA_VENDOR;
+
+/// PCI devices the readiness rules recognise by vendor and device id: NVIDIA's Grace root ports
+/// and the ConnectX / BlueField parts of its Grace-Blackwell complexes (the table of rdma-core's
+/// `kernel-boot/rdma_topo`, 2025-2026).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnownDevice {
+    /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
+    GraceRootPort,
+    /// 15b3:1021.
+    #[serde(rename = "connectx7")]
+    ConnectX7,
+    /// 15b3:1023.
+    #[serde(rename = "connectx8")]
+    ConnectX8,
+    /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
+    #[serde(rename = "connectx8_dma")]
+    ConnectX8Dma,
+    /// 15b3:197c: an upstream or downstream port of a ConnectX's PCIe switch.
+    #[serde(rename = "connectx_switch")]
+    ConnectXSwitch,
+    /// 15b3:a2dc.
+    #[serde(rename = "bluefield3")]
+    BlueField3,
+    /// 15b3:197b: a port of a BlueField-3's PCIe switch.
+    #[serde(rename = "bluefield3_switch")]
+    BlueField3Switch,
+}
+
+/// Mellanox's (NVIDIA Networking's) PCI vendor id.
+pub const MELLANOX_VENDOR: u16 = 0x15b3;
+
+impl KnownDevice {
+    pub fn of(vendor: u16, device: u16) -> Option<Self> {
+        Some(match (vendor, device) {
+            (NVIDIA_VENDOR, 0x22b1 | 0x22b2 | 0x22b8) => Self::GraceRootPort,
+            (MELLANOX_VENDOR, 0x1021) => Self::ConnectX7,
+            (MELLANOX_VENDOR, 0x1023) => Self::ConnectX8,
+            (MELLANOX_VENDOR, 0x2100) => Self::ConnectX8Dma,
+            (MELLANOX_VENDOR, 0x197c) => Self::ConnectXSwitch,
+            (MELLANOX_VENDOR, 0xa2dc) => Self::BlueField3,
+            (MELLANOX_VENDOR, 0x197b) => Self::BlueField3Switch,
+            _ => return None,
+        })
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::GraceRootPort => "Grace root port",
+            Self::ConnectX7 => "ConnectX-7",
+            Self::ConnectX8 => "ConnectX-8",
+            Self::ConnectX8Dma => "ConnectX-8 DMA function",
+            Self::ConnectXSwitch => "ConnectX switch port",
+            Self::BlueField3 => "BlueField-3",
+            Self::BlueField3Switch => "BlueField-3 switch port",
+        }
+    }
+
+    /// The bridges whose ACS `rdma_topo` configures.
+    pub fn is_acs_managed_bridge(self) -> bool {
+        matches!(
+            self,
+            Self::GraceRootPort | Self::ConnectXSwitch | Self::BlueField3Switch
+        )
+    }
+}
+
+/// The V3 keyword (the board's UUID, which a ConnectX-8 PF and its DMA function share) and the
+/// identifier string of a `vpd` file (PCI VPD: small and large resource tags; VPD-R keywords).
+pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
+    const LARGE: u8 = 0x80;
+    const END_SMALL: u8 = 0x78;
+    const END_LARGE: u8 = 0x79;
+    const ID_STRING: u8 = 0x82;
+    const VPD_R: u8 = 0x90;
+    let (mut v3, mut name) = (None, None);
+    let mut rest = vpd;
+    while let Some(&tag) = rest.first() {
+        if tag == END_SMALL || tag == END_LARGE {
+            break;
+        }
+        let (header, len) = if tag & LARGE != 0 {
+            match rest.get(1..3) {
+                Some(l) => (3, usize::from(u16::from_le_bytes([l[0], l[1]]))),
+                None => break,
+            }
+        } else {
+            (1, usize::from(tag & 0x07))
+        };
+        let Some(item) = rest.get(header..header + len) else {
+            break;
+        };
+        if tag == ID_STRING {
+            name = std::str::from_utf8(item).ok().map(|s| s.trim().to_owned());
+        }
+        if tag == VPD_R {
+            let mut kw = item;
+            while kw.len() >= 3 {
+                let klen = usize::from(kw[2]);
+                let Some(value) = kw.get(3..3 + klen) else {
+                    break;
+                };
+                if &kw[..2] == b"V3" {
+                    v3 = std::str::from_utf8(value).ok().map(str::to_owned);
+                }
+                kw = &kw[3 + klen..];
+            }
+        }
+        rest = &rest[header + len..];
+    }
+    (v3, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vpd_name_and_v3() {
+        let mut vpd = vec![0x82, 11, 0];
+        vpd.extend_from_slice(b"ConnectX-8 ");
+        let keywords = [b"PN".as_slice(), &[3], b"abc", b"V3", &[4], b"u-1d"].concat();
+        vpd.extend_from_slice(&[0x90, keywords.len() as u8, 0]);
+        vpd.extend_from_slice(&keywords);
+        vpd.push(0x78);
+        assert_eq!(
+            parse_vpd(&vpd),
+            (Some("u-1d".to_owned()), Some("ConnectX-8".to_owned()))
+        );
+        assert_eq!(parse_vpd(&vpd[..5]), (None, None));
+        assert_eq!(parse_vpd(&[]), (None, None));
+    }
+
+    #[test]
+    fn known_devices() {
+        assert_eq!(
+            KnownDevice::of(0x10de, 0x22b8),
+            Some(KnownDevice::GraceRootPort)
+        );
+        assert_eq!(
+            KnownDevice::of(0x15b3, 0x2100),
+            Some(KnownDevice::ConnectX8Dma)
+        );
+        assert_eq!(KnownDevice::of(0x15b3, 0x1017), None);
+    }
+}
