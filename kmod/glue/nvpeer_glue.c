@@ -330,6 +330,13 @@ static ssize_t implementation_show(struct kobject *kobj, struct kobj_attribute *
 }
 static struct kobj_attribute implementation_attr = __ATTR_RO(implementation);
 
+/* The Rust foundation the module was built on (kmod/Kbuild): "kernel" or "own". */
+static ssize_t foundation_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", NVPEER_FOUNDATION);
+}
+static struct kobj_attribute foundation_attr = __ATTR_RO(foundation);
+
 /* The core generation detected at load (core_gen.rs), e.g. "5x-unmaps"; set before the file exists. */
 static const char *nvpeer_core_id = "unknown";
 
@@ -364,6 +371,7 @@ static struct kobj_attribute failures_attr = __ATTR_RO(failures);
 
 static struct attribute *top_attrs[] = {
 	&implementation_attr.attr,
+	&foundation_attr.attr,
 	&core_attr.attr,
 	&failures_attr.attr,
 	NULL,

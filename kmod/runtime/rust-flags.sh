@@ -33,6 +33,10 @@ on CPU_BIG_ENDIAN && refuse CPU_BIG_ENDIAN "only little-endian kernels are suppo
 
 flags="-Cpanic=abort -Crelocation-model=static -Ccodegen-units=1 -Copt-level=2"
 flags="$flags -Csymbol-mangling-version=v0 -Cdebug-assertions=n -Cforce-unwind-tables=n"
+# Calls to functions outside the object through the PLT form (R_X86_64_PLT32), as the kernel's
+# own target has it: rustc's bare-metal targets call through the GOT, whose relocations
+# (R_X86_64_GOTPCREL) the module loader does not know ("Unknown rela relocation: 9").
+flags="$flags -Zplt=yes"
 on FRAME_POINTER && flags="$flags -Cforce-frame-pointers=y"
 on RUST_OVERFLOW_CHECKS && flags="$flags -Coverflow-checks=y"
 if on X86_64; then

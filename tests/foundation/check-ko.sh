@@ -24,6 +24,10 @@ own)
     if [ -z "$undef_rust" ]; then ok "imports no Rust symbol"; else bad "imports Rust symbols: $(echo "$undef_rust" | head -n3 | tr '\n' ' ')"; fi
     if [ -z "$global_rust" ]; then ok "defines no global Rust symbol"; else bad "global Rust symbols: $(echo "$global_rust" | head -n3 | tr '\n' ' ')"; fi
     if objdump -h "$ko" | grep -q '__ksymtab'; then bad "exports symbols (__ksymtab)"; else ok "exports nothing"; fi
+    # The module loader applies no GOT relocation ("Unknown rela relocation"): calls leave the
+    # object through the PLT form, as the kernel's own Rust and C do.
+    got=$(readelf -rW "$ko" | awk '$3 ~ /GOT/ {print $3}' | sort -u | tr '\n' ' ')
+    if [ -z "$got" ]; then ok "no GOT relocation"; else bad "GOT relocations the module loader refuses: $got"; fi
     others=$(nm --defined-only -g "$ko" | awk '{print $3}' | grep -vE '^((__pfx_)?(init_module|cleanup_module|nvpeer_[a-z0-9_]+)|__this_module|__(start|stop)_[A-Za-z0-9_]+)$')
     if [ -z "$others" ]; then ok "its globals are the module's entry points and nvpeer_* C interfaces"
     else bad "unexpected globals: $(echo "$others" | head -n5 | tr '\n' ' ')"; fi ;;

@@ -45,6 +45,10 @@ pub struct LoadedModule {
     /// `/sys/module/<name>/nvpeer/core` (ours only): the core generation the module detected
     /// at load time (`4x`, `5x`, `5x-unmaps`), as written.
     pub core: Option<String>,
+    /// `/sys/module/<name>/nvpeer/foundation` (ours, from issue 44 on): the Rust it was built on,
+    /// `kernel` (the kernel's own crate) or `own` (nvpeer's runtime). Absent in older reports.
+    #[serde(default)]
+    pub foundation: Option<String>,
 }
 
 /// Every peer-memory module currently loaded (normally zero or one).
@@ -60,6 +64,7 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
         let version = host.read_sys(format!("{dir}/version"))?;
         let marker = host.read_sys(format!("{dir}/nvpeer/implementation"))?;
         let core = host.read_sys(format!("{dir}/nvpeer/core"))?;
+        let foundation = host.read_sys(format!("{dir}/nvpeer/foundation"))?;
         let implementation = if marker.is_some() {
             Implementation::Nvpeer
         } else if name == "nv_peer_mem" {
@@ -80,6 +85,7 @@ pub fn loaded_modules(host: &Host) -> Result<Vec<LoadedModule>> {
             marker: marker.map(|m| m.trim().to_owned()),
             parameters,
             core: core.map(|c| c.trim().to_owned()),
+            foundation: foundation.map(|f| f.trim().to_owned()),
         });
     }
     Ok(found)

@@ -32,6 +32,7 @@ pub(super) fn ready_facts() -> Facts {
         marker: Some("nvpeer 0.1.0".to_owned()),
         parameters: BTreeMap::from([("persistent_api_support".to_owned(), "1".to_owned())]),
         core: Some("5x-unmaps".to_owned()),
+        foundation: Some("own".to_owned()),
     };
     let found = BTreeMap::from(
         [
@@ -193,13 +194,33 @@ fn hand_made_ready_facts_are_ready() {
     assert_eq!(r.status, Status::Unknown);
     assert_eq!(
         get(&r.checks, "module").detail,
-        "nvpeer 0.1.0 loaded as nvidia_peermem"
+        "nvpeer 0.1.0 loaded as nvidia_peermem, built on nvpeer's own Rust runtime (a kernel without usable Rust)"
     );
     assert!(get(&r.checks, "core_bugs").detail.contains("has the fix"));
     assert!(get(&r.checks, "bar1").detail.contains("64 GiB"));
     assert!(get(&r.checks, "gpus")
         .detail
         .contains("GPU0 0000:03:00.0 [10de:2330] NUMA 0"));
+}
+
+/// The module row names the Rust foundation the loaded module was built on (issue 44), and says
+/// nothing of it for a module too old to tell.
+#[test]
+fn the_module_row_names_its_foundation() {
+    for (foundation, says) in [
+        (Some("kernel"), Some("built on the kernel's own Rust")),
+        (Some("own"), Some("built on nvpeer's own Rust runtime")),
+        (None, None),
+    ] {
+        let mut facts = ready_facts();
+        facts.modules[0].foundation = foundation.map(str::to_owned);
+        let r = report(facts, &Options::default());
+        let detail = &get(&r.checks, "module").detail;
+        match says {
+            Some(s) => assert!(detail.contains(s), "{foundation:?}: {detail}"),
+            None => assert_eq!(detail, "nvpeer 0.1.0 loaded as nvidia_peermem"),
+        }
+    }
 }
 
 #[test]

@@ -31,7 +31,15 @@ pub(super) fn check_module(
         [m] => {
             let version = m.version.as_deref().unwrap_or("(no version)");
             let detail = match m.implementation {
-                Implementation::Nvpeer => format!("nvpeer {version} loaded as {}", m.name),
+                Implementation::Nvpeer => format!(
+                    "nvpeer {version} loaded as {}{}",
+                    m.name,
+                    match m.foundation.as_deref() {
+                        Some("own") => ", built on nvpeer's own Rust runtime (a kernel without usable Rust)",
+                        Some("kernel") => ", built on the kernel's own Rust",
+                        _ => "",
+                    }
+                ),
                 other => format!("{} {version} loaded as {}", other.describe(), m.name),
             };
             if m.implementation == Implementation::Nvpeer {
