@@ -24,7 +24,7 @@ if [ ! -f "$vdir/ready" ]; then
     declare -A seen=()
     order=()
     add() { local path=$1 d deps; if [ -n "${seen[$path]:-}" ]; then return 0; fi; seen[$path]=1
-        read -ra deps < <(awk -F': ' -v m="$path" '$1 == m {print $2}' "$vdir/modules/modules.dep")
+        read -ra deps < <(awk -F': ' -v m="$path" '$1 == m {print $2}' "$vdir/modules/modules.dep") || true   # none: EOF
         for d in "${deps[@]}"; do add "$d"; done
         order+=("$path"); }
     # virtio_pci: a module on Debian 12's kernels (built in on 13's), and the transport without
