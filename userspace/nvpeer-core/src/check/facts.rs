@@ -367,6 +367,17 @@ pub struct CapabilityFacts {
     pub mig: BTreeMap<u32, Vec<u32>>,
 }
 
+/// What CDMM needs of the host besides the driver (`../shared/FIELD.md` U1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdmmFacts {
+    /// `/sys/module/nvidia_uvm` exists: its page map of the GPU is what CDMM mappings need.
+    pub nvidia_uvm_loaded: bool,
+    /// `CONFIG_ZONE_DEVICE=y` in the running kernel's config; `None`: no config found.
+    pub zone_device: Option<bool>,
+    /// The config file it was read from.
+    pub kernel_config: Option<String>,
+}
+
 /// Our module's counters that `peer_clients` shows when `memory_peers` is absent.
 pub const MODULE_COUNTERS: [&str; 3] = ["acquired", "registrations", "live_contexts"];
 
@@ -437,6 +448,9 @@ pub struct Facts {
     /// Platform markers: Tegra, confidential VM, MIG instances.
     #[serde(default)]
     pub capability: Option<CapabilityFacts>,
+    /// `nvidia_uvm` and `CONFIG_ZONE_DEVICE`, which CDMM mappings need.
+    #[serde(default)]
+    pub cdmm: Option<CdmmFacts>,
     /// The environment variables of GPU-initiated networking and GDRCopy that were set
     /// (`NCCL_GDRCOPY_ENABLE`, `NCCL_GIN_ENABLE`, `NVSHMEM_IB_ENABLE_IBGDA`,
     /// `NVSHMEM_DISABLE_GDRCOPY`).

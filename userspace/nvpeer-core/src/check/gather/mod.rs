@@ -13,6 +13,7 @@
 //! process ([`Inputs`]: environment, memlock, the libibverbs probe).
 
 mod capability;
+mod cdmm;
 mod devices;
 mod gdrcopy;
 mod grace;
@@ -247,6 +248,9 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let capability = capability::capability(host)
         .inspect_err(|e| note(&mut unreadable, "capability", e))
         .ok();
+    let cdmm = cdmm::cdmm(host, kernel_release.as_deref())
+        .inspect_err(|e| note(&mut unreadable, "cdmm", e))
+        .ok();
     let gin_env = inputs
         .job_env
         .iter()
@@ -289,6 +293,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         job_starters,
         process,
         capability,
+        cdmm,
         gin_env,
         unreadable,
         hostname: host

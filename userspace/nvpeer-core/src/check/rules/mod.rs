@@ -26,6 +26,7 @@
 //! RDMA at all, [`capability::moot`] leaves `gpu_gdr` the one failure.
 
 mod capability;
+mod cdmm;
 mod consumers;
 mod dmabuf;
 mod efa;
