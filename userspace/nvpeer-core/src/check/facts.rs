@@ -35,8 +35,9 @@ pub struct Inputs {
 }
 
 /// The variables `check` reads for GPU-initiated networking and GDRCopy.
-pub const GIN_ENV: [&str; 4] = [
+pub const GIN_ENV: [&str; 5] = [
     "NCCL_GDRCOPY_ENABLE",
+    "GDRCOPY_USE_DMABUF_MMAP",
     "NCCL_GIN_ENABLE",
     "NVSHMEM_IB_ENABLE_IBGDA",
     "NVSHMEM_DISABLE_GDRCOPY",
@@ -349,6 +350,10 @@ pub struct ProcessFacts {
     pub uid: Option<u32>,
     /// `/proc/self/cgroup`, line by line.
     pub cgroup: Vec<String>,
+    /// The soft `Max open files` of `/proc/self/limits` (`u64::MAX`: unlimited); `None`: not
+    /// read (facts of an older nvpeer).
+    #[serde(default)]
+    pub open_files_soft: Option<u64>,
     /// What says where it runs: `/.dockerenv`, `/run/.containerenv`, and the variables
     /// `KUBERNETES_SERVICE_HOST` and `SLURM_JOB_ID` (their names only).
     pub markers: Vec<String>,

@@ -37,6 +37,8 @@ mod cdmm_rule_tests;
 #[cfg(test)]
 mod fix_tests;
 #[cfg(test)]
+mod gdrcopy_mode_rule_tests;
+#[cfg(test)]
 mod job_rule_tests;
 #[cfg(test)]
 mod path_rule_tests;

@@ -8,7 +8,7 @@
 //!   take a reference on a page map that `nvidia_uvm` creates when a CUDA process registers the
 //!   GPU (`nv_dma_get_dev_pagemap`); without it the driver logs "Failed to get a reference on
 //!   dev_pagemap in CDMM(driver) mode" and returns NOT_SUPPORTED. The page map needs a kernel
-//!   >= 6.0 built with `CONFIG_ZONE_DEVICE`. 590.x (590.48.01 last seen) does not have it:
+//!   6.0 or later built with `CONFIG_ZONE_DEVICE`. 590.x (590.48.01 last seen) does not have it:
 //!   releases outside the two ranges are "not probed".
 
 use crate::kernel::release_major_minor;

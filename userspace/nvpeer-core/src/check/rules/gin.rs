@@ -216,7 +216,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
 
 fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let asked = gdrcopy_asked_by(ctx, pairs);
-    let state = match ctx.f.gdrcopy.as_ref().map(gdrcopy::usable) {
+    let state = match ctx.f.gdrcopy.as_ref().map(|g| gdrcopy::usable(ctx, g)) {
         None => Err("not examined (facts of an older nvpeer)".to_owned()),
         Some(r) => r,
     };

@@ -31,6 +31,7 @@ mod consumers;
 mod dmabuf;
 mod efa;
 mod gdrcopy;
+mod gdrcopy_mode;
 mod gin;
 mod grace;
 mod inventory;
