@@ -26,6 +26,9 @@ use crate::verbs::{self, DmabufProbe, Verbs};
 pub struct Inputs {
     /// `NCCL_*` and `UCX_*` variables.
     pub env: BTreeMap<String, String>,
+    /// The home directory whose `.nccl.conf` NCCL reads (`HOME` of the live process; `None`
+    /// for fixture trees).
+    pub home: Option<String>,
     /// `None`: not measured.
     pub memlock: Option<Memlock>,
     pub verbs: Verbs,
@@ -55,6 +58,7 @@ impl Inputs {
         let foreign = host.foreign_roots();
         Self {
             env: nccl::relevant_env(),
+            home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
             memlock: (foreign.is_none() || as_job).then(Memlock::current),
             verbs: match foreign {
                 None => verbs::probe(),
@@ -83,6 +87,7 @@ impl Inputs {
     pub fn fixture() -> Self {
         Self {
             env: BTreeMap::new(),
+            home: None,
             memlock: None,
             verbs: Verbs::Skipped {
                 reason: "fixture tree".to_owned(),

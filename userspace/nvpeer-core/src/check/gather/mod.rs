@@ -220,7 +220,10 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let kernel_release = kernel::os_release(host).ok().flatten();
     let hypervisor = kernel::hypervisor(host).ok().flatten();
     let present = nccl::present_paths(host);
-    let nccl_env = nccl::nccl_env(&inputs.env);
+    // NCCL's config files under the environment, as NCCL layers them; `~` is the home of the
+    // user check runs as (a job's user may have another `~/.nccl.conf`).
+    let nccl_files = nccl::conf_files(host, &inputs.env, inputs.home.as_deref());
+    let nccl_env = nccl::nccl_env_with_files(&inputs.env, &nccl_files);
     let dmabuf = DmabufFacts {
         kernel: match kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
             Ok(found) => Some(found.is_some()),
