@@ -41,6 +41,8 @@ mod gdrcopy_mode_rule_tests;
 #[cfg(test)]
 mod job_rule_tests;
 #[cfg(test)]
+mod modes_rule_tests;
+#[cfg(test)]
 mod nccl_conf_rule_tests;
 #[cfg(test)]
 mod path_rule_tests;

@@ -47,7 +47,7 @@ fn none_exist(paths: &[String]) -> String {
     }
 }
 
-fn source(s: &Source) -> String {
+pub(super) fn source(s: &Source) -> String {
     match s {
         Source::Default => "default".to_owned(),
         Source::Environment(v) => format!("set to {v:?}"),
