@@ -107,7 +107,9 @@ fn nccl_gin(ctx: &Ctx, v: &PairVerdict) -> LibraryMode {
     let dmabuf = v.paths.contains(&GdrPath::Dmabuf);
     let peer = v.paths.contains(&GdrPath::PeerMemory);
     let visible = ctx.f.modules.iter().any(|m| m.name == "nvidia_peermem");
-    if !dmabuf && !(peer && visible) {
+    // GDAKI's memory: dma-buf, or peer memory of a module it sees.
+    let accepted = dmabuf || (peer && visible);
+    if !accepted {
         let why = if peer {
             let names: Vec<&str> = ctx.f.modules.iter().map(|m| m.name.as_str()).collect();
             format!("peer memory only through a module loaded as {}, not nvidia_peermem: GDAKI (NCCL >= 2.29.2) does not count it (\"GDAKI does not support nv_peer_mem\"), and no dma-buf", names.join(", "))
