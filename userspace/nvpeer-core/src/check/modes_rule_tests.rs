@@ -111,3 +111,26 @@ fn gdaki_ignores_a_module_not_named_nvidia_peermem() {
     let r = report(f, &gin());
     assert_eq!(row(&r).status, Status::Fail, "{:?}", row(&r));
 }
+
+#[test]
+fn gin_driver_without_the_doorbell_mapping_is_degraded_not_failed() {
+    let mut f = dmabuf_facts();
+    f.kernel_release = Some("6.8.0-45-generic".to_owned());
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    let r = report(f.clone(), &gin());
+    let c = r.get("gin_driver").unwrap();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c
+        .detail
+        .contains("degraded, not failed: NCCL >= 2.28.7 falls back to a CPU proxy"));
+    assert!(r.ready, "{:?}", r.verdict);
+    // Stream memory operations off too: still a failure.
+    f.nvidia_proc = Some(proc_580("580.159.04", true, ""));
+    let r = report(f.clone(), &gin());
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+    // EFA (aws-ofi-nccl's GIN) has no CPU-proxy fallback.
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    f.pairs[0].nic_driver = Some("efa".to_owned());
+    let r = report(f, &gin());
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+}
