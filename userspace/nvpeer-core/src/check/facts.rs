@@ -38,8 +38,9 @@ pub struct Inputs {
 }
 
 /// The variables `check` reads for GPU-initiated networking and GDRCopy.
-pub const GIN_ENV: [&str; 5] = [
+pub const GIN_ENV: [&str; 6] = [
     "NCCL_GDRCOPY_ENABLE",
+    "NCCL_GIN_GDAKI_NIC_HANDLER",
     "GDRCOPY_USE_DMABUF_MMAP",
     "NCCL_GIN_ENABLE",
     "NVSHMEM_IB_ENABLE_IBGDA",

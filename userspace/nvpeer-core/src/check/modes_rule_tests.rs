@@ -134,3 +134,23 @@ fn gin_driver_without_the_doorbell_mapping_is_degraded_not_failed() {
     let r = report(f, &gin());
     assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
 }
+
+#[test]
+fn a_forced_gpu_side_handler_fails_where_the_doorbell_cannot_be_mapped() {
+    let mut f = dmabuf_facts();
+    f.kernel_release = Some("6.8.0-45-generic".to_owned());
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    f.gin_env
+        .insert("NCCL_GIN_GDAKI_NIC_HANDLER".to_owned(), "2".to_owned());
+    let r = report(f.clone(), &gin());
+    assert_eq!(mode(&r, "nccl_gin").mode, "none (GDAKI fails)");
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+    assert_eq!(row(&r).status, Status::Fail);
+    // 1: the CPU-assisted handler by choice.
+    f.gin_env
+        .insert("NCCL_GIN_GDAKI_NIC_HANDLER".to_owned(), "1".to_owned());
+    let r = report(f, &gin());
+    let m = mode(&r, "nccl_gin");
+    assert_eq!(m.mode, "GDAKI, CPU proxy");
+    assert!(m.decided_by.contains("NCCL_GIN_GDAKI_NIC_HANDLER=1"));
+}

@@ -68,6 +68,9 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
     ]
 }
 
+/// NCCL's GDAKI handler setting.
+pub(super) const GPU_HANDLER_ENV: &str = "NCCL_GIN_GDAKI_NIC_HANDLER";
+
 /// `gin_driver`. Only the doorbell mapping missing (`PeerMappingOverride`, stream memory
 /// operations on) is a degraded mode under `--for gin`, not a failure (`../shared/FIELD.md` U6):
 /// NCCL >= 2.28.7 (`NCCL_GIN_GDAKI_NIC_HANDLER=AUTO`, its default) falls back to a CPU proxy and
@@ -81,9 +84,15 @@ fn gin_driver(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     let efa = pairs
         .iter()
         .any(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
+    // NCCL_GIN_GDAKI_NIC_HANDLER: 0 AUTO (default), 1 CPU-assisted, 2 GPU SM doorbells (NCCL's
+    // GIN test script): 2 forces the GPU-side handler, which has no fallback.
+    let gpu_forced = ctx.f.gin_env.get(GPU_HANDLER_ENV).map(String::as_str) == Some("2");
     match d {
         Err((detail, fix))
-            if doorbell_only && !efa && ctx.options.workload == Some(Workload::Gin) =>
+            if doorbell_only
+                && !efa
+                && !gpu_forced
+                && ctx.options.workload == Some(Workload::Gin) =>
         {
             Check::warn(
                 "gin_driver",

@@ -136,6 +136,28 @@ fn nccl_gin(ctx: &Ctx, v: &PairVerdict) -> LibraryMode {
             false,
         );
     };
+    let handler = ctx
+        .f
+        .gin_env
+        .get(super::gin::GPU_HANDLER_ENV)
+        .map(String::as_str);
+    if handler == Some("1") {
+        return mode(
+            "GDAKI, CPU proxy",
+            format!("{memory}; NCCL_GIN_GDAKI_NIC_HANDLER=1 forces the CPU-assisted handler"),
+            Some("each doorbell is rung by a CPU proxy thread: added latency per operation and a busy CPU core"),
+            false,
+        );
+    }
+    let doorbell = params.registry_dword("PeerMappingOverride") == Some("1");
+    if !doorbell && handler == Some("2") {
+        return mode(
+            "none (GDAKI fails)",
+            format!("{memory}; NCCL_GIN_GDAKI_NIC_HANDLER=2 forces the GPU-side handler, but without PeerMappingOverride=1 the GPU cannot map the NIC's doorbell"),
+            Some("no GPU-initiated networking"),
+            true,
+        );
+    }
     match params.registry_dword("PeerMappingOverride") {
         Some("1") => mode(
             "GDAKI, GPU-side NIC handler",
