@@ -154,3 +154,18 @@ fn a_forced_gpu_side_handler_fails_where_the_doorbell_cannot_be_mapped() {
     assert_eq!(m.mode, "GDAKI, CPU proxy");
     assert!(m.decided_by.contains("NCCL_GIN_GDAKI_NIC_HANDLER=1"));
 }
+
+#[test]
+fn a_node_without_a_pair_says_what_nccl_would_do() {
+    let mut f = dmabuf_facts();
+    f.pairs.clear();
+    let r = report(f, &Options::default());
+    let c = row(&r);
+    assert!(!c.applies);
+    assert!(
+        c.detail
+            .starts_with("no GPU-NIC pair: NCCL between nodes would run over sockets"),
+        "{}",
+        c.detail
+    );
+}

@@ -206,7 +206,11 @@ fn gin_asked(ctx: &Ctx) -> bool {
 /// only where GIN is asked for); under `--for gin` a failure where GDAKI would fail.
 pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     if pairs.is_empty() {
-        return Check::not_applicable("modes", "no GPU-NIC pair");
+        let mut detail = "no GPU-NIC pair: NCCL between nodes would run over sockets, staged through host memory; no GIN".to_owned();
+        if let Some(g) = gdrcopy(ctx) {
+            detail.push_str(&format!("; gdrcopy {} ({})", g.mode, g.decided_by));
+        }
+        return Check::not_applicable("modes", detail);
     }
     let gin = gin_asked(ctx);
     let mut lines = Vec::new();
