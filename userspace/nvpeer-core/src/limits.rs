@@ -47,6 +47,18 @@ pub fn parse_proc_limits(text: &str) -> Option<Memlock> {
     Some(Memlock { soft, hard })
 }
 
+/// The soft `Max open files` of a `/proc/<pid>/limits` file (`u64::MAX`: unlimited); `None`
+/// when the line is absent or malformed.
+pub fn parse_open_files(text: &str) -> Option<u64> {
+    let rest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?;
+    match rest.split_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    }
+}
+
 /// A systemd resource limit as a unit file writes it (`LimitMEMLOCK=`, systemd.exec(5)): one
 /// value for both or `SOFT:HARD`, each `infinity` or bytes with an optional binary suffix
 /// (`K`, `M`, `G`, `T`, `P`, `E`, base 1024); `None` when it is neither.

@@ -221,6 +221,11 @@ pub enum Source {
     Environment(String),
     /// Set, but NCCL cannot parse it and uses its default.
     Ignored(String),
+    /// Not in the environment: a line `NAME=value` of one of NCCL's config files ([`conf_files`]).
+    File {
+        path: String,
+        value: String,
+    },
 }
 
 /// The variables that decide whether NCCL uses GPUDirect RDMA.
@@ -253,6 +258,10 @@ pub struct NcclEnv {
     pub ib_data_direct: bool,
     #[serde(default = "default_source")]
     pub ib_data_direct_source: Source,
+    /// NCCL's config files that exist, in the order NCCL reads them ([`conf_files`]); absent in
+    /// facts of an older nvpeer, which read the environment only.
+    #[serde(default)]
+    pub conf_files: Vec<String>,
 }
 
 fn default_true() -> bool {
@@ -268,12 +277,70 @@ pub const DEFAULT_GDR_LEVEL: NcclPathType = NcclPathType::Pxb;
 
 /// The NCCL settings in `vars` (the process environment, or a test's map).
 pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
+    nccl_env_with_files(vars, &[])
+}
+
+/// One of NCCL's config files as read: its path as the host names it and its `NAME=value` lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfFile {
+    pub path: String,
+    pub vars: BTreeMap<String, String>,
+}
+
+/// NCCL's config files, in the order NCCL reads them (`initEnv` and `setEnvFile`, NCCL's
+/// `param.h`/`param.cc`): `NCCL_CONF_FILE` when set and not empty (NCCL 2.x later releases),
+/// else `~/.nccl.conf` (`home`: the home directory of the user check runs as); then
+/// `/etc/nccl.conf`. Each `NAME=value` line (everything before the first `=` is the name,
+/// nothing trimmed) is set with `setenv(name, value, 0)`: only where not set before, so the
+/// environment wins over the files and the first file over the second.
+pub fn conf_files(
+    host: &Host,
+    vars: &BTreeMap<String, String>,
+    home: Option<&str>,
+) -> Vec<ConfFile> {
+    let first = match vars.get("NCCL_CONF_FILE").filter(|v| !v.is_empty()) {
+        Some(f) => Some(f.clone()),
+        None => home.map(|h| format!("{}/.nccl.conf", h.trim_end_matches('/'))),
+    };
+    first
+        .into_iter()
+        .chain(std::iter::once("/etc/nccl.conf".to_owned()))
+        .filter_map(|path| {
+            let on_host = host.root_path(path.trim_start_matches('/'));
+            let text = crate::host::read_optional(&on_host).ok().flatten()?;
+            let vars = text
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            Some(ConfFile { path, vars })
+        })
+        .collect()
+}
+
+/// [`nccl_env`] with NCCL's config files under the environment, as NCCL layers them.
+pub fn nccl_env_with_files(vars: &BTreeMap<String, String>, files: &[ConfFile]) -> NcclEnv {
+    let lookup = |name: &str| -> Option<(String, Source)> {
+        if let Some(v) = vars.get(name) {
+            return Some((v.clone(), Source::Environment(v.clone())));
+        }
+        files.iter().find_map(|f| {
+            let v = f.vars.get(name)?;
+            Some((
+                v.clone(),
+                Source::File {
+                    path: f.path.clone(),
+                    value: v.clone(),
+                },
+            ))
+        })
+    };
     let int = |name: &str, default: i64| -> (i64, Source) {
-        match vars.get(name) {
+        match lookup(name) {
             None => (default, Source::Default),
-            Some(v) => match parse_nccl_int(v) {
-                Some(n) => (n, Source::Environment(v.clone())),
-                None => (default, Source::Ignored(v.clone())),
+            Some((v, from)) => match parse_nccl_int(&v) {
+                Some(n) => (n, from),
+                None => (default, Source::Ignored(v)),
             },
         }
     };
@@ -282,11 +349,11 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
     let (dmabuf_enable, dmabuf_enable_source) = int("NCCL_DMABUF_ENABLE", 1);
     let (gdr_c2c, gdr_c2c_source) = int("NCCL_NET_GDR_C2C", 1);
     let (ib_data_direct, ib_data_direct_source) = int("NCCL_IB_DATA_DIRECT", 1);
-    let (gdr_level, gdr_level_source) = match vars.get("NCCL_NET_GDR_LEVEL") {
+    let (gdr_level, gdr_level_source) = match lookup("NCCL_NET_GDR_LEVEL") {
         None => (DEFAULT_GDR_LEVEL, Source::Default),
-        Some(v) => match parse_gdr_level(v) {
-            Some(l) => (l, Source::Environment(v.clone())),
-            None => (DEFAULT_GDR_LEVEL, Source::Ignored(v.clone())),
+        Some((v, from)) => match parse_gdr_level(&v) {
+            Some(l) => (l, from),
+            None => (DEFAULT_GDR_LEVEL, Source::Ignored(v)),
         },
     };
     NcclEnv {
@@ -302,6 +369,7 @@ pub fn nccl_env(vars: &BTreeMap<String, String>) -> NcclEnv {
         gdr_c2c_source,
         ib_data_direct: ib_data_direct != 0,
         ib_data_direct_source,
+        conf_files: files.iter().map(|f| f.path.clone()).collect(),
     }
 }
 
@@ -348,6 +416,7 @@ pub fn relevant_env() -> BTreeMap<String, String> {
                     | "NCCL_IB_DATA_DIRECT"
                     | "UCX_IB_GPU_DIRECT_RDMA"
                     | "UCX_CUDA_COPY_DMABUF"
+                    | "NCCL_CONF_FILE"
             )
         })
         .collect()

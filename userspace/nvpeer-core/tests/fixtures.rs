@@ -116,6 +116,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "inbox-dmabuf",
             "job-starters",
             "mig",
+            "nccl-conf",
             "node",
             "old-kernel",
             "phb",
@@ -162,6 +163,22 @@ fn path_fixtures() {
     assert_eq!(f.hypervisor, Some(true));
     assert_eq!(f.pairs[0].nic_driver.as_deref(), Some("efa"));
     assert!(facts("proprietary").nvidia.unwrap().open_kernel_module == Some(false));
+}
+
+/// Issue 47's `/etc/nccl.conf`: read under the environment, named as the setting's source.
+#[test]
+fn nccl_conf_fixture_reads_etc_nccl_conf() {
+    assert_matrix("nccl-conf");
+    let f = check::gather(&host("nccl-conf"), &Inputs::fixture());
+    assert_eq!(f.nccl_env.conf_files, ["/etc/nccl.conf"]);
+    assert!(f.nccl_env.ib_disable);
+    assert_eq!(
+        f.nccl_env.ib_disable_source,
+        nvpeer_core::nccl::Source::File {
+            path: "/etc/nccl.conf".to_owned(),
+            value: "1".to_owned()
+        }
+    );
 }
 
 /// Issue 36's fixtures: their matrices, and the facts gathered from them (GDRCopy through the

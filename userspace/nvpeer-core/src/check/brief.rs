@@ -150,6 +150,11 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         {
             Some("IOMMU groups differ".to_owned())
         }
+        "cdmm" if check.detail.contains("nvidia_uvm is not loaded") => {
+            Some("nvidia_uvm not loaded".to_owned())
+        }
+        "cdmm" if check.detail.contains("has it unset") => Some("no CONFIG_ZONE_DEVICE".to_owned()),
+        "cdmm" if check.detail.contains("needs a kernel >= 6.0") => Some("kernel < 6.0".to_owned()),
         "cdmm" => Some("CDMM with invalidating pins".to_owned()),
         "module" => match facts.modules.as_slice() {
             [] => Some("none loaded".to_owned()),

@@ -26,6 +26,9 @@ use crate::verbs::{self, DmabufProbe, Verbs};
 pub struct Inputs {
     /// `NCCL_*` and `UCX_*` variables.
     pub env: BTreeMap<String, String>,
+    /// The home directory whose `.nccl.conf` NCCL reads (`HOME` of the live process; `None`
+    /// for fixture trees).
+    pub home: Option<String>,
     /// `None`: not measured.
     pub memlock: Option<Memlock>,
     pub verbs: Verbs,
@@ -35,8 +38,10 @@ pub struct Inputs {
 }
 
 /// The variables `check` reads for GPU-initiated networking and GDRCopy.
-pub const GIN_ENV: [&str; 4] = [
+pub const GIN_ENV: [&str; 6] = [
     "NCCL_GDRCOPY_ENABLE",
+    "NCCL_GIN_GDAKI_NIC_HANDLER",
+    "GDRCOPY_USE_DMABUF_MMAP",
     "NCCL_GIN_ENABLE",
     "NVSHMEM_IB_ENABLE_IBGDA",
     "NVSHMEM_DISABLE_GDRCOPY",
@@ -54,6 +59,7 @@ impl Inputs {
         let foreign = host.foreign_roots();
         Self {
             env: nccl::relevant_env(),
+            home: std::env::var("HOME").ok().filter(|h| !h.is_empty()),
             memlock: (foreign.is_none() || as_job).then(Memlock::current),
             verbs: match foreign {
                 None => verbs::probe(),
@@ -82,6 +88,7 @@ impl Inputs {
     pub fn fixture() -> Self {
         Self {
             env: BTreeMap::new(),
+            home: None,
             memlock: None,
             verbs: Verbs::Skipped {
                 reason: "fixture tree".to_owned(),
@@ -349,6 +356,10 @@ pub struct ProcessFacts {
     pub uid: Option<u32>,
     /// `/proc/self/cgroup`, line by line.
     pub cgroup: Vec<String>,
+    /// The soft `Max open files` of `/proc/self/limits` (`u64::MAX`: unlimited); `None`: not
+    /// read (facts of an older nvpeer).
+    #[serde(default)]
+    pub open_files_soft: Option<u64>,
     /// What says where it runs: `/.dockerenv`, `/run/.containerenv`, and the variables
     /// `KUBERNETES_SERVICE_HOST` and `SLURM_JOB_ID` (their names only).
     pub markers: Vec<String>,
@@ -365,6 +376,17 @@ pub struct CapabilityFacts {
     /// GPU device minor -> its MIG GPU instances (`/proc/driver/nvidia/capabilities/gpu<minor>/
     /// mig/gi<id>`).
     pub mig: BTreeMap<u32, Vec<u32>>,
+}
+
+/// What CDMM needs of the host besides the driver (`../shared/FIELD.md` U1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdmmFacts {
+    /// `/sys/module/nvidia_uvm` exists: its page map of the GPU is what CDMM mappings need.
+    pub nvidia_uvm_loaded: bool,
+    /// `CONFIG_ZONE_DEVICE=y` in the running kernel's config; `None`: no config found.
+    pub zone_device: Option<bool>,
+    /// The config file it was read from.
+    pub kernel_config: Option<String>,
 }
 
 /// Our module's counters that `peer_clients` shows when `memory_peers` is absent.
@@ -437,6 +459,9 @@ pub struct Facts {
     /// Platform markers: Tegra, confidential VM, MIG instances.
     #[serde(default)]
     pub capability: Option<CapabilityFacts>,
+    /// `nvidia_uvm` and `CONFIG_ZONE_DEVICE`, which CDMM mappings need.
+    #[serde(default)]
+    pub cdmm: Option<CdmmFacts>,
     /// The environment variables of GPU-initiated networking and GDRCopy that were set
     /// (`NCCL_GDRCOPY_ENABLE`, `NCCL_GIN_ENABLE`, `NVSHMEM_IB_ENABLE_IBGDA`,
     /// `NVSHMEM_DISABLE_GDRCOPY`).

@@ -17,7 +17,7 @@ fn row<'a>(r: &'a Report, id: &str) -> &'a Check {
         .unwrap_or_else(|| panic!("no {id} in {:?}", r.checks))
 }
 
-fn gin() -> Options {
+pub(super) fn gin() -> Options {
     Options {
         workload: Some(Workload::Gin),
         ..Options::default()
@@ -35,7 +35,7 @@ fn information(f: &mut Facts, model: &str) {
     f.nvidia_proc.get_or_insert_with(NvidiaProc::default).gpus = vec![info];
 }
 
-fn gdrdrv_ok() -> GdrcopyFacts {
+pub(super) fn gdrdrv_ok() -> GdrcopyFacts {
     GdrcopyFacts {
         loaded: true,
         version: Some("2.5".to_owned()),

@@ -33,9 +33,17 @@ mod rules;
 pub mod verdict;
 
 #[cfg(test)]
+mod cdmm_rule_tests;
+#[cfg(test)]
 mod fix_tests;
 #[cfg(test)]
+mod gdrcopy_mode_rule_tests;
+#[cfg(test)]
 mod job_rule_tests;
+#[cfg(test)]
+mod modes_rule_tests;
+#[cfg(test)]
+mod nccl_conf_rule_tests;
 #[cfg(test)]
 mod path_rule_tests;
 #[cfg(test)]
@@ -46,10 +54,10 @@ mod rule_tests;
 mod tests;
 
 pub use facts::{
-    AcsFinding, AcsPort, AcsRole, CapabilityFacts, DeviceNode, DmaDirectComplex, DmabufFacts,
-    Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs, JobStarter,
-    JobStarters, PairFacts, PairSource, PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV,
-    MODULE_COUNTERS,
+    AcsFinding, AcsPort, AcsRole, CapabilityFacts, CdmmFacts, DeviceNode, DmaDirectComplex,
+    DmabufFacts, Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs,
+    JobStarter, JobStarters, PairFacts, PairSource, PeerClientInfo, ProcessFacts, GIN_ENV,
+    JOB_MARKER_ENV, MODULE_COUNTERS,
 };
 pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};

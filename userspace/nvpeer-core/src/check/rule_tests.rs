@@ -164,6 +164,11 @@ pub(super) fn ready_facts() -> Facts {
         job_starters: Some(JobStarters::default()),
         process: Some(ProcessFacts::default()),
         capability: Some(CapabilityFacts::default()),
+        cdmm: Some(crate::check::CdmmFacts {
+            nvidia_uvm_loaded: true,
+            zone_device: Some(true),
+            kernel_config: Some("/boot/config-6.8.0-45-generic".to_owned()),
+        }),
         gin_env: BTreeMap::new(),
         unreadable: BTreeMap::new(),
         hostname: Some("node-a01".to_owned()),

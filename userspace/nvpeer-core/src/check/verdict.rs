@@ -240,6 +240,7 @@ mod tests {
             not_probed: vec!["the NIC probe".to_owned()],
             notes: Vec::new(),
             not_used: None,
+            modes: Vec::new(),
         }
     }
 

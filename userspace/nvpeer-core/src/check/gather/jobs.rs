@@ -181,9 +181,13 @@ pub(super) fn process(host: &Host, job_env: &BTreeMap<String, String>) -> Result
             .filter(|k| job_env.contains_key(**k))
             .map(|k| (*k).to_owned()),
     );
+    let open_files_soft = host
+        .read_proc("self/limits")?
+        .and_then(|t| crate::limits::parse_open_files(&t));
     Ok(ProcessFacts {
         cap_eff,
         uid,
+        open_files_soft,
         cgroup,
         markers,
     })

@@ -13,6 +13,7 @@
 //! process ([`Inputs`]: environment, memlock, the libibverbs probe).
 
 mod capability;
+mod cdmm;
 mod devices;
 mod gdrcopy;
 mod grace;
@@ -219,7 +220,10 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let kernel_release = kernel::os_release(host).ok().flatten();
     let hypervisor = kernel::hypervisor(host).ok().flatten();
     let present = nccl::present_paths(host);
-    let nccl_env = nccl::nccl_env(&inputs.env);
+    // NCCL's config files under the environment, as NCCL layers them; `~` is the home of the
+    // user check runs as (a job's user may have another `~/.nccl.conf`).
+    let nccl_files = nccl::conf_files(host, &inputs.env, inputs.home.as_deref());
+    let nccl_env = nccl::nccl_env_with_files(&inputs.env, &nccl_files);
     let dmabuf = DmabufFacts {
         kernel: match kallsyms.lookup(symbols::IB_UMEM_DMABUF_GET) {
             Ok(found) => Some(found.is_some()),
@@ -246,6 +250,9 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         .ok();
     let capability = capability::capability(host)
         .inspect_err(|e| note(&mut unreadable, "capability", e))
+        .ok();
+    let cdmm = cdmm::cdmm(host, kernel_release.as_deref())
+        .inspect_err(|e| note(&mut unreadable, "cdmm", e))
         .ok();
     let gin_env = inputs
         .job_env
@@ -289,6 +296,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         job_starters,
         process,
         capability,
+        cdmm,
         gin_env,
         unreadable,
         hostname: host

@@ -47,11 +47,12 @@ fn none_exist(paths: &[String]) -> String {
     }
 }
 
-fn source(s: &Source) -> String {
+pub(super) fn source(s: &Source) -> String {
     match s {
         Source::Default => "default".to_owned(),
         Source::Environment(v) => format!("set to {v:?}"),
         Source::Ignored(v) => format!("{v:?} not understood by NCCL: default used"),
+        Source::File { path, value } => format!("set to {value:?} in {path}"),
     }
 }
 
@@ -189,12 +190,10 @@ fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {
             "no GPU-NIC pair on PCI: NCCL's distance rule has nothing to judge",
         );
     }
-    let from = |s: &Source| {
-        if *s == Source::Default {
-            "default"
-        } else {
-            "environment"
-        }
+    let from = |s: &Source| match s {
+        Source::Default => "default".to_owned(),
+        Source::File { path, .. } => path.clone(),
+        _ => "environment".to_owned(),
     };
     let mut level = format!(
         "NCCL_NET_GDR_LEVEL={} ({})",

@@ -9,7 +9,7 @@
 use crate::nvidia_proc::Flavour;
 
 use super::super::{Check, GdrcopyFacts};
-use super::Ctx;
+use super::{gdrcopy_mode, Ctx};
 
 /// The dummy NVIDIA P2P module gdrcopy builds when it cannot find the driver's sources:
 /// `modinfo gdrdrv` then shows `depends: nv-p2p-dummy` and gdrdrv loads but pins nothing
@@ -37,7 +37,7 @@ fn present(g: &GdrcopyFacts) -> bool {
 }
 
 /// Why gdrdrv is built against the dummy, if it is.
-fn dummy(g: &GdrcopyFacts) -> Option<String> {
+pub(super) fn dummy(g: &GdrcopyFacts) -> Option<String> {
     if g.loaded && g.dummy_loaded {
         return Some(
             "the loaded gdrdrv runs on nv_p2p_dummy (/sys/module/nv_p2p_dummy)".to_owned(),
@@ -68,6 +68,20 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         )];
     }
     let mut rows = vec![module(ctx, g), device(g), library(g)];
+    // libgdrapi 2.6+ maps exported dma-bufs where gdrdrv does not open: then gdrdrv and its
+    // node are not required.
+    if gdrcopy_mode::mode(ctx, g).0 == gdrcopy_mode::Mode::DmabufMmap {
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.id != "gdrcopy_lib" && r.status > super::super::Status::Info)
+        {
+            r.status = super::super::Status::Ok;
+            r.detail
+                .push_str("; not required: libgdrapi 2.6+ uses dma-buf mmap (see gdrcopy_mode)");
+            r.fix = None;
+        }
+    }
+    rows.push(gdrcopy_mode::row(ctx, g));
     // NCCL, NVSHMEM and UCX work without GDRCopy: a broken one degrades, and fails only the
     // workload that needs it (`--for gin`, where `gin_gdrcopy` fails too).
     if ctx.options.workload != Some(super::super::Workload::Gin) {
@@ -236,8 +250,23 @@ fn library(g: &GdrcopyFacts) -> Check {
     )
 }
 
-/// The GDRCopy release both sides run when it is usable; else why not.
-pub(super) fn usable(g: &GdrcopyFacts) -> Result<(u32, u32), String> {
+/// The GDRCopy release both sides run when it is usable (for the dma-buf mmap backend: the
+/// library's); else why not.
+pub(super) fn usable(ctx: &Ctx, g: &GdrcopyFacts) -> Result<(u32, u32), String> {
+    let (mode, why) = gdrcopy_mode::mode(ctx, g);
+    if mode == gdrcopy_mode::Mode::DmabufMmap {
+        return gdrcopy_mode::dmabuf_library(g)
+            .and_then(|l| major_minor(&l.version))
+            .ok_or(why);
+    }
+    if mode == gdrcopy_mode::Mode::Neither && gdrcopy_mode::dmabuf_library(g).is_some() {
+        return Err(format!("neither backend opens: {why}"));
+    }
+    if mode == gdrcopy_mode::Mode::NotProbed {
+        return Err(format!(
+            "gdrdrv does not open and the dma-buf mmap backend is not probed: {why}"
+        ));
+    }
     if !g.loaded {
         return Err("gdrdrv is not loaded".to_owned());
     }

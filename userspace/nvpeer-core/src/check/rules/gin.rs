@@ -57,7 +57,7 @@ fn judged(
 /// `gin_driver`, `gin_umem`, `gin_gdrcopy`.
 pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
     vec![
-        judged(ctx, "gin_driver", false, driver(ctx)),
+        gin_driver(ctx, pairs),
         judged(ctx, "gin_umem", false, umem(ctx, pairs)),
         judged(
             ctx,
@@ -66,6 +66,42 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
             gdrcopy_for_gin(ctx, pairs),
         ),
     ]
+}
+
+/// NCCL's GDAKI handler setting.
+pub(super) const GPU_HANDLER_ENV: &str = "NCCL_GIN_GDAKI_NIC_HANDLER";
+
+/// `gin_driver`. Only the doorbell mapping missing (`PeerMappingOverride`, stream memory
+/// operations on) is a degraded mode under `--for gin`, not a failure (`../shared/FIELD.md` U6):
+/// NCCL >= 2.28.7 (`NCCL_GIN_GDAKI_NIC_HANDLER=AUTO`, its default) falls back to a CPU proxy and
+/// NVSHMEM >= 3.4.5 to CPU-assisted IBGDA; aws-ofi-nccl's GIN on EFA has no such fallback
+/// (aws/aws-ofi-nccl#1369), so EFA pairs still fail.
+fn gin_driver(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
+    let d = driver(ctx);
+    let doorbell_only = ctx.params.is_some_and(|p| {
+        p.registry_dword("PeerMappingOverride") != Some("1") && p.enable_stream_mem_ops() == Some(1)
+    });
+    let efa = pairs
+        .iter()
+        .any(|p| p.paths.contains(&GdrPath::Efa) || p.why_not.contains_key(&GdrPath::Efa));
+    // NCCL_GIN_GDAKI_NIC_HANDLER: 0 AUTO (default), 1 CPU-assisted, 2 GPU SM doorbells (NCCL's
+    // GIN test script): 2 forces the GPU-side handler, which has no fallback.
+    let gpu_forced = ctx.f.gin_env.get(GPU_HANDLER_ENV).map(String::as_str) == Some("2");
+    match d {
+        Err((detail, fix))
+            if doorbell_only
+                && !efa
+                && !gpu_forced
+                && ctx.options.workload == Some(Workload::Gin) =>
+        {
+            Check::warn(
+                "gin_driver",
+                format!("{detail}: degraded, not failed: NCCL >= 2.28.7 falls back to a CPU proxy (NCCL_GIN_GDAKI_NIC_HANDLER=AUTO, the default) and NVSHMEM >= 3.4.5 to CPU-assisted IBGDA, each doorbell rung by a CPU thread (latency per operation, a busy core); NCCL before 2.28.7, or a GPU-side handler forced, fails"),
+                fix,
+            )
+        }
+        d => judged(ctx, "gin_driver", false, d),
+    }
 }
 
 /// What asks for GDRCopy besides `--for gin`: an EFA NIC (aws-ofi-nccl's GIN), or
@@ -216,7 +252,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
 
 fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let asked = gdrcopy_asked_by(ctx, pairs);
-    let state = match ctx.f.gdrcopy.as_ref().map(gdrcopy::usable) {
+    let state = match ctx.f.gdrcopy.as_ref().map(|g| gdrcopy::usable(ctx, g)) {
         None => Err("not examined (facts of an older nvpeer)".to_owned()),
         Some(r) => r,
     };

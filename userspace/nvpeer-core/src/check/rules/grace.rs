@@ -25,14 +25,14 @@
 //!   Driver-based Memory Management (R580 on GB200/GB300): `nv-p2p.h` of 580.65.06 says
 //!   `nvidia_p2p_get_pages` "does not support Coherent Driver-based Memory Management(CDMM)
 //!   mode"; 590.44.01 dropped the sentence; 595's `nv-dmabuf.c` exports CDMM memory through
-//!   `MEMORY_DEVICE_COHERENT` pages (`../shared/FIELD.md` #2).
+//!   `MEMORY_DEVICE_COHERENT` pages (`../shared/FIELD.md` #2). The `cdmm` row: [`super::cdmm`].
 
 use crate::kernel::{Iommu, IommuMode};
 use crate::nvidia_proc::{GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
 use crate::pci::{acs_matches, Acs};
 
 use super::super::{AcsRole, Check, GraceFacts, PairFacts};
-use super::{peer_memory, Ctx, Mapping, PairVerdict, WhyNot};
+use super::{Ctx, Mapping, PairVerdict, WhyNot};
 
 /// The C2C sentence every pair on a coherent platform gets.
 pub(super) const C2C_NOTE: &str = "peer-memory MRs here are mapped through C2C (nv-p2p refuses IO mappings of forced-PCIe tables); the dma-buf PCIe mapping / Data Direct is the fast path";
@@ -221,7 +221,7 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
             None => Vec::new(),
         };
     };
-    vec![check_grace(ctx, g, pairs), check_cdmm(ctx)]
+    vec![check_grace(ctx, g, pairs), super::cdmm::row(ctx)]
 }
 
 fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
@@ -321,70 +321,6 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
             "grace",
             format!("{detail}: {}", problems.join("; ")),
             fixes.join("; "),
-        )
-    }
-}
-
-fn check_cdmm(ctx: &Ctx) -> Check {
-    let release = ctx
-        .release
-        .as_ref()
-        .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string);
-    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
-        return Check::error("cdmm", e);
-    }
-    let Some(mode) = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) else {
-        return Check::ok(
-            "cdmm",
-            format!("driver {release} shows no CoherentGPUMemoryMode in /proc/driver/nvidia/params (CDMM came with R580): GPU memory is onlined as a NUMA node"),
-        );
-    };
-    if mode != "driver" {
-        return Check::ok(
-            "cdmm",
-            format!("CoherentGPUMemoryMode \"{mode}\" (not CDMM): GPU memory is onlined as a NUMA node; pins and dma-buf export work as on PCIe platforms, through C2C"),
-        );
-    }
-    let dmabuf_note = match &ctx.release {
-        Some(r) if r.at_least([595, 0, 0]) => {
-            "; 595's nv-dmabuf.c exports CDMM memory through MEMORY_DEVICE_COHERENT pages"
-        }
-        Some(_) => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here",
-        None => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM is not judged here",
-    };
-    let invalidating = peer_memory::invalidating_modules(ctx);
-    if ctx.release.is_none() {
-        let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM), driver release unknown: not judged whether nvidia_p2p_get_pages pins it (nv-p2p.h 580.65.06 says it does not; the sentence is gone in 590.44.01){dmabuf_note}");
-        return if invalidating.is_empty() {
-            Check::ok("cdmm", base)
-        } else {
-            Check::warn(
-                "cdmm",
-                format!(
-                    "{base}; the nv_mem client of {} is invalidating: its pins fail on a 580 driver",
-                    invalidating.join(", ")
-                ),
-                "read the release in /proc/driver/nvidia/version; on 580: load the module with persistent_api_support=1, upgrade the driver to 590.44.01 or later, or use dma-buf",
-            )
-        };
-    }
-    if !peer_memory::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
-        return Check::ok(
-            "cdmm",
-            format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),
-        );
-    }
-    let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages does not support CDMM there (nv-p2p.h 580.65.06); persistent pins (nvidia_p2p_get_pages_persistent, nvpeer's default) are not named there and are assumed to work (not confirmed by NVIDIA){dmabuf_note}");
-    if invalidating.is_empty() {
-        Check::ok("cdmm", base)
-    } else {
-        Check::warn(
-            "cdmm",
-            format!(
-                "{base}; the nv_mem client of {} is invalidating: its pins fail",
-                invalidating.join(", ")
-            ),
-            "load the module with persistent_api_support=1, upgrade the driver to 590.44.01 or later, or use dma-buf",
         )
     }
 }

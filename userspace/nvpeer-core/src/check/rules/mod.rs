@@ -26,14 +26,17 @@
 //! RDMA at all, [`capability::moot`] leaves `gpu_gdr` the one failure.
 
 mod capability;
+mod cdmm;
 mod consumers;
 mod dmabuf;
 mod efa;
 mod gdrcopy;
+mod gdrcopy_mode;
 mod gin;
 mod grace;
 mod inventory;
 mod memlock;
+pub(crate) mod modes;
 mod paths;
 mod peer_memory;
 mod platform;
@@ -178,6 +181,8 @@ pub struct PairVerdict {
     /// port, NCCL's distance rule): the pair is not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_used: Option<String>,
+    /// Per library, the mode it will pick here and why ([`modes`]).
+    pub modes: Vec<modes::LibraryMode>,
 }
 
 impl PairVerdict {
@@ -263,6 +268,10 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
             )
         })
         .collect();
+    let mut pairs = pairs;
+    for (v, p) in pairs.iter_mut().zip(&f.pairs) {
+        v.modes = modes::of_pair(&ctx, p, v);
+    }
     let mut rows = vec![platform::gpus(&ctx), capability::row(&ctx, &pairs)];
     rows.extend(inventory::row(&ctx));
     rows.extend(stack::rows(&ctx));
@@ -279,6 +288,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(memlock::starters_row(&ctx));
     rows.extend(gdrcopy::rows(&ctx));
     rows.extend(gin::rows(&ctx, &pairs));
+    rows.push(modes::row(&ctx, &pairs));
     settle(&mut rows, &pairs, options.require, f);
     capability::moot(&ctx, &mut rows);
     (rows, pairs)

@@ -117,6 +117,7 @@ pub(super) fn pair(
         not_probed,
         notes,
         not_used,
+        modes: Vec::new(),
     }
 }
 

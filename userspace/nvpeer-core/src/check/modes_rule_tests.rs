@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! Per pair, per library modes (`modes` row, each pair's `modes`) on hand-made [`Facts`].
+
+use std::collections::BTreeMap;
+
+use super::job_rule_tests::gin;
+use super::path_rule_tests::{dmabuf_facts, proc_580};
+use super::rule_tests::ready_facts;
+use super::*;
+use crate::nccl;
+
+fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
+    r.pairs[0]
+        .modes
+        .iter()
+        .find(|m| m.library == library)
+        .unwrap_or_else(|| panic!("no {library} mode in {:?}", r.pairs[0].modes))
+}
+
+fn row(r: &Report) -> &Check {
+    r.get("modes").expect("a modes row")
+}
+
+#[test]
+fn nccl_mode_names_the_path_and_what_decides_it() {
+    let r = report(dmabuf_facts(), &Options::default());
+    let m = mode(&r, "nccl");
+    assert_eq!(m.mode, "net IB, GDR, dma-buf");
+    assert!(
+        m.decided_by.starts_with("NCCL_DMABUF_ENABLE=1 (default)"),
+        "{m:?}"
+    );
+    assert_eq!(row(&r).status, Status::Ok, "{:?}", row(&r));
+
+    let r = report(ready_facts(), &Options::default());
+    assert_eq!(mode(&r, "nccl").mode, "net IB, GDR, peer memory");
+
+    // /etc/nccl.conf turning IB off: sockets, a warning naming the file and the cost.
+    let mut f = dmabuf_facts();
+    f.nccl_env = nccl::nccl_env_with_files(
+        &BTreeMap::new(),
+        &[nccl::ConfFile {
+            path: "/etc/nccl.conf".to_owned(),
+            vars: BTreeMap::from([("NCCL_IB_DISABLE".to_owned(), "1".to_owned())]),
+        }],
+    );
+    let r = report(f, &Options::default());
+    let m = mode(&r, "nccl");
+    assert_eq!(m.mode, "net socket, staged");
+    assert_eq!(
+        m.decided_by,
+        "NCCL_IB_DISABLE=1 (set to \"1\" in /etc/nccl.conf)"
+    );
+    let c = row(&r);
+    assert_eq!(c.status, Status::Warn);
+    assert!(
+        c.detail
+            .contains("degraded: nccl net socket, staged on GPU0-")
+            && c.detail.contains("TCP sockets through host memory"),
+        "{}",
+        c.detail
+    );
+}
+
+#[test]
+fn gin_mode_falls_back_to_the_cpu_proxy_without_peer_mapping_override() {
+    let mut f = dmabuf_facts();
+    f.nvidia_proc = Some(proc_580("580.159.04", true, ""));
+    let r = report(f.clone(), &Options::default());
+    let m = mode(&r, "nccl_gin");
+    assert_eq!(m.mode, "GDAKI, CPU proxy");
+    assert!(m.decided_by.contains("NCCL >= 2.28.7"));
+    // Not GIN's run: no warning for it.
+    assert_eq!(row(&r).status, Status::Ok, "{:?}", row(&r));
+    // --for gin: a warning naming the mode and its cost, not a failure.
+    let r = report(f.clone(), &gin());
+    let c = row(&r);
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(
+        c.detail.contains("nccl_gin GDAKI, CPU proxy on GPU0-")
+            && c.detail.contains("busy CPU core")
+    );
+    // The regkey set: the GPU-side handler.
+    f.nvidia_proc = Some(proc_580(
+        "580.159.04",
+        true,
+        "RegistryDwords: \"PeerMappingOverride=1\"\n",
+    ));
+    let r = report(f, &gin());
+    assert_eq!(mode(&r, "nccl_gin").mode, "GDAKI, GPU-side NIC handler");
+}
+
+#[test]
+fn gdaki_ignores_a_module_not_named_nvidia_peermem() {
+    let mut f = ready_facts();
+    f.modules[0].name = "nv_peer_mem".to_owned();
+    let r = report(f.clone(), &Options::default());
+    assert!(
+        r.pairs[0].paths.contains(&GdrPath::PeerMemory)
+            && !r.pairs[0].paths.contains(&GdrPath::Dmabuf),
+        "{:?}",
+        r.pairs[0]
+    );
+    let m = mode(&r, "nccl_gin");
+    assert_eq!(m.mode, "none (GIN unavailable)");
+    assert!(m
+        .decided_by
+        .contains("loaded as nv_peer_mem, not nvidia_peermem"));
+    // Only `--for gin` fails on it.
+    assert_ne!(row(&r).status, Status::Fail);
+    let r = report(f, &gin());
+    assert_eq!(row(&r).status, Status::Fail, "{:?}", row(&r));
+}
+
+#[test]
+fn gin_driver_without_the_doorbell_mapping_is_degraded_not_failed() {
+    let mut f = dmabuf_facts();
+    f.kernel_release = Some("6.8.0-45-generic".to_owned());
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    let r = report(f.clone(), &gin());
+    let c = r.get("gin_driver").unwrap();
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c
+        .detail
+        .contains("degraded, not failed: NCCL >= 2.28.7 falls back to a CPU proxy"));
+    assert!(r.ready, "{:?}", r.verdict);
+    // Stream memory operations off too: still a failure.
+    f.nvidia_proc = Some(proc_580("580.159.04", true, ""));
+    let r = report(f.clone(), &gin());
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+    // EFA (aws-ofi-nccl's GIN) has no CPU-proxy fallback.
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    f.pairs[0].nic_driver = Some("efa".to_owned());
+    let r = report(f, &gin());
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+}
+
+#[test]
+fn a_forced_gpu_side_handler_fails_where_the_doorbell_cannot_be_mapped() {
+    let mut f = dmabuf_facts();
+    f.kernel_release = Some("6.8.0-45-generic".to_owned());
+    f.nvidia_proc = Some(proc_580("580.159.04", true, "EnableStreamMemOPs: 1\n"));
+    f.gin_env
+        .insert("NCCL_GIN_GDAKI_NIC_HANDLER".to_owned(), "2".to_owned());
+    let r = report(f.clone(), &gin());
+    assert_eq!(mode(&r, "nccl_gin").mode, "none (GDAKI fails)");
+    assert_eq!(r.get("gin_driver").unwrap().status, Status::Fail);
+    assert_eq!(row(&r).status, Status::Fail);
+    // 1: the CPU-assisted handler by choice.
+    f.gin_env
+        .insert("NCCL_GIN_GDAKI_NIC_HANDLER".to_owned(), "1".to_owned());
+    let r = report(f, &gin());
+    let m = mode(&r, "nccl_gin");
+    assert_eq!(m.mode, "GDAKI, CPU proxy");
+    assert!(m.decided_by.contains("NCCL_GIN_GDAKI_NIC_HANDLER=1"));
+}
+
+#[test]
+fn a_node_without_a_pair_says_what_nccl_would_do() {
+    let mut f = dmabuf_facts();
+    f.pairs.clear();
+    let r = report(f, &Options::default());
+    let c = row(&r);
+    assert!(!c.applies);
+    assert!(
+        c.detail
+            .starts_with("no GPU-NIC pair: NCCL between nodes would run over sockets"),
+        "{}",
+        c.detail
+    );
+}
