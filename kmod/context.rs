@@ -143,7 +143,9 @@ enum State {
     /// Left its pin as its last registration, which NVIDIA still holds (`LeftToCallback`,
     /// `UnpinFailed`): listed again, kept by the pin ([`SharedPin`]'s `links`) until its free
     /// callback makes it `Revoked` (REVIEW-KMOD-3 T4-6). Never uses the pin's table but to read
-    /// its GPU's UUID for the records, which the callback's revocation precedes.
+    /// its GPU's UUID for the records, under the lock: NVIDIA frees the table only after a
+    /// successful `put_pages` (not called, or refused, here) or after the callback returned,
+    /// which revokes this registration first (CONTRACT 2.5).
     Held(Arc<SharedPin>),
 }
 
