@@ -81,8 +81,9 @@
 //! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
 //! for a shard), the glue's GPU table spinlock (a GPU's first pin, `records::Gpu`; nothing is
 //! taken inside it) and the workqueue's pool lock (`schedule_work` in [`defer_drop`]); above it,
-//! the records' readers (`context` has the whole list). It is never held across a call into the core or into an NVIDIA function that
-//! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
+//! the records' readers (`context` has the whole list). It is never held across a call into the
+//! core or into an NVIDIA function that takes the RM lock, no two shards are ever held
+//! together, and nothing allocates under it (a
 //! grown member vector and a registration's sg_table are allocated with it dropped), so the free
 //! callback, which waits for it while holding RM, waits only behind short sections (the longest:
 //! an IOMMU unmap in `dma_unmap_pages`, or the free callback's own walk over its members), never

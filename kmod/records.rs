@@ -13,9 +13,9 @@
 //! unlinked in the one that leaves it (`RegContext::unpin`); the last registration of a pin
 //! that NVIDIA still holds after it left (left to its callback, or an unpin NVIDIA refused) is
 //! linked again, with a new id, while the pin keeps it (`RegContext::hold_locked`), and
-//! unlinked by the callback's revocation (`RegContext::revoke_locked`). So recording takes no lock and
-//! allocates nothing; what changes (state, pin, GPU, NIC) is never copied for the reader, which
-//! reads it from the registration under the same lock, one registration at a time.
+//! unlinked by the callback's revocation (`RegContext::revoke_locked`). So recording takes no
+//! lock and allocates nothing; what changes (state, pin, GPU, NIC) is never copied for the
+//! reader, which reads it from the registration under the same lock, one registration at a time.
 //!
 //! The file and the directories are the C glue's (6.12 has no Rust debugfs, and 7.2's makes
 //! neither a 0400 file nor one read a line at a time).
