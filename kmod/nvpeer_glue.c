@@ -696,14 +696,14 @@ static int records_show(struct seq_file *m, void *v)
 	}
 	/*
 	 * In the reader's pid namespace; none when it exited or is not visible there. A process
-	 * that runs but is invisible to the reader (another pid namespace's, not a descendant's)
+	 * invisible to the reader (another pid namespace's, not a descendant's), running or not,
 	 * shows no more than that it exists: no name, range, GPU or NIC (REVIEW-KMOD-3 T4-7).
 	 */
 	rcu_read_lock();
-	if (pid_has_task(rec->tgid, PIDTYPE_TGID)) {
-		tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
-		hidden = !tgid;
-	}
+	tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
+	hidden = !tgid;
+	if (!pid_has_task(rec->tgid, PIDTYPE_TGID))
+		tgid = 0;
 	rcu_read_unlock();
 	seq_printf(m, "%llu ", view->id);
 	if (tgid)
