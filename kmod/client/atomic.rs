@@ -98,6 +98,7 @@ pub(crate) struct Atomic<T>(UnsafeCell<T>);
 
 const _: () = assert!(core::mem::align_of::<u64>() == core::mem::align_of::<AtomicU64>());
 const _: () = assert!(core::mem::align_of::<bool>() == core::mem::align_of::<AtomicBool>());
+const _: () = assert!(core::mem::align_of::<u8>() == core::mem::align_of::<AtomicU8>());
 const _: () = assert!(
     core::mem::align_of::<*mut c_void>() == core::mem::align_of::<AtomicPtr<c_void>>()
 );
@@ -143,6 +144,7 @@ macro_rules! atomic_ops {
     };
 }
 atomic_ops!(bool, AtomicBool);
+atomic_ops!(u8, AtomicU8);
 atomic_ops!(u64, AtomicU64);
 atomic_ops!(*mut c_void, AtomicPtr<c_void>);
 
@@ -155,6 +157,18 @@ impl Atomic<u64> {
     /// Wrapping add that returns the old value, as the kernel's `Atomic::fetch_add`.
     pub(crate) fn fetch_add<O: RmwOrdering>(&self, value: u64, _: O) -> u64 {
         self.get().fetch_add(value, O::ORD)
+    }
+}
+
+impl Atomic<u8> {
+    /// Sets the bits of `value`; returns the old value, as the kernel's `Atomic::fetch_or`.
+    pub(crate) fn fetch_or<O: RmwOrdering>(&self, value: u8, _: O) -> u8 {
+        self.get().fetch_or(value, O::ORD)
+    }
+
+    /// Keeps only the bits of `value`; returns the old value.
+    pub(crate) fn fetch_and<O: RmwOrdering>(&self, value: u8, _: O) -> u8 {
+        self.get().fetch_and(value, O::ORD)
     }
 }
 

@@ -450,5 +450,5 @@ unsafe extern "C" fn release(client_context: *mut c_void) {
     }
     // SAFETY: the reference `acquire` handed the core, given back exactly once.
     let ctx: Arc<RegContext> = unsafe { compat::arc_from_foreign(client_context) };
-    ctx.unpin();
+    ctx.release();
 }

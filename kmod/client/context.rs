@@ -49,7 +49,17 @@
 //!   invalidate.
 //! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
 //!   (`dma_unmap_pages`, which takes no RM lock), shard -> the glue's GPU table spinlock (a
-//!   GPU's first pin, `records`).
+//!   GPU's first pin, `records`), shard -> the workqueue's pool lock (`schedule_work` in the
+//!   free callback's `defer_drop`, `pin`; nothing of ours is taken under it, the work function
+//!   takes a shard only after the pool lock is dropped).
+//! - The readers (`records`): the records file's seq_file `m->lock` and debugfs' file
+//!   reference -> shard (`nvpeer_records_next`), the per-GPU sysfs files' kernfs active
+//!   reference -> shard (`nvpeer_gpu_totals`), one shard at a time; the path of a record's
+//!   cgroup (`cgroup_mutex`, `css_set_lock`) and everything else they print is read with no
+//!   shard held.
+//!
+//! No cycle: nothing above is ever taken under a shard but the semaphore, the two spinlocks
+//! and the pool lock, under which nothing of ours or the core's is taken.
 //!
 //! A registration's `inner` is locked by the shard lock of its pin key (`pin`), its pin's too: one
 //! lock for a pin and its registrations, taken one section at a time (never two shards, never
@@ -69,6 +79,8 @@
 //! `mapping_lock`) that finds another member being invalidated never unpins; and the threads
 //! holding a member's `mapping_lock` call RM only for that member (its `dma_map`, or the last
 //! `put_pages`), which the callback then does not wait for.
+
+use core::ptr::NonNull;
 
 use kernel::bindings;
 use kernel::prelude::*;
@@ -125,8 +137,16 @@ enum State {
     Invalidating,
     /// NVIDIA revoked the memory: nothing of NVIDIA's may be touched.
     Revoked,
-    /// No pin: left it (final), or taken out of the state for a moment under the lock.
+    /// No pin: left it (final but for `Held`), or taken out of the state for a moment under
+    /// the lock.
     Unpinned,
+    /// Left its pin as its last registration, which NVIDIA still holds (`LeftToCallback`,
+    /// `UnpinFailed`): listed again, kept by the pin ([`SharedPin`]'s `links`) until its free
+    /// callback makes it `Revoked` (REVIEW-KMOD-3 T4-6). Never uses the pin's table but to read
+    /// its GPU's UUID for the records, under the lock: NVIDIA frees the table only after a
+    /// successful `put_pages` (not called, or refused, here) or after the callback returned,
+    /// which revokes this registration first (CONTRACT 2.5).
+    Held(Arc<SharedPin>),
 }
 
 impl State {
@@ -141,6 +161,8 @@ impl State {
             State::Invalidating => kernel::c_str!("invalidating"),
             State::Revoked => kernel::c_str!("revoked"),
             State::Unpinned => kernel::c_str!("unpinned"),
+            // Named by its pin's state in the records (`view_locked`).
+            State::Held(_) => kernel::c_str!("held"),
         }
     }
 
@@ -167,13 +189,16 @@ struct Inner {
 ///   the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
 /// - `_module` holds a module reference for the whole life of the context.
-/// - Once `left` is set the state is `Unpinned` and `sg` is `None`, for good.
+/// - Once `left` is set `sg` is `None` for good and the state is `Unpinned`, or, for the last
+///   registration of a pin that NVIDIA still holds, `Held` and then `Revoked` (each set in a
+///   critical section of that pin's, [`SharedPin`]).
 /// - `sg` is `None` in `Pinning`, `Acquired`, `Pinned` and `Mapping`.
 /// - `record` is listed in its shard (`records`) from the critical section that publishes its
-///   pin ([`Self::take_pin`]) until one of [`Self::unpin`]'s, and never otherwise: `release`
-///   always calls `unpin`, which takes the lock unless `left` was set in a section of its own
-///   that unlinked; so the context is unlisted before the core's reference goes, and no other
-///   reference outlives that listed.
+///   pin ([`Self::take_pin`]) until one of [`Self::unpin`]'s, and again while `Held`, and never
+///   otherwise: `release` always calls `unpin`, which takes the lock unless `left` was set in a
+///   section of its own that unlinked; so the context is unlisted before the core's reference
+///   goes, and no other reference outlives that listed but the held pin's, which keeps it
+///   listed until the revocation that unlists it ([`Self::revoke_locked`]).
 /// - Nobody uses `sg_slot`'s entry but through the table in `sg`, when that table is in it: the
 ///   core stops using a table at or before the `dma_unmap`, `put_pages` or `release` that takes
 ///   it out of `sg` (an invalidating core may stop inside its invalidate), and a failed
@@ -240,9 +265,10 @@ impl RegContext {
                 return None;
             }
         };
+        // Until `release` (or below, when the acquire fails).
         stats::inc(Stat::LiveContexts);
         // `Pinning` -> `Acquired`; on an error the context holds no pin and is dropped unused.
-        match SharedPin::acquire(kind, key, &ctx) {
+        let acquired = match SharedPin::acquire(kind, key, &ctx) {
             Ok(()) => {
                 nv_dbg!(
                     "acquire {:#x}+{:#x}: GPU memory, pinned {:#x}+{:#x} ({:?})",
@@ -265,7 +291,11 @@ impl RegContext {
                 nv_dbg!("acquire {:#x}+{:#x}: not GPU memory ({:?})", addr, size, e);
                 None
             }
+        };
+        if acquired.is_none() {
+            stats::sub(Stat::LiveContexts, 1);
         }
+        acquired
     }
 
     /// The shard whose lock guards this registration's state (and its pin's).
@@ -298,21 +328,27 @@ impl RegContext {
         // SAFETY: `chain` locks this context's shard (caller).
         let inner = unsafe { self.inner.access_mut(self.shard, chain) };
         view.state = compat::char_ptr(inner.state.c_name());
-        let pin = match &inner.state {
+        let (pin, table, held) = match &inner.state {
             State::Mapped(pin, mapping) => {
                 // SAFETY: mapped and not revoked while we hold the lock: a live mapping.
                 unsafe { mapping.peer_name(&mut view.nic) };
-                Some(pin)
+                (pin.pin().clone(), Some(pin.table()), false)
             }
-            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) => Some(pin),
-            _ => None,
+            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) => {
+                (pin.pin().clone(), Some(pin.table()), false)
+            }
+            State::Held(pin) => (pin.clone(), pin.table(), true),
+            _ => return,
         };
-        let Some(pin) = pin.map(|p| (p.pin().clone(), p.table())) else { return };
-        let (pin, table) = pin;
+        if held {
+            // SAFETY: `chain` locks the pin's shard, this registration's.
+            view.state = compat::char_ptr(unsafe { pin.held_name_locked(chain) });
+        }
         view.pin = Arc::as_ptr(&pin).cast();
         view.pin_bytes = pin.range().len;
-        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held).
-        if let Some(uuid) = unsafe { p2p::gpu_uuid(table) } {
+        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held; a
+        // held pin's callback revokes this registration before NVIDIA frees the table).
+        if let Some(uuid) = table.and_then(|table| unsafe { p2p::gpu_uuid(table) }) {
             view.has_gpu = true;
             view.gpu = uuid;
         }
@@ -330,13 +366,17 @@ impl RegContext {
     pub(crate) unsafe fn pin_locked(&self, chain: &mut Chain) -> Option<Held> {
         // SAFETY: `chain` locks this context's shard (caller).
         let inner = unsafe { self.inner.access_mut(self.shard, chain) };
-        let pin = match &inner.state {
-            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) => pin,
+        let (pin, table) = match &inner.state {
+            State::Acquired(pin) | State::Pinned(pin) | State::Mapping(pin) | State::Mapped(pin, _) => {
+                (pin.pin(), Some(pin.table()))
+            }
+            State::Held(pin) => (pin, pin.table()),
             _ => return None,
         };
-        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held).
-        let gpu = unsafe { p2p::gpu_uuid(pin.table()) };
-        Some(Held { pin: Arc::as_ptr(pin.pin()).cast(), bytes: pin.pin().range().len, gpu })
+        // SAFETY: the table of a pin this registration holds, not revoked (the lock is held; a
+        // held pin's callback revokes this registration before NVIDIA frees the table).
+        let gpu = table.and_then(|table| unsafe { p2p::gpu_uuid(table) });
+        Some(Held { pin: NonNull::from(&**pin), bytes: pin.range().len, gpu })
     }
 
     /// Publishes the pin [`SharedPin::acquire`] took or joined for this registration, under the
@@ -364,6 +404,28 @@ impl RegContext {
         // SAFETY: `chain` locks this context's shard (above).
         unsafe { records::link(self, chain) };
         Ok(())
+    }
+
+    /// Keeps this registration, which left `pin` as its last one, listed while NVIDIA still
+    /// holds the pin (`Unpinned` -> `Held`, [`SharedPin`]'s `hold`), so that the records name its
+    /// owner; the pin's callback revokes it ([`Self::revoke_locked`]).
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of `pin`'s shard's lock (this registration's); this registration
+    /// left `pin` and is kept by it (its `links`) until it is revoked.
+    pub(crate) unsafe fn hold_locked(&self, chain: &mut Chain, pin: Arc<SharedPin>) {
+        // SAFETY: `chain` locks this context's shard (caller).
+        let inner = unsafe { self.inner.access_mut(self.shard, chain) };
+        if !matches!(inner.state, State::Unpinned) {
+            // Not reached: it left its pin, and only that pin's callback moves it on.
+            return;
+        }
+        // INVARIANT: left, held by `pin` until its callback; listed below until then.
+        inner.state = State::Held(pin);
+        // SAFETY: `chain` locks this context's shard; `self` lives in its `Arc`, which the pin
+        // keeps until the revocation that unlinks it.
+        unsafe { records::link(self, chain) };
     }
 
     /// `get_pages`: the pin taken by `acquire` is reused when the core asks for the same range.
@@ -634,12 +696,22 @@ impl RegContext {
         // The old state's pin reference is never the pin's last (the callback holds one), so
         // dropping it here frees nothing under the lock; `Mapped`'s mapping is NVIDIA's, which
         // it frees when the callback returns.
+        let mut held = false;
         inner.state = match core::mem::replace(&mut inner.state, State::Revoked) {
             State::Mapped(..) => State::Invalidating,
             State::Pinning | State::Acquired(_) | State::Pinned(_) | State::Mapping(_) => State::Revoked,
+            State::Held(_) => {
+                held = true;
+                State::Revoked
+            }
             // Left its pin meanwhile, or revoked already: unchanged.
             old @ (State::Invalidating | State::Revoked | State::Unpinned) => old,
         };
+        if held {
+            // INVARIANT: unlisted in the revocation of the pin that held it.
+            // SAFETY: `chain` locks this context's shard (caller).
+            unsafe { records::unlink(self, chain) };
+        }
     }
 
     /// The rest of a revocation, in the free callback with no lock held: a registration that was
@@ -697,8 +769,11 @@ impl Inner {
     }
 }
 
-impl Drop for RegContext {
-    fn drop(&mut self) {
+impl RegContext {
+    /// The core's `release`: leaves the pin (if it did not already) and ends the registration
+    /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration).
+    pub(crate) fn release(&self) {
+        self.unpin();
         stats::sub(Stat::LiveContexts, 1);
     }
 }

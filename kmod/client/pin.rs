@@ -79,9 +79,11 @@
 //! A shard lock nests under the core's `mapping_lock` (dma_map, dma_unmap, put_pages), its peer
 //! mutex (acquire) and NVIDIA's RM lock (the free callback). Under it: only NVIDIA's per-table
 //! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
-//! for a shard) and the glue's GPU table spinlock (a GPU's first pin, `records::Gpu`; nothing is
-//! taken inside it). It is never held across a call into the core or into an NVIDIA function that
-//! takes the RM lock, no two shards are ever held together, and nothing allocates under it (a
+//! for a shard), the glue's GPU table spinlock (a GPU's first pin, `records::Gpu`; nothing is
+//! taken inside it) and the workqueue's pool lock (`schedule_work` in [`defer_drop`]); above it,
+//! the records' readers (`context` has the whole list). It is never held across a call into the
+//! core or into an NVIDIA function that takes the RM lock, no two shards are ever held
+//! together, and nothing allocates under it (a
 //! grown member vector and a registration's sg_table are allocated with it dropped), so the free
 //! callback, which waits for it while holding RM, waits only behind short sections (the longest:
 //! an IOMMU unmap in `dma_unmap_pages`, or the free callback's own walk over its members), never
@@ -98,7 +100,7 @@ use kernel::prelude::*;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::{new_mutex, Arc, Mutex};
 
-use crate::atomic::{Acquire, Atomic, Release};
+use crate::atomic::{Acquire, Atomic, Relaxed, Release};
 use crate::client::ClientKind;
 use crate::context::{GpuRange, RegContext};
 use crate::ffi;
@@ -529,8 +531,12 @@ struct PinInner<'a> {
 /// - `PinnedPages` (and so `pinned_bytes`) and `LivePins` count the pin from `Live` until NVIDIA
 ///   no longer holds it (unpinned, or its callback ran), or until NVIDIA refused to unpin a
 ///   persistent pin (no callback will ever tell when it lets go).
-/// - `callback_ran` is set in the critical section in which the free callback moves the pin to
-///   `Revoked` (from any state but `Revoked` and `Unpinned`), and only there.
+/// - `flags`' [`CALLBACK_RAN`] is set in the critical section in which the free callback moves
+///   the pin to `Revoked` (from any state but `Revoked` and `Unpinned`), and only there; its
+///   [`COUNTED`] is the per-GPU totals' mark, written only under the shard's lock
+///   (`records::nvpeer_gpu_totals`).
+/// - In `LeftToCallback` and `UnpinFailed`, `links.first` is the registration that left last
+///   (held: `RegContext::hold_locked`) when the pin has a free callback, which revokes it.
 pub(crate) struct SharedPin {
     /// The owner and the range (the pin's [`PinKey`], kept field by field): what a joining
     /// registration matches, and the range pinned.
@@ -538,9 +544,10 @@ pub(crate) struct SharedPin {
     start: u64,
     pages: u32,
     shard: Shard,
-    /// Set in the free callback's critical section (`revoke`): lets an unpin that NVIDIA
-    /// answered with success tell, with no lock, whether the callback ran before it.
-    callback_ran: Atomic<bool>,
+    /// [`CALLBACK_RAN`], set in the free callback's critical section (`revoke`): lets an unpin
+    /// that NVIDIA answered with success tell, with no lock, whether the callback ran before it.
+    /// [`COUNTED`]: the per-GPU totals' mark (one byte for both: the pin's memory budget).
+    flags: Atomic<u8>,
     /// The page table (a `*mut nvidia_p2p_page_table`), read through the registrations'
     /// [`PinRef`]s, each made in or after the critical section that set it; they read it under
     /// the same shard lock, which orders the read after the set (the atomic spares
@@ -551,6 +558,11 @@ pub(crate) struct SharedPin {
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
 }
+
+/// [`SharedPin::flags`]: the free callback ran.
+const CALLBACK_RAN: u8 = 1;
+/// [`SharedPin::flags`]: counted by the per-GPU totals' walk in progress (under the shard lock).
+const COUNTED: u8 = 2;
 
 // The memory budget: a pin is a 64-byte slab object (an `Arc`'s count and 56 bytes) on every
 // kernel, lockdep or not (it holds no lock of its own), and a registration one of 96 bytes with
@@ -576,11 +588,11 @@ pub(crate) struct Leaving<'a> {
 
 impl Leaving<'_> {
     /// With no lock held: drops the registration's member reference (the caller holds another)
-    /// and, for the last one, unpins.
+    /// and, for the last one, unpins (which may keep that reference: [`SharedPin::hold`]).
     pub(crate) fn finish(self) {
-        drop(self.member);
-        if let Some((table, nvidia_ref)) = self.unpin {
-            self.pin.unpin(table, nvidia_ref);
+        match self.unpin {
+            Some((table, nvidia_ref)) => self.pin.unpin(table, nvidia_ref, self.member),
+            None => drop(self.member),
         }
     }
 }
@@ -698,16 +710,8 @@ impl SharedPin {
         KeyId { owner: owner_addr(&self.owner), start: self.start, pages: self.pages }
     }
 
-    /// Runs `f` on the pin's state under its shard's lock, then applies the chain change it
-    /// asks for.
-    fn with_inner<R>(self: &Arc<Self>, f: impl FnOnce(PinInner<'_>) -> (R, ChainOp)) -> R {
-        let shard = self.shard;
-        let mut chain = shard.lock();
-        // SAFETY: `chain` locks the pin's shard, just taken.
-        unsafe { self.locked(&mut chain, f) }
-    }
-
-    /// [`Self::with_inner`] with the shard's lock held by the caller (`chain` is its data).
+    /// Runs `f` on the pin's state under its shard's lock, held by the caller (`chain` is its
+    /// data), then applies the chain change it asks for.
     ///
     /// # Safety
     ///
@@ -777,7 +781,7 @@ impl SharedPin {
             start,
             pages,
             shard,
-            callback_ran: Atomic::new(false),
+            flags: Atomic::new(0),
             table: Atomic::new(ptr::null_mut()),
             state: ShardLocked::new(PinState::Pinning),
             links,
@@ -983,14 +987,17 @@ impl SharedPin {
     /// Unpins with NVIDIA: `Unpinning` -> `UnpinFailed` when NVIDIA refuses, `LeftToCallback`
     /// when called from another process than the owner's, or the callback won (`Revoked`). A
     /// successful unpin takes no lock again and leaves `Unpinning`, final then: no callback can
-    /// follow, and no registration holds the unlisted pin.
-    fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>) {
+    /// follow, and no registration holds the unlisted pin. `member` is the last registration's
+    /// member reference (invalidating pins), kept while NVIDIA holds the pin ([`Self::hold`]),
+    /// else dropped.
+    fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>, member: Option<Arc<RegContext>>) {
         let Some(api) = Api::get() else { return };
         let Some(nvidia_ref) = nvidia_ref else {
+            drop(member);
             return self.unpin_persistent(api, table);
         };
         if !self.owner.as_ref().is_some_and(Owner::is_current) {
-            return self.leave_to_owner(nvidia_ref);
+            return self.leave_to_owner(nvidia_ref, member);
         }
         stats::inc(Stat::UnpinCalls);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
@@ -1004,16 +1011,13 @@ impl SharedPin {
         // see it. A successful unpin by the owner means no callback will run after it (RM
         // unlinks the pin and calls the callback in one hold of its lock, CONTRACT 2.4).
         let callback_ran = match &result {
-            Ok(()) => self.callback_ran.load(Acquire),
             // NVIDIA refused: whether the callback ran and what the pin is now are decided
             // under the lock, in one section with the callback's own.
-            Err(_) => self.with_inner(|inner| {
-                let ran = matches!(inner.state, PinState::Revoked);
-                if !ran {
-                    *inner.state = PinState::UnpinFailed;
-                }
-                (ran, ChainOp::Keep)
-            }),
+            Err(_) => self.hold(PinState::UnpinFailed, member),
+            Ok(()) => {
+                drop(member);
+                self.flags.load(Acquire) & CALLBACK_RAN != 0
+            }
         };
         nv_dbg!("unpin {:#x}: {:?}, callback ran meanwhile: {}", self.start, result, callback_ran);
         if callback_ran {
@@ -1046,14 +1050,8 @@ impl SharedPin {
     /// find nothing, answer 0 and keep the pin and our callback. So NVIDIA is not asked; the pin
     /// (with its module reference) is left to the callback, which the owner's cudaFree or exit
     /// fires, and stays counted until then.
-    fn leave_to_owner(self: &Arc<Self>, nvidia_ref: NvidiaRef) {
-        let ran = self.with_inner(|inner| {
-            let ran = matches!(inner.state, PinState::Revoked);
-            if !ran {
-                *inner.state = PinState::LeftToCallback;
-            }
-            (ran, ChainOp::Keep)
-        });
+    fn leave_to_owner(self: &Arc<Self>, nvidia_ref: NvidiaRef, member: Option<Arc<RegContext>>) {
+        let ran = self.hold(PinState::LeftToCallback, member);
         // Either way the callback takes NVIDIA's reference back: it ran, or it will.
         nvidia_ref.leave_to_callback();
         if ran {
@@ -1068,6 +1066,75 @@ impl SharedPin {
             self.owner.as_ref().map_or(0, Owner::tgid),
             self.owner.as_ref().map_or(0, Owner::tgid)
         );
+    }
+
+    /// The last registration of a pin with a free callback left, and NVIDIA still holds the pin
+    /// (`held`: `LeftToCallback` or `UnpinFailed`) until that callback. In one critical section
+    /// with the callback's own: unless it ran (`true`), the pin takes `held`, and `member`, that
+    /// registration, is the pin's member again and listed in the records, held
+    /// ([`RegContext::hold_locked`]): `nvpeer who` names the process whose memory blocks the
+    /// module's unload, and the per-GPU totals count the pin (REVIEW-KMOD-3 T4-6). The
+    /// callback revokes it like any member.
+    fn hold(self: &Arc<Self>, held: PinState, member: Option<Arc<RegContext>>) -> bool {
+        let mut chain = self.shard.lock();
+        // SAFETY: `chain` locks the pin's shard, just taken.
+        let state = unsafe { self.state.access_mut(self.shard, &mut chain) };
+        if matches!(state, PinState::Revoked) {
+            drop(chain);
+            // Maybe the registration's last reference: dropped unlocked.
+            drop(member);
+            return true;
+        }
+        *state = held;
+        let Some(ctx) = member else { return false };
+        // SAFETY: `chain` locks the pin's shard, which is its registration's; `ctx` left this
+        // pin (its last registration) and the pin keeps it below until its callback.
+        unsafe { ctx.hold_locked(&mut chain, self.clone()) };
+        // SAFETY: as above.
+        let links = unsafe { self.links.access_mut(self.shard, &mut chain) };
+        // INVARIANT: the registration that left last, held. The slot is empty: every member
+        // left (`users` reached 0), so nothing is dropped here.
+        let before = links.first.replace(ctx);
+        drop(chain);
+        drop(before);
+        false
+    }
+
+    /// For the per-GPU totals (`records::nvpeer_gpu_totals`): clears the pin's mark
+    /// (`mark: false`), or sets it and says whether it was clear (`mark: true`: count the pin
+    /// now, once per walk).
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock, held across the walk.
+    pub(crate) unsafe fn mark_locked(&self, chain: &Chain, mark: bool) -> bool {
+        assert_held(self.shard, chain);
+        if mark {
+            self.flags.fetch_or(COUNTED, Relaxed) & COUNTED == 0
+        } else {
+            self.flags.fetch_and(!COUNTED, Relaxed);
+            false
+        }
+    }
+
+    /// The name of a pin's state for the records of a held registration: `left-to-callback`,
+    /// `unpin-failed`, else `unpinned`.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    pub(crate) unsafe fn held_name_locked(&self, chain: &Chain) -> &'static CStr {
+        // SAFETY: `chain` is the pin's shard's (caller).
+        match unsafe { self.state.access(self.shard, chain) } {
+            PinState::LeftToCallback => kernel::c_str!("left-to-callback"),
+            PinState::UnpinFailed => kernel::c_str!("unpin-failed"),
+            _ => kernel::c_str!("unpinned"),
+        }
+    }
+
+    /// Its page table: set (non-null) once the pin went live.
+    pub(crate) fn table(&self) -> Option<NonNull<ffi::nvidia_p2p_page_table>> {
+        NonNull::new(self.table.load(Acquire).cast())
     }
 
     /// A persistent pin: unpinned through its own RM object (no process lookup, no callback).
@@ -1106,7 +1173,7 @@ impl SharedPin {
         let old = core::mem::replace(state, PinState::Revoked);
         if !matches!(old, PinState::Revoked | PinState::Unpinned) {
             // Read by an unpin that RM answered after this callback (`unpin`).
-            self.callback_ran.store(true, Release);
+            self.flags.fetch_or(CALLBACK_RAN, Release);
         }
         // Only a `Live` pin may be listed (`SharedPin` invariant).
         let (counted, unlist) = match old {
@@ -1183,11 +1250,10 @@ impl PinLinks {
         // fails. The joiner goes first, so that it fails alone, before any member has moved.
         grown.push(Some(ctx.clone()), GFP_NOWAIT).map_err(|_| None)?;
         for m in self.more.iter_mut().flat_map(|m| m.iter_mut()) {
-            if grown.push(m.take(), GFP_NOWAIT).is_err() {
-                // Not reached (the room is checked): a member the callback would not revoke.
-                stats::failure(Op::Acquire, ENOMEM);
-                nv_pin_err!("pin member lost while growing the member vector\n");
-            }
+            // Within the room checked above (`len` more after the joiner): `push` within the
+            // capacity neither allocates nor fails, so no member is lost (REVIEW-KMOD-3 T4-9:
+            // no error branch that cannot be taken).
+            let _ = grown.push(m.take(), GFP_NOWAIT);
         }
         // The old vector, emptied of references, is freed with the lock held (kfree only).
         self.more = Some(grown);

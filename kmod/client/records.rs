@@ -10,9 +10,12 @@
 //! `acquire` (process, cgroup, comm, range, time), filled before the registration is shared,
 //! and its links in its shard's list ([`List`]), written in critical sections the registration
 //! takes anyway: it is linked in the one that publishes its pin (`RegContext::take_pin`) and
-//! unlinked in the one that leaves it (`RegContext::unpin`). So recording takes no lock and
-//! allocates nothing; what changes (state, pin, GPU, NIC) is never copied for the reader, which
-//! reads it from the registration under the same lock, one registration at a time.
+//! unlinked in the one that leaves it (`RegContext::unpin`); the last registration of a pin
+//! that NVIDIA still holds after it left (left to its callback, or an unpin NVIDIA refused) is
+//! linked again, with a new id, while the pin keeps it (`RegContext::hold_locked`), and
+//! unlinked by the callback's revocation (`RegContext::revoke_locked`). So recording takes no
+//! lock and allocates nothing; what changes (state, pin, GPU, NIC) is never copied for the
+//! reader, which reads it from the registration under the same lock, one registration at a time.
 //!
 //! The file and the directories are the C glue's (6.12 has no Rust debugfs, and 7.2's makes
 //! neither a 0400 file nor one read a line at a time).
@@ -20,10 +23,13 @@
 //! # Locks
 //!
 //! A list and the links of its registrations are guarded by their shard's lock, like the
-//! registrations' states. The reader takes one shard lock at a time and, under it, only takes
-//! references (a `struct pid`'s and a cgroup's: atomic increments) and copies; it formats with
-//! no lock held. A GPU's first pin takes the glue's GPU table lock (a spinlock) inside the shard
-//! lock: `shard -> nvpeer_gpus_lock`, and nothing is taken inside that.
+//! registrations' states. The reader takes one shard lock at a time (inside the records file's
+//! seq_file `m->lock` and debugfs' file reference, or a per-GPU file's kernfs active
+//! reference: `m->lock -> shard`, `kernfs active -> shard`) and, under it, only takes references
+//! (a `struct pid`'s and a cgroup's: atomic increments), copies and, for the per-GPU totals,
+//! marks pins; it formats (a cgroup's path takes `cgroup_mutex`) with no lock held. A GPU's
+//! first pin takes the glue's GPU table lock (a spinlock) inside the shard lock: `shard ->
+//! nvpeer_gpus_lock`, and nothing is taken inside that. The full list is `context`'s.
 
 use core::ptr::NonNull;
 
@@ -230,9 +236,13 @@ pub(crate) unsafe extern "C" fn nvpeer_records_next(
 }
 
 /// For a GPU's sysfs files (C glue): the pins, their bytes and the registrations on them, of
-/// the GPU whose NVIDIA UUID is at `uuid`, summed over every shard's listed registrations (a
-/// pin counted at its first registration in its shard's list: a pin's registrations are all in
-/// its shard).
+/// the GPU whose NVIDIA UUID is at `uuid`, summed over every shard's listed registrations (held
+/// ones included: a pin NVIDIA still holds after its last registration left). A pin is counted
+/// once: a pin's registrations are all in its shard, whose list is walked twice under its lock,
+/// first clearing each held pin's mark, then counting a pin where its mark was clear and
+/// setting it: O(listed registrations), so that anyone reading these files (mode 0444) holds a
+/// shard lock, which NVIDIA's free callback may wait for, only for one walk of its list
+/// (REVIEW-KMOD-3 T4-5).
 ///
 /// # Safety
 ///
@@ -245,22 +255,28 @@ pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut 
     let mut sum = ffi::nvpeer_gpu_totals::default();
     let mut shard = 0;
     while let Some(()) = pin::with_shard(shard, |chain| {
-        let mut cur = chain.records.head;
-        while let Some(ptr) = cur {
-            // SAFETY: listed in this shard, so live (`List` invariant), its lock held.
-            let ctx = unsafe { ptr.as_ref() };
-            // SAFETY: `chain` is `ctx`'s shard's.
-            let held = unsafe { ctx.pin_locked(chain) };
-            if let Some(held) = held.filter(|h| h.gpu == Some(uuid)) {
-                sum.registrations += 1;
-                // SAFETY: as above.
-                if !unsafe { pin_listed_before(chain, ptr, held.pin) } {
-                    sum.pins += 1;
-                    sum.pinned_bytes += held.bytes;
+        for counting in [false, true] {
+            let mut cur = chain.records.head;
+            while let Some(ptr) = cur {
+                // SAFETY: listed in this shard, so live (`List` invariant), its lock held.
+                let ctx = unsafe { ptr.as_ref() };
+                // SAFETY: `chain` is `ctx`'s shard's.
+                let held = unsafe { ctx.pin_locked(chain) };
+                if let Some(held) = held.filter(|h| h.gpu == Some(uuid)) {
+                    // SAFETY: the pin `ctx` holds, live while it does (the lock is held), of
+                    // `ctx`'s shard, whose lock `chain` is, held across both walks.
+                    let first = unsafe { held.pin.as_ref().mark_locked(chain, counting) };
+                    if counting {
+                        sum.registrations += 1;
+                        if first {
+                            sum.pins += 1;
+                            sum.pinned_bytes += held.bytes;
+                        }
+                    }
                 }
+                // SAFETY: as above.
+                cur = unsafe { entry(ctx, chain) }.next;
             }
-            // SAFETY: as above.
-            cur = unsafe { entry(ctx, chain) }.next;
         }
     }) {
         shard += 1;
@@ -269,30 +285,10 @@ pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut 
     unsafe { *totals = sum };
 }
 
-/// Whether a registration listed before `until` in `chain`'s list holds `pin`.
-///
-/// # Safety
-///
-/// `chain` is the data of a shard's lock, held; `until` is listed in it.
-unsafe fn pin_listed_before(chain: &mut Chain, until: NonNull<RegContext>, pin: *const core::ffi::c_void) -> bool {
-    let mut cur = chain.records.head;
-    while let Some(ptr) = cur.filter(|p| *p != until) {
-        // SAFETY: listed in this shard, so live (`List` invariant), its lock held (caller).
-        let ctx = unsafe { ptr.as_ref() };
-        // SAFETY: as above.
-        if unsafe { ctx.pin_locked(chain) }.is_some_and(|h| h.pin == pin) {
-            return true;
-        }
-        // SAFETY: as above.
-        cur = unsafe { entry(ctx, chain) }.next;
-    }
-    false
-}
-
-/// What a registration holds now (`RegContext::pin_locked`): its pin (by address), the pin's
-/// bytes and its GPU's UUID.
+/// What a registration holds now (`RegContext::pin_locked`): its pin, the pin's bytes and its
+/// GPU's UUID.
 pub(crate) struct Held {
-    pub(crate) pin: *const core::ffi::c_void,
+    pub(crate) pin: NonNull<pin::SharedPin>,
     pub(crate) bytes: u64,
     pub(crate) gpu: Option<[u8; 16]>,
 }

@@ -13,6 +13,7 @@
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/nsproxy.h>
 #include <linux/pci.h>
 #include <linux/pid.h>
 #include <linux/pid_namespace.h>
@@ -429,15 +430,36 @@ void nvpeer_glue_record_init(struct nvpeer_record *rec, uint64_t va, uint64_t by
 {
 	rec->tgid = get_pid(task_tgid(current));
 #ifdef CONFIG_CGROUPS
-	/* A reference, not the path: the path is read by the reader (kernfs), never here. */
+	/*
+	 * A reference, not the path: the path is read by the reader (kernfs), never here. RCU
+	 * keeps the css_set we load, not a reference on its cgroup, and css_get() requires one
+	 * held already: the reference is tried, and on a cgroup whose count reached zero the
+	 * css_set is loaded again (the task has moved on), as cgroup_sk_alloc() and task_get_css()
+	 * do (REVIEW-KMOD-3 T4-2). kmod/README.md ("Who holds pinned GPU memory") says why no
+	 * interleaving we could plant makes the try fail.
+	 */
 	rcu_read_lock();
-	rec->cgroup = task_dfl_cgroup(current);
-	cgroup_get(rec->cgroup);
+	for (;;) {
+		struct cgroup *cgrp = task_dfl_cgroup(current);
+
+		if (likely(cgroup_tryget(cgrp))) {
+			rec->cgroup = cgrp;
+			break;
+		}
+		cpu_relax();
+	}
 	rcu_read_unlock();
 #else
 	rec->cgroup = NULL;
 #endif
-	get_task_comm(rec->comm, current);
+	/*
+	 * The process's name (its group leader's), not the registering thread's: a record names a
+	 * process. Under RCU, as an exec by another thread may make it the leader meanwhile (the
+	 * old leader's task_struct is freed after a grace period).
+	 */
+	rcu_read_lock();
+	get_task_comm(rec->comm, READ_ONCE(current->group_leader));
+	rcu_read_unlock();
 	rec->va = va;
 	rec->bytes = bytes;
 	rec->since = get_jiffies_64();
@@ -675,16 +697,23 @@ static int records_show(struct seq_file *m, void *v)
 	struct nvpeer_records_iter *it = m->private;
 	struct nvpeer_record_view *view = &it->view;
 	struct nvpeer_record *rec = &view->rec;
+	bool hidden = false;
 	pid_t tgid = 0;
 
 	if (v == SEQ_START_TOKEN) {
 		seq_puts(m, "# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n");
 		return 0;
 	}
-	/* In the reader's pid namespace; none when it exited or is not visible there. */
+	/*
+	 * In the reader's pid namespace; none when it exited or is not visible there. A process
+	 * invisible to the reader (another pid namespace's, not a descendant's), running or not,
+	 * shows no more than that it exists: no name, range, GPU or NIC (REVIEW-KMOD-3 T4-7).
+	 */
 	rcu_read_lock();
-	if (pid_has_task(rec->tgid, PIDTYPE_TGID))
-		tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
+	tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
+	hidden = !tgid;
+	if (!pid_has_task(rec->tgid, PIDTYPE_TGID))
+		tgid = 0;
 	rcu_read_unlock();
 	seq_printf(m, "%llu ", view->id);
 	if (tgid)
@@ -692,24 +721,32 @@ static int records_show(struct seq_file *m, void *v)
 	else
 		seq_puts(m, "- ");
 	rec->comm[sizeof(rec->comm) - 1] = 0;
-	put_escaped(m, rec->comm);
+	if (hidden)
+		seq_putc(m, '-');
+	else
+		put_escaped(m, rec->comm);
 	seq_putc(m, ' ');
 #ifdef CONFIG_CGROUPS
-	if (!rec->cgroup || cgroup_path(rec->cgroup, it->path, sizeof(it->path)) < 0)
+	/* Relative to the reader's cgroup namespace, as /proc/<pid>/cgroup shows it. */
+	if (!rec->cgroup ||
+	    cgroup_path_ns(rec->cgroup, it->path, sizeof(it->path), current->nsproxy->cgroup_ns) < 0)
 		strscpy(it->path, "?", sizeof(it->path));
 #else
 	strscpy(it->path, "/", sizeof(it->path));
 #endif
 	put_escaped(m, it->path);
-	if (view->has_gpu)
+	if (view->has_gpu && !hidden)
 		seq_printf(m, " " NVPEER_GPU_FMT, NVPEER_GPU_ARGS(view->gpu));
 	else
 		seq_puts(m, " -");
-	seq_printf(m, " 0x%llx %llu ", rec->va, rec->bytes);
+	if (hidden)
+		seq_printf(m, " - %llu ", rec->bytes);
+	else
+		seq_printf(m, " 0x%llx %llu ", rec->va, rec->bytes);
 	put_escaped(m, view->client);
 	seq_putc(m, ' ');
 	view->nic[sizeof(view->nic) - 1] = 0;
-	if (view->nic[0])
+	if (view->nic[0] && !hidden)
 		put_escaped(m, view->nic);
 	else
 		seq_putc(m, '-');

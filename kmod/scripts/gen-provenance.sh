@@ -6,8 +6,9 @@
 # provenance as .modinfo tags, judged before load by `nvpeer check` and `nvpeer attach`
 # (kmod/README.md, "Build provenance, judged before load"):
 #   nvpeer_import=<symbol> <crc|-> <module|->   every symbol the objects import from a module,
-#                                               with the CRC of the Module.symvers that modpost
-#                                               reads (SYMVERS, in its order), `-` without one
+#                                               with the CRC modpost records (that of the
+#                                               last of SYMVERS, in its order, to export it),
+#                                               `-` without one
 #   nvpeer_provider=<module> <version>          each exporting module's version at build, where
 #                                               `modinfo -k KERNEL_RELEASE` finds it installed
 # Symbols that vmlinux exports are the kernel release's (vermagic says it); the symbols matching
@@ -28,16 +29,16 @@ shift
 # NVIDIA's symbols are weak, resolved at load).
 undefined=$("$nm" -u "$@" | awk 'NF == 2 && ($1 == "U" || $1 == "w") { print $1, $2 }' | sort -u -k2,2)
 
-# One awk over the Module.symvers files (tab-separated, 4+ fields; first match wins, in
-# modpost's reading order), then the undefined symbols on standard input ("U sym", one field
-# under a tab separator).
+# One awk over the Module.symvers files (tab-separated, 4+ fields), in modpost's reading order,
+# then the undefined symbols on standard input ("U sym", one field under a tab separator). A
+# symbol two files export (an in-tree core's in the kernel's Module.symvers, MOFED's in
+# KBUILD_EXTRA_SYMBOLS) takes the CRC and module of the file read last, as in modpost, whose
+# symbol table returns the entry it added last (REVIEW-KMOD-3 T4-1): what `__versions` holds.
 # shellcheck disable=SC2086 # SYMVERS is a list of paths without blanks (Kbuild's own)
 imports=$(printf '%s\n' "$undefined" | awk -F'\t' -v unversioned="^($unversioned)\$" '
     NF >= 3 {
-        if (!($2 in mod)) {
-            m = $3; sub(".*/", "", m); gsub("-", "_", m)
-            crc[$2] = $1; mod[$2] = m
-        }
+        m = $3; sub(".*/", "", m); gsub("-", "_", m)
+        crc[$2] = $1; mod[$2] = m
         next
     }
     NF == 1 {

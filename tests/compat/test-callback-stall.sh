@@ -17,6 +17,15 @@ plant_name=callback-stall
 # shellcheck source=tests/compat/plant-lib.sh
 . "$repo/tests/compat/plant-lib.sh"
 rm -rf "$work"
+# REVIEW-KMOD-3 T4-9: the plant is read from make's command line alone, by the Makefile as by
+# Kbuild: NVPEER_PLANT=callback-stall-unheld left in the environment must skip no tail-call check
+# (the recipe, echoed by a make whose shell runs nothing, still names check-tail-call.sh).
+recipe() { make -C "$repo/kmod" KDIR="$kdir" SHELL=/bin/true "$@" modules 2>&1; }
+checks_tail_call() { grep -q check-tail-call.sh <<<"$1"; }
+check "NVPEER_PLANT=callback-stall-unheld in the environment: the tail call is still checked" \
+    checks_tail_call "$(NVPEER_PLANT=callback-stall-unheld recipe)"
+check "... on the command line: not checked (the unheld plant has no tail jump)" \
+    test "$(checks_tail_call "$(recipe NVPEER_PLANT=callback-stall-unheld)"; echo $?)" = 1
 for plant in callback-stall callback-stall-unheld; do
     plant_build "$work/$plant" "$plant"
 done

@@ -10,7 +10,9 @@
 # as against MOFED's and NVIDIA's on a real host), and a control build of the same module that
 # keeps the markers' versions (NVPEER_UNVERSIONED set to a name no core exports); one boot runs
 # tests/scenarios/modversions.py: the control must be refused on peer_core_sim_abi2.ko, whose
-# marker CRC differs, and ours must load and work there. The same boot proves issue 37's build
+# marker CRC differs, and ours must load and work there; so must ours built against a kernel
+# whose own Module.symvers lists the marker (an in-tree core, REVIEW-KMOD-3 T4-1), whose
+# provenance must name the CRCs modpost recorded. The same boot proves issue 37's build
 # provenance: the CRCs our module records in its .modinfo, judged before load by the release CLI
 # (built first: make test builds it before this step) as compatible on peer_core_sim_abi2.ko and
 # as "rebuild" on the composite peer_core_sim.ko, and modprobe doing what the verdict said.
@@ -65,6 +67,40 @@ echo "ok    our module builds against the stand-ins' CRCs"
 build "$work/ko/control" NVPEER_UNVERSIONED=nvpeer_no_such_symbol \
     || stop "the control (markers versioned) builds"
 echo "ok    the control (markers versioned) builds"
+# REVIEW-KMOD-3 T4-1: a kernel with an in-tree peer-memory core (Ubuntu's, NV-Kernels) lists a
+# marker and ib_register_peer_memory_client in its own Module.symvers (modpost reads it first,
+# then KBUILD_EXTRA_SYMBOLS): a tree of links to the test kernel whose Module.symvers has both,
+# with CRCs no stand-in has, from an in-tree ib_core. Built against it with MOFED's (the stand-in
+# ib_uverbs') as before, the module must record no version for the marker (else it is refused
+# wherever MOFED's core runs), take ib_register_peer_memory_client's CRC from MOFED's, read
+# last (modpost's rule), and record in its provenance exactly what modpost put in __versions.
+intree=$work/intree-kdir
+mkdir -p "$intree" "$work/ko/intree"
+for e in "$kdir"/* "$kdir"/.[!.]*; do [ -e "$e" ] && ln -s "$e" "$intree/${e##*/}"; done
+rm "$intree/Module.symvers"
+{ cat "$kdir/Module.symvers"
+  printf '0x0badc0de\tib_umem_stop_invalidation_notifier\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n'
+  printf '0x12345678\tib_register_peer_memory_client\tdrivers/infiniband/core/ib_core\tEXPORT_SYMBOL\t\n'
+} >"$intree/Module.symvers"
+kdir_main=$kdir
+kdir=$intree build "$work/ko/intree" || stop "our module builds against a kernel whose Module.symvers lists the marker"
+kdir=$kdir_main
+echo "ok    our module builds against a kernel whose Module.symvers lists the marker"
+dump=$(modprobe --dump-modversions "$work/ko/intree/nvidia_peermem.ko" | awk '{ print $2, $1 }' | sort)
+unversioned() { ! grep -qE "^(ib_get_peer_private_data|ib_umem_stop_invalidation_notifier) " <<<"$1"; }
+check "... it records no version for the kernel's marker (the kernel's Module.symvers filtered too)" \
+    unversioned "$dump"
+mofed_reg=$(awk -F'\t' '$2 == "ib_register_peer_memory_client" { print $1 }' "$work/ofa/default/Module.symvers")
+check "... ib_register_peer_memory_client's version is MOFED's ($mofed_reg), read last, not the kernel's" \
+    grep -qx "ib_register_peer_memory_client $mofed_reg" <<<"$dump"
+# Every CRC the provenance names, as __versions has it (modinfo -F: "<sym> <crc> <module>").
+prov=$(modinfo -F nvpeer_import "$work/ko/intree/nvidia_peermem.ko" | awk '$2 != "-" { print $1, $2 }' | sort)
+check "... its provenance records a CRC for ib_register_peer_memory_client" \
+    grep -q "^ib_register_peer_memory_client " <<<"$prov"
+check "... and every CRC its provenance records is the one __versions holds (modprobe --dump-modversions)" \
+    test -z "$(comm -23 <(echo "$prov") <(echo "$dump"))"
+[ -z "$(comm -23 <(echo "$prov") <(echo "$dump"))" ] || { echo "      provenance only:"; comm -23 <(echo "$prov") <(echo "$dump"); }
+
 cp "$work/src/tests/stand-ins/nv_p2p_sim/nv_p2p_sim.ko" \
     "$work/src/tests/stand-ins/peer_core_sim/peer_core_sim.ko" \
     "$work/src/tests/stand-ins/peer_core_sim/peer_core_sim_abi2.ko" "$work/ko/"

@@ -130,6 +130,48 @@ def modversions_case(t, ko_dir):
                 t.check(f"{label}: rmmod {mod}", False)
 
 
+def intree_case(t, ko_dir):
+    """REVIEW-KMOD-3 T4-1: a kernel with an in-tree peer-memory core lists a marker and
+    ib_register_peer_memory_client in its own Module.symvers, with CRCs of its own, and MOFED's
+    (read after it by modpost) is installed over it. Our module, built against such a tree
+    (test-modversions.sh: KO_DIR/intree), records neither the kernel's marker nor its
+    ib_register_peer_memory_client (MOFED's wins, as in modpost), so it loads on
+    peer_core_sim_abi2 as on MOFED's core (built with the kernel's Module.symvers unfiltered, it
+    records the kernel's marker CRC and is refused there)."""
+    label = "[intree]"
+    loaded_here = []
+    try:
+        for mod, params in (("nv_p2p_sim", ["pt_version=0x20000"]),
+                            ("peer_core_sim_abi2", ["generation=5x-unmaps", "line=25.04"])):
+            r = insmod(os.path.join(ko_dir, mod + ".ko"), *params)
+            t.eq(f"{label}: insmod {mod}", 0, r.returncode)
+            if r.returncode:
+                print(f"      {r.stderr.strip()}", flush=True)
+                return
+            loaded_here.append(mod)
+        r = insmod(os.path.join(ko_dir, "intree", "nvidia_peermem.ko"), "persistent_api_support=0")
+        t.eq(f"{label}: ours, built against a kernel whose Module.symvers exports the marker and "
+             "ib_register_peer_memory_client, loads on peer_core_sim_abi2", (0, ""),
+             (r.returncode, r.stderr.strip()))
+        if r.returncode:
+            return
+        loaded_here.append("nvidia_peermem")
+        t.eq(f"{label}: ... detects the core", "5x-unmaps", read("/sys/module/nvidia_peermem/nvpeer/core"))
+        nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+        a = nv.alloc(2 << 20)
+        mr = core.reg_mr(a.va, 2 << 20)
+        core.dma_write(mr, 0, b"i" * 8)
+        t.eq(f"{label}: ... and NIC DMA lands", b"i" * 8, bytes(a.mm[:8]))
+        core.dereg_mr(mr)
+        a.free()
+        core.close()
+        nv.close()
+    finally:
+        for mod in reversed(loaded_here):
+            if rmmod(mod).returncode != 0:
+                t.check(f"{label}: rmmod {mod}", False)
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NVPEER = os.path.join(REPO, "userspace", "target", "release", "nvpeer")
 PROV_DIR = f"/lib/modules/{os.uname().release}/updates/nvpeer-provenance"
@@ -329,7 +371,7 @@ def reattach_case(t, ko_dir):
 
 def main(argv):
     t = Tally("modversions")
-    for case in (modversions_case, provenance_case, reattach_case):
+    for case in (modversions_case, intree_case, provenance_case, reattach_case):
         try:
             case(t, argv[1])
         except Exception as e:

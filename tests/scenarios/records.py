@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import Stack, Tally, loaded, our_stats, sh  # noqa: E402
@@ -21,10 +22,14 @@ import nvsim  # noqa: E402
 RECORDS = "/sys/kernel/debug/nvidia_peermem/registrations"
 GPUS = "/sys/module/nvidia_peermem/nvpeer/gpus"
 COLUMNS = "id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares".split()
-STATES = {"pinning", "acquired", "pinned", "mapping", "mapped", "invalidating", "revoked", "unpinned"}
+STATES = {"pinning", "acquired", "pinned", "mapping", "mapped", "invalidating", "revoked", "unpinned",
+          "left-to-callback", "unpin-failed"}
 KIB64 = 64 << 10
 MIB = 1 << 20
 CLONE_NEWPID = 0x20000000
+CLONE_NEWCGROUP = 0x02000000
+PR_SET_NAME = 15
+CGROUP2 = "/sys/fs/cgroup"
 
 
 def read_records(chunk=1 << 20):
@@ -51,6 +56,11 @@ def read_records(chunk=1 << 20):
         else:
             rows.append(row)
     return header, rows, problems
+
+
+def va_of(row):
+    """A row's address; None where it is hidden ('-': a process the reader cannot see)."""
+    return None if row["va"] == "-" else int(row["va"], 16)
 
 
 def ids(rows):
@@ -83,7 +93,7 @@ def many(t, nv, core, n):
     mine = {(r["tgid"], r["comm"], r["bytes"], r["state"], r["pin_bytes"], r["shares"]) for r in whole}
     t.eq("[many] every one this process's, 64 KiB, mapped, alone on its pin",
          {(str(os.getpid()), "python3", str(KIB64), "mapped", str(KIB64), "1")}, mine)
-    vas = {int(r["va"], 16) for r in whole}
+    vas = {va_of(r) for r in whole}
     t.eq("[many] the 64 ranges registered", {buf.va + i * KIB64 for i in range(64)}, vas)
     totals = list(gpu_totals().values())
     t.eq("[many] sysfs totals of the one GPU: bytes, pins, registrations", [(n * KIB64, n, n)], totals)
@@ -120,6 +130,121 @@ def racing(t, nv, core, buf, mrs):
     _, rows, _ = read_records(211)
     t.eq("[racing] none left", [], rows)
     t.eq("[racing] sysfs totals back to 0", {(0, 0, 0)}, set(gpu_totals().values()))
+
+
+def scaling(t, nv, core, small=5000, big=50000):
+    """REVIEW-KMOD-3 T4-5: a GPU's sysfs totals (mode 0444: anyone may read them in a loop) hold
+    each shard lock, which NVIDIA's free callback waits for under its RM lock, for one walk of
+    the shard's registrations, not one per registration: reading `pins` at BIG registrations
+    takes about BIG/SMALL times as long as at SMALL (the best of 5 reads each), never the square
+    (at 50000, the walk from the list's head for every registration took seconds per read)."""
+    buf = nv.alloc(4 * MIB)
+    mrs = []
+    (uuid,) = os.listdir(GPUS) or [None]
+    path = os.path.join(GPUS, uuid, "pins")
+
+    def grow(n):
+        while len(mrs) < n:
+            mrs.append(core.reg_mr(buf.va + (len(mrs) % 64) * KIB64, KIB64))
+
+    def best_read():
+        best, pins = None, None
+        for _ in range(5):
+            t0 = time.perf_counter()
+            with open(path) as f:
+                pins = int(f.read())
+            dt = time.perf_counter() - t0
+            best = dt if best is None else min(best, dt)
+        return best, pins
+
+    grow(small)
+    t_small, pins_small = best_read()
+    grow(big)
+    t_big, pins_big = best_read()
+    t.eq(f"[scaling] {small} then {big} registrations, each alone on its pin", (small, big), (pins_small, pins_big))
+    ratio = t_big / t_small
+    linear = big / small
+    t.check(f"[scaling] a GPU's pins read at {big} registrations takes {ratio:.1f}x as long as at {small} "
+            f"({t_big * 1e3:.1f} ms, {t_small * 1e3:.1f} ms): linear (~{linear:.0f}x, under {3 * linear:.0f}x), "
+            f"not quadratic (~{linear * linear:.0f}x)", ratio < 3 * linear)
+    for mr in mrs:
+        core.dereg_mr(mr)
+    buf.free()
+    t.eq("[scaling] sysfs totals back to 0", {(0, 0, 0)}, set(gpu_totals().values()))
+
+
+def process_comm(t, nv, core):
+    """REVIEW-KMOD-3 T4-7: a record names the process (its leader's comm), not the thread that
+    registered."""
+    buf = nv.alloc(MIB)
+    out = {}
+
+    def register():
+        ctypes.CDLL(None).prctl(PR_SET_NAME, b"nvpeer-thread", 0, 0, 0)
+        out["mr"] = core.reg_mr(buf.va, MIB)
+
+    th = threading.Thread(target=register)
+    th.start()
+    th.join()
+    with open("/proc/self/comm") as f:
+        comm = f.read().strip()
+    _, rows, _ = read_records()
+    t.eq("[comm] a registration from a thread named nvpeer-thread names its process",
+         [comm], [r["comm"] for r in rows if va_of(r) == buf.va])
+    core.dereg_mr(out["mr"])
+    buf.free()
+
+
+def cgroup_namespaces(t, nv):
+    """REVIEW-KMOD-3 T4-7: a record's cgroup is shown relative to the reader's cgroup namespace,
+    as /proc/<pid>/cgroup shows it: a holder in cgroup /nvpeer-t47 with a cgroup namespace of
+    its own reads its registration's cgroup as /, we (in the root namespace) as /nvpeer-t47."""
+    if not os.path.exists(os.path.join(CGROUP2, "cgroup.procs")):
+        os.makedirs(CGROUP2, exist_ok=True)
+        r = sh("mount", "-t", "cgroup2", "none", CGROUP2, check=False)
+        if r.returncode != 0:
+            t.check("[cgroupns] cgroup2 mounted", False, r.stderr.strip())
+            return
+    group = os.path.join(CGROUP2, "nvpeer-t47")
+    os.makedirs(group, exist_ok=True)
+    result_r, result_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(result_r)
+            os.close(go_w)
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write("0")
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(CLONE_NEWCGROUP) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWCGROUP)")
+            nvx, corex = nvsim.NvP2pSim(), coresim.PeerCoreSim()
+            b = nvx.alloc(MIB)
+            corex.reg_mr(b.va, MIB)
+            _, rows, _ = read_records()
+            seen = next((r["cgroup"] for r in rows if va_of(r) == b.va), None)
+            os.write(result_w, (json.dumps({"va": b.va, "seen": seen}) + "\n").encode())
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    os.close(result_w)
+    os.close(go_r)
+    with os.fdopen(result_r) as f:
+        out = json.loads(f.readline() or "{}")
+    if out:
+        _, rows, _ = read_records()
+        here = next((r["cgroup"] for r in rows if va_of(r) == out["va"]), None)
+        t.eq("[cgroupns] the holder, in a cgroup namespace rooted at its cgroup, reads it as /", "/", out["seen"])
+        t.eq("[cgroupns] we read it from the root: /nvpeer-t47", "/nvpeer-t47", here)
+    else:
+        t.check("[cgroupns] the holder in a new cgroup namespace registered", False)
+    os.close(go_w)
+    os.waitpid(pid, 0)
+    try:
+        os.rmdir(group)
+    except OSError as e:
+        t.check("[cgroupns] its cgroup removed once it exited", False, repr(e))
 
 
 def _libc_unshare_pid():
@@ -164,7 +289,7 @@ def pid_namespaces(t, nv):
         with open("/proc/self/status") as f:  # the host's procfs: NSpid says both pids
             nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
         _, rows, _ = read_records()
-        seen = next(r["tgid"] for r in rows if int(r["va"], 16) == b.va)
+        seen = next(r["tgid"] for r in rows if va_of(r) == b.va)
         return {"va": b.va, "nspid": nspid, "getpid": os.getpid(), "seen_by_itself": seen}
 
     parent, result_r, go_w = _in_new_pidns(holder)
@@ -175,25 +300,29 @@ def pid_namespaces(t, nv):
         return
     host_pid = int(out["nspid"][0])
     _, rows, _ = read_records()
-    here = next((r["tgid"] for r in rows if int(r["va"], 16) == out["va"]), None)
+    here = next((r["tgid"] for r in rows if va_of(r) == out["va"]), None)
     t.eq("[pidns] the holder is pid 1 in its namespace", 1, out["getpid"])
     t.eq("[pidns] our reader sees its pid in our namespace", str(host_pid), here)
     t.eq("[pidns] its own reader sees 1", "1", out["seen_by_itself"])
 
     def sibling():
+        # The row of the holder's 1 MiB (the only one): its va may be hidden.
         _, rows, _ = read_records()
-        return next((r["tgid"] for r in rows if int(r["va"], 16) == out["va"]), None)
+        return next(([r["tgid"], r["comm"], r["va"], r["gpu"], r["nic"]] for r in rows
+                     if r["bytes"] == str(MIB)), None)
 
     sib_parent, sib_r, sib_go = _in_new_pidns(sibling)
     with os.fdopen(sib_r) as f:
         seen = json.loads(f.readline() or "null")
     os.close(sib_go)
     os.waitpid(sib_parent, 0)
-    t.eq("[pidns] a reader in a sibling namespace sees '-'", "-", seen)
+    t.eq("[pidns] a reader in a sibling namespace sees '-'", "-", (seen or [None])[0])
+    # REVIEW-KMOD-3 T4-7: nor its name, range, GPU or NIC.
+    t.eq("[pidns] ... and '-' for its comm, va, GPU and NIC", ["-"] * 4, (seen or [None] * 5)[1:])
     os.close(go_w)
     os.waitpid(parent, 0)
     _, rows, _ = read_records()
-    t.eq("[pidns] its registration went with it", [], [r for r in rows if int(r["va"], 16) == out["va"]])
+    t.eq("[pidns] its registration went with it", [], [r for r in rows if va_of(r) == out["va"]])
 
 
 def core_reload(t, st):
@@ -245,7 +374,10 @@ def run(t, n):
         nv, core = nvsim.NvP2pSim(), coresim.PeerCoreSim()
         buf, mrs = many(t, nv, core, n)
         racing(t, nv, core, buf, mrs)
+        scaling(t, nv, core)
+        process_comm(t, nv, core)
         pid_namespaces(t, nv)
+        cgroup_namespaces(t, nv)
         core.close()
         nv.close()
         core_reload(t, st)

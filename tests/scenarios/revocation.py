@@ -26,6 +26,7 @@ Usage (in the VM): revocation.py ours|reference [iterations] [threads] [--only C
 import argparse
 import ctypes
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -680,6 +681,18 @@ def invalid_context_lines():
     return r.stdout.count("detected invalid context")
 
 
+NVPEER = os.path.join(os.environ.get("NVPEER_REPO", os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))), "userspace", "target", "release", "nvpeer")
+
+
+def who_json():
+    """`nvpeer who --json` (the release CLI); {} with the error when it fails."""
+    r = subprocess.run([NVPEER, "who", "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()}
+    return json.loads(r.stdout)
+
+
 def leave_from_kworker(core, mrs):
     """uverbs' disassociate (a NIC reset, unbind or removal): every MR of the file is
     deregistered from a kernel worker."""
@@ -741,6 +754,17 @@ def unpin_elsewhere(c):
             rc, err = c.st.unload_client()
             c.t.check(f"{c.label} {case}: rmmod refused while NVIDIA holds our callback",
                       rc != 0 and loaded("nvidia_peermem"), err)
+            # REVIEW-KMOD-3 T4-6: what blocks the unload names its owner.
+            who = who_json()
+            mine = [(r["tgid"], r["state"], r["pin_bytes"], r["gpu"] is not None)
+                    for r in who.get("records", [])]
+            c.t.eq(f"{c.label} {case}: nvpeer who --json lists the pin left to the callback under its "
+                   "owner (tgid, state, pin bytes, a GPU)", [(os.getpid(), "left-to-callback", 2 * MIB, True)],
+                   mine)
+            held = [(h["tgid"], h["pinned_bytes"]) for h in who.get("holders", [])]
+            c.t.eq(f"{c.label} {case}: ... and as a holder of its 2 MiB", [(os.getpid(), 2 * MIB)], held)
+            c.t.eq(f"{c.label} {case}: ... counted in its GPU's totals (pinned bytes, pins)",
+                   [(2 * MIB, 1)], [(g["pinned_bytes"], g["pins"]) for g in who.get("gpus", []) if g["pins"]])
         else:
             c.t.eq(f"{c.label} {case}: its put_pages from there answered 0 without unpinning",
                    pins, c1["put_pages_other_process"] - c0["put_pages_other_process"])
@@ -755,6 +779,8 @@ def unpin_elsewhere(c):
                c2["free_callbacks"] - c1["free_callbacks"])
         if c.ours:
             c.t.eq(f"{c.label} {case}: ... which released the pin", 0, our_stats()["live_pins"])
+            c.t.eq(f"{c.label} {case}: ... and took it out of the records", [],
+                   who_json().get("records"))
             c.st.reload_client()
             c.t.check(f"{c.label} {case}: rmmod (and a new load) once the callback came",
                       loaded("nvidia_peermem"))

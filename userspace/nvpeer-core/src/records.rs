@@ -46,13 +46,16 @@ pub struct Record {
     /// The registering process in the reader's pid namespace; `None`: it exited, or is not
     /// visible from here.
     pub tgid: Option<u32>,
-    /// Its `comm` at registration.
+    /// Its process's name (`comm` of the thread group's leader) at registration; `-` for a
+    /// process not visible from here.
     pub comm: String,
-    /// Its cgroup v2 path at registration, from the host's root.
+    /// Its cgroup v2 path at registration, relative to the reader's cgroup namespace.
     pub cgroup: String,
     /// `GPU-<uuid>`; `None` before the pin exists.
     pub gpu: Option<String>,
-    pub va: u64,
+    /// The registered address; `None` for a process not visible from here (as its `comm`,
+    /// GPU and NIC, which are then `-`).
+    pub va: Option<u64>,
     /// Registered length.
     pub bytes: u64,
     /// `nv_mem` or `nv_mem_nc`.
@@ -172,10 +175,14 @@ pub fn parse(path: &std::path::Path, text: &str) -> std::result::Result<Vec<Reco
             "-" => None,
             t => Some(unescape(t)),
         };
-        let va = f(5)
-            .strip_prefix("0x")
-            .and_then(|h| u64::from_str_radix(h, 16).ok())
-            .ok_or_else(|| bad(5, "a 0x-prefixed address"))?;
+        let va = match f(5) {
+            "-" => None,
+            t => Some(
+                t.strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| bad(5, "a 0x-prefixed address or -"))?,
+            ),
+        };
         let tgid = match f(1) {
             "-" => None,
             t => Some(t.parse::<u32>().map_err(|_| bad(1, "a pid or -"))?),
@@ -322,14 +329,15 @@ mod tests {
     fn parses_records_with_escapes_and_dashes() {
         let text = format!(
             "{HEADER}17 4242 my\\040job /slurm/job_1234/step_0 {UUID} 0x7f3a40000000 2097152 nv_mem 0000:04:00.0 mapped 1520 9 2097152 2\n\
-             18 - \\055 / - 0x1000 65536 nv_mem_nc - pinning 3 - - -\n"
+             18 - \\055 / - 0x1000 65536 nv_mem_nc - pinning 3 - - -\n\
+             19 - - /../other - - 65536 nv_mem - mapped 5 7 65536 1\n"
         );
         let r = parse(Path::new("f"), &text).unwrap();
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.len(), 3);
         assert_eq!(r[0].comm, "my job");
         assert_eq!(r[0].tgid, Some(4242));
         assert_eq!(r[0].gpu.as_deref(), Some(UUID));
-        assert_eq!(r[0].va, 0x7f3a_4000_0000);
+        assert_eq!(r[0].va, Some(0x7f3a_4000_0000));
         assert_eq!(
             (r[0].pin, r[0].pin_bytes, r[0].shares),
             (Some(9), Some(2097152), Some(2))
@@ -340,6 +348,12 @@ mod tests {
             (r[1].tgid, r[1].gpu.as_deref(), r[1].pin),
             (None, None, None)
         );
+        // A process another pid namespace's: only its bytes, cgroup and pin are shown.
+        assert_eq!(
+            (r[2].tgid, r[2].va, r[2].gpu.as_deref(), r[2].nic.as_deref()),
+            (None, None, None, None)
+        );
+        assert_eq!((r[2].bytes, r[2].pin_bytes), (65536, Some(65536)));
     }
 
     #[test]

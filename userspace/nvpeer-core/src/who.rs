@@ -345,7 +345,7 @@ mod tests {
             comm: comm.into(),
             cgroup: cg.into(),
             gpu: Some(gpu.into()),
-            va: 0x7f00_0000_0000 + (pin << 24),
+            va: Some(0x7f00_0000_0000 + (pin << 24)),
             bytes: pin_bytes,
             client: "nv_mem".into(),
             nic: Some("0000:04:00.0".into()),
