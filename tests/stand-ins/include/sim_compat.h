@@ -4,8 +4,8 @@
  * stand-in's Kbuild from the tree's own headers (sim_compat.mk), not from its version:
  * 7.x renamed zap_vma_ptes() to zap_special_vma_range(), and dropped mm_get_unmapped_area()'s
  * mm argument (6.12 has it). Debian 12's 6.1 (the stand-ins built for our runtime's boots there)
- * has no kzalloc_obj() (a macro since 6.12's stable updates), no vm_flags_set() (6.3) and calls
- * mm_get_unmapped_area() get_unmapped_area().
+ * has no kzalloc_obj() (a macro since 6.12's stable updates), no vm_flags_set() (6.3) and no
+ * mm_get_unmapped_area() (its mm's own get_unmapped_area pointer instead).
  */
 #ifndef NVPEER_SIM_COMPAT_H
 #define NVPEER_SIM_COMPAT_H
@@ -26,7 +26,8 @@
 #elif defined(SIM_HAVE_MM_GET_UNMAPPED_AREA)
 #define SIM_GET_UNMAPPED_AREA(...) mm_get_unmapped_area(__VA_ARGS__)
 #else
-#define SIM_GET_UNMAPPED_AREA(...) get_unmapped_area(__VA_ARGS__)
+/* The mm's own allocator (6.1 ... 6.8): get_unmapped_area() would call our f_op hook again. */
+#define SIM_GET_UNMAPPED_AREA(...) current->mm->get_unmapped_area(__VA_ARGS__)
 #endif
 
 #ifndef kzalloc_obj
