@@ -249,7 +249,11 @@ if [ -n "$ofa" ]; then
 elif [ -n "${OFA_DIR:-}" ]; then
     die "OFA_DIR=$OFA_DIR has no Module.symvers in $arch/$kver, $kver or default: point OFA_DIR at the MOFED kernel tree built for $kver (e.g. /usr/src/ofa_kernel) or unset it"
 elif [ "$modversions" = y ]; then
-    info "warning: no MOFED Module.symvers (looked in ${ofa_cands[*]}); with CONFIG_MODVERSIONS=y the module records no CRC for ib_* and loads with 'no symbol version' warnings; set OFA_DIR=<MOFED kernel tree> to fix"
+    if [ "$(cfg CONFIG_EXTENDED_MODVERSIONS)" = y ]; then
+        info "warning: no MOFED Module.symvers (looked in ${ofa_cands[*]}); with CONFIG_MODVERSIONS=y the module records no CRC for ib_* and loads with 'no symbol version' warnings; set OFA_DIR=<MOFED kernel tree> to fix"
+    else
+        info "warning: no MOFED Module.symvers (looked in ${ofa_cands[*]}); with CONFIG_MODVERSIONS=y the module records no CRC for ib_*, which this kernel's loader refuses ('no symbol version'): install MLNX_OFED/DOCA-OFED first or set OFA_DIR=<MOFED kernel tree>, then rebuild"
+    fi
 else
     info "MOFED: no Module.symvers found (fine: references resolved at load; set OFA_DIR to use one)"
 fi
@@ -277,7 +281,7 @@ if [ -n "$nv" ]; then
 elif [ -n "${NVIDIA_SRC:-}" ]; then
     die "NVIDIA_SRC=$NVIDIA_SRC has no Module.symvers exporting nvidia_p2p_get_pages (looked in ., kernel-open, kernel): build the driver there first ('make modules') or unset NVIDIA_SRC"
 elif [ "$modversions" = y ]; then
-    info "warning: no NVIDIA Module.symvers exporting nvidia_p2p_* (looked in $usr_src/nvidia-*, $dkms_tree/nvidia/*/build); with CONFIG_MODVERSIONS=y the module records no CRC for them; set NVIDIA_SRC=<built driver tree>"
+    info "warning: no NVIDIA Module.symvers exporting nvidia_p2p_* (looked in $usr_src/nvidia-*, $dkms_tree/nvidia/*/build); with CONFIG_MODVERSIONS=y the module records no CRC for them$( [ "$(cfg CONFIG_EXTENDED_MODVERSIONS)" = y ] || echo ", which this kernel's loader refuses ('no symbol version')"); set NVIDIA_SRC=<built driver tree>, then rebuild"
 else
     info "NVIDIA: no Module.symvers found (fine: references resolved at load; set NVIDIA_SRC to use one)"
 fi
