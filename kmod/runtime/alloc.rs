@@ -54,6 +54,10 @@ unsafe fn realloc(ptr: Option<NonNull<u8>>, layout: Layout, flags: Flags) -> Res
     if layout.align() > 8 {
         size = size.max(layout.align()).checked_next_power_of_two().ok_or(AllocError)?;
     }
+    // Larger than kmalloc serves: an error, not the page allocator's WARN.
+    if size > bindings::KMALLOC_MAX_SIZE {
+        return Err(AllocError);
+    }
     let old = ptr.map_or(ptr::null_mut(), NonNull::as_ptr);
     // SAFETY: `old` is NULL or a live allocation of ours (the caller's guarantee).
     let new = unsafe { bindings::nvpeer_rt_krealloc(old.cast(), size, flags.0) };

@@ -22,6 +22,8 @@ include!(env!("NVPEER_RT_BINDINGS_RS"));
 pub const GFP_KERNEL: gfp_t = NVPEER_RT_GFP_KERNEL;
 /// `GFP_NOWAIT` as C computes it.
 pub const GFP_NOWAIT: gfp_t = NVPEER_RT_GFP_NOWAIT;
+/// The largest size kmalloc serves (`KMALLOC_MAX_SIZE`).
+pub const KMALLOC_MAX_SIZE: usize = NVPEER_RT_KMALLOC_MAX_SIZE as usize;
 
 /// The scatterlist API under the kernel's names, through the helpers (7.x has `sg_next` inline).
 ///

@@ -8,6 +8,7 @@
 #define NVPEER_RT_HELPERS_H
 
 #include <linux/types.h>
+#include <linux/refcount.h>
 
 struct mutex;
 struct lock_class_key;

@@ -7,7 +7,7 @@
 //! `kernel`, so the client's code reads the same on both foundations.
 //!
 //! It is compiled into the `.ko` with `core`, both built for the target kernel's code model and
-//! mitigations (`kmod/scripts/rust-flags.sh` reads them from its `.config`), and linked with fat
+//! mitigations (`kmod/runtime/rust-flags.sh` reads them from its `.config`), and linked with fat
 //! LTO into one object whose only global symbols are the client's C entry points: nothing of it
 //! is exported, so two modules built this way load side by side.
 //!

@@ -51,6 +51,11 @@ impl fmt::Write for Line {
 /// Prints `args` at `level` (one of [`level`]) as `<prefix>: <text>`; `prefix` is
 /// NUL-terminated (the module's `__LOG_PREFIX`).
 pub fn call_printk(level: &[u8], prefix: &[u8], args: fmt::Arguments<'_>) {
+    // C reads both up to their NUL: a string without one is not printed (the macros pass
+    // NUL-terminated constants; this keeps a safe function sound for any caller).
+    if level.last() != Some(&0) || prefix.last() != Some(&0) {
+        return;
+    }
     let mut line = Line { buf: [0; Line::SIZE], len: 0, cut: false };
     // `write_str` never fails; a longer line is cut.
     let _ = fmt::write(&mut line, args);
@@ -59,8 +64,8 @@ pub fn call_printk(level: &[u8], prefix: &[u8], args: fmt::Arguments<'_>) {
         line.buf[end..].copy_from_slice(b"...\n");
         line.len = Line::SIZE;
     }
-    // SAFETY: `level` and `prefix` are NUL-terminated statics; `line.len` bytes of `line.buf`
-    // are initialised and outlive the call.
+    // SAFETY: `level` and `prefix` end in a NUL (checked above) and outlive the call; `line.len`
+    // bytes of `line.buf` are initialised and outlive the call.
     unsafe {
         bindings::nvpeer_rt_printk(level.as_ptr().cast(), prefix.as_ptr().cast(), line.buf.as_ptr().cast(), line.len)
     };

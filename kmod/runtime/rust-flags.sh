@@ -57,7 +57,12 @@ if on X86_64; then
     flags="$flags -Zunstable-options --target=$outdir/x86_64-nvpeer.json -Ccode-model=kernel -Cno-redzone=y"
     if on MITIGATION_RETPOLINE || on RETPOLINE; then flags="$flags -Zretpoline-external-thunk"; fi
     if on MITIGATION_RETHUNK || on RETHUNK; then flags="$flags -Zfunction-return=thunk-extern"; fi
-    on X86_KERNEL_IBT && flags="$flags -Zcf-protection=branch -Cjump-tables=n"
+    if on X86_KERNEL_IBT; then
+        # -Cjump-tables came with rustc 1.93; -Zno-jump-tables before it (as the kernel's Makefile).
+        minor=$(${RUSTC:-rustc} --version | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
+        if [ "${minor:-0}" -ge 93 ]; then flags="$flags -Zcf-protection=branch -Cjump-tables=n"
+        else flags="$flags -Zcf-protection=branch -Zno-jump-tables"; fi
+    fi
     if on CALL_PADDING; then
         pad=$(value FUNCTION_PADDING_BYTES)
         flags="$flags -Zpatchable-function-entry=$pad,$pad"

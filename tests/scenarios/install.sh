@@ -45,7 +45,7 @@ expect "insmod peer_core_sim" insmod "$SIM_DIR/peer_core_sim/peer_core_sim.ko"
 expect "modprobe nvidia_peermem (softdeps nvidia, ib_core, ib_uverbs absent: skipped)" modprobe nvidia_peermem
 expect_eq "ours is loaded" "nvpeer $(modinfo -F version "$REPO/kmod/nvidia_peermem.ko")" "$(cat /sys/module/nvidia_peermem/nvpeer/implementation 2>&1)"
 expect_eq "modprobe.d option in effect (peerdirect_support=1)" 1 "$(cat /sys/module/nvidia_peermem/parameters/peerdirect_support 2>&1)"
-/usr/local/bin/nvpeer check >/tmp/check.out 2>&1; rc=$?
+/usr/local/bin/nvpeer check --all >/tmp/check.out 2>&1; rc=$?
 expect "installed nvpeer check runs (exit 0 or 1)" test "$rc" -le 1
 expect "... and recognises the module" grep -q nvidia_peermem /tmp/check.out
 expect "modprobe -r nvidia_peermem" modprobe -r nvidia_peermem
