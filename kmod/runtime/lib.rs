@@ -12,9 +12,9 @@
 //! is exported, so two modules built this way load side by side.
 //!
 //! Every call into the kernel goes through `helpers.c` (what C provides as inline functions or
-//! macros: `mutex_lock` under lockdep, `kmalloc`, `refcount_t`, `printk`), so the object imports
-//! no kernel symbol but the helpers' and the few exported functions bindgen declares
-//! (`sg_alloc_table`, ...).
+//! macros, or exports on some kernels only: `mutex_lock` under lockdep, `kmalloc`, `refcount_t`,
+//! `printk`, the scatterlist calls), so the Rust object imports no kernel symbol but the helpers'
+//! and what the compiler itself calls (`memcpy`, `memset`, the return and retpoline thunks).
 
 #![no_std]
 #![feature(arbitrary_self_types, core_intrinsics)]
