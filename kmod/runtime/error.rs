@@ -67,11 +67,15 @@ const NAMES: &[(u32, &str)] = &[
 const MAX_ERRNO: i32 = 4095;
 
 impl Error {
-    /// `-errno` of a positive errno constant; a value out of range is a build error.
+    /// `-errno` of a positive errno constant (bindgen's); anything else becomes `EINVAL`, as in
+    /// `from_errno`.
     const fn from_const(errno: i32) -> Self {
         match NonZeroI32::new(-errno) {
             Some(e) if errno > 0 && errno <= MAX_ERRNO => Self(e),
-            _ => panic!("errno out of range"),
+            _ => match NonZeroI32::new(-(bindings::EINVAL as i32)) {
+                Some(e) => Self(e),
+                None => Self(NonZeroI32::MIN),
+            },
         }
     }
 
