@@ -46,8 +46,9 @@ step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc d
 step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
-step "vm: module-load" tests/vm/run.sh --kdir "$KDIR" module-load
-step "vm: core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" tests/vm/run.sh --kdir "$KDIR" core-detect
+# Suites that leave nothing loaded share a boot (tests/scenarios/suites.sh): about 20 s each saved.
+step "vm: module-load; core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" \
+    tests/vm/run.sh --kdir "$KDIR" suites module-load core_detect
 step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
 step "vm: nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r; make dkms-install, dkms add, make dkms-uninstall" \
     tests/vm/run.sh --kdir "$KDIR" deb
@@ -57,15 +58,12 @@ step "vm: nvpeer bench over Soft-RoCE (every op x 8 B/4 KiB/1 MiB verified, two 
     tests/vm/run.sh --kdir "$KDIR" rdma-bench
 step "vm: bench --loopback-all over Soft-RoCE (a row per device, --min-gbps names the pair)" tests/vm/run.sh --kdir "$KDIR" bench-loopback-all
 step "vm: nvpeer selftest against the stand-ins (and without the module)" tests/vm/run.sh --kdir "$KDIR" selftest
-step "vm: nv_p2p_sim stand-in behaves as CONTRACT 2" tests/vm/run.sh --kdir "$KDIR" nv-p2p-sim
-step "vm: peer_core_sim stand-in behaves as CONTRACT 1 (4x, 5x, 5.4-3, 24.04, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" peer-core-sim
-step "vm: conformance, ours (every generation, driver flavour, parameter set)" \
-    tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance ours
-step "vm: revocation at every point (ours, every generation)" \
-    tests/vm/run.sh --kdir "$KDIR" revocation ours "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
-step "vm: stress: threads x random sizes x random revocations (ours)" \
-    tests/vm/run.sh --kdir "$KDIR" stress "${NVPEER_STRESS_SECONDS:-10}" "${NVPEER_STRESS_THREADS:-4}"
-step "vm: fault injection, every provider call x errno (ours)" tests/vm/run.sh --kdir "$KDIR" faults
+step "vm: the stand-ins: nv_p2p_sim behaves as CONTRACT 2, peer_core_sim as CONTRACT 1 (4x, 5x, 5.4-3, 24.04, 5x-unmaps)" \
+    tests/vm/run.sh --kdir "$KDIR" suites nv-p2p-sim peer-core-sim
+step "vm: ours: conformance (every generation, driver flavour, parameter set), revocation at every point, stress (threads x random sizes x random revocations), fault injection (every provider call x errno)" \
+    tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance ours" \
+    "revocation ours ${NVPEER_RACE_ITERATIONS:-100} ${NVPEER_RACE_THREADS:-3}" \
+    "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}" faults
 step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
 step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" tests/compat/test-probes.sh "$KDIR"
 # Issue 44: the module's two foundations. Our runtime (kmod/runtime/), forced on the test kernel, so
@@ -78,16 +76,15 @@ step "foundation: built on our runtime for the test kernel (forced): no Rust sym
     bash -c 'mkdir -p "${2%/*}" && make -s -C kmod KDIR="$1" NVPEER_FOUNDATION=own KO_OUT="$2" && tests/foundation/check-ko.sh "$2" own' _ "$KDIR" "$OWN_KO"
 step "vm: ours on our runtime: conformance (quick), revocation, stress, under lockdep, kmemleak, KFENCE" \
     env NVPEER_OURS_KO="$OWN_KO" tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance ours --quick" \
-    "revocation ours ${NVPEER_RACE_ITERATIONS:-100} ${NVPEER_RACE_THREADS:-3}" "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}"
+    "revocation ours ${NVPEER_OWN_RACE_ITERATIONS:-30} ${NVPEER_RACE_THREADS:-3}" "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}"
 # The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules: the
 # 7.2 test kernel with CONFIG_MODVERSIONS, built once and cached like the others (no kernel below
 # versions modules, and the suites load one build on every core generation, which versions forbid).
 step "modversions: the generation markers unversioned; build provenance judged before load (compatible, rebuild), on the 7.2 test kernel with CONFIG_MODVERSIONS" \
     tests/compat/test-modversions.sh
-step "vm: conformance, NVIDIA's nvidia-peermem (differences named)" \
-    tests/vm/run.sh --memory 3G --kdir "$KDIR" conformance reference
-step "vm: revocation at every point, NVIDIA's nvidia-peermem (5x, 5.4-3, 24.04, 5x-unmaps)" \
-    tests/vm/run.sh --kdir "$KDIR" revocation reference "${NVPEER_RACE_ITERATIONS:-100}" "${NVPEER_RACE_THREADS:-3}"
+step "vm: NVIDIA's nvidia-peermem: conformance (differences named), revocation at every point (5x, 5.4-3, 24.04, 5x-unmaps), fault injection (5x, 5x-unmaps), basic (5x, 5x-unmaps)" \
+    tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance reference" \
+    "revocation reference ${NVPEER_RACE_ITERATIONS:-100} ${NVPEER_RACE_THREADS:-3}" "faults reference" "reference_basic 5x 5x-unmaps"
 step "vm: revocation cases that break NVIDIA's nvidia-peermem break it as known" tests/reference/expect-breaks.sh "$KDIR"
 step "vm: MOFED 5.4-3 ... 24.10's stop_invalidation_notifier bug, reproduced by the core stand-in, shows as known" \
     tests/stand-ins/peer_core_sim/expect-core-bugs.sh "$KDIR"
@@ -95,8 +92,6 @@ step "vm: rmmod racing an in-flight acquire, then cudaFree (ours, every generati
 step "vm: the free callback's own module reference: rmmod refused while it is stalled after handing off its pin, and without it the kernel reports the return into freed text (REVIEW-KMOD C5)" \
     tests/compat/test-callback-stall.sh "$KDIR"
 step "vm: rmmod racing an in-flight acquire, NVIDIA's nvidia-peermem (outcome recorded)" tests/vm/run.sh --kdir "$KDIR" unload-race reference
-step "vm: fault injection, NVIDIA's nvidia-peermem (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" faults reference
-step "vm: reference nvidia-peermem basic (5x, 5x-unmaps)" tests/vm/run.sh --kdir "$KDIR" reference-basic 5x 5x-unmaps
 step "vm: reference nvidia-peermem on 4x: its use-after-free is caught" tests/reference/expect-4x-uaf.sh "$KDIR"
 # Stock distribution kernels (issue 9): Debian's own 7.2 kernel, whose headers ship no Rust artefacts.
 STOCK_RELEASE=$(tests/stock/release.sh) || STOCK_RELEASE=${NVPEER_STOCK_RELEASE:-7.2.12+deb13-amd64}
