@@ -7,8 +7,16 @@ met or missed (ratios ours / NVIDIA's, medians of the rounds, pin cost scaled):
     bench: debian 4x64MiB reg=0.14 dereg=0.95 pins=1/8
     bench: target debian 64KiB reg<=0.75: 0.71 met
 
+With --foundation, the cost of our own runtime (issue 44): the same kernel's timing boots with
+ours on the kernel's crate and on our runtime, each against NVIDIA's module in its boot; per
+size the ratio of the two ratios, and whether our runtime's registration ratio stays within the
+kernel's crate's run-to-run spread (the range of its rounds):
+
+    bench: foundation 64KiB own/kernel reg=1.03 dereg=0.98 (kernel's rounds 0.77-0.87): within the spread
+
 Usage: bench_summary.py LABEL TIMING_DIR MEMORY_DIR [LABEL TIMING_DIR MEMORY_DIR ...]
-(LABEL: test for the test kernel, debian for Debian's; exit 1 when a file is missing), or
+(LABEL: test for the test kernel, debian for Debian's 7.x, debian12 for Debian 12's 6.12; exit 1
+when a file is missing), bench_summary.py --foundation KERNEL_TIMING_DIR OWN_TIMING_DIR, or
 bench_summary.py --self-test (planted results: every line and verdict as expected)."""
 
 import json
@@ -18,11 +26,11 @@ import sys
 # (what, sizes it applies to, limit per kernel label); sizes as bench-reg.py names them.
 SMALL, LARGE, MULTI = ("64KiB",), ("2MiB", "64MiB", "1GiB"), ("4x64MiB",)
 TARGETS = (
-    ("reg", SMALL, {"debian": 0.75, "test": 0.75}),
-    ("reg", LARGE, {"debian": 0.55, "test": 0.60}),
-    ("dereg", SMALL + LARGE + MULTI, {"debian": 1.00, "test": 1.00}),
-    ("mem", ("64KiB", "2MiB", "64MiB"), {"debian": 1.00, "test": 1.00}),
-    ("reg", MULTI, {"debian": 0.30, "test": 0.30}),
+    ("reg", SMALL, {"debian": 0.75, "debian12": 0.75, "test": 0.75}),
+    ("reg", LARGE, {"debian": 0.55, "debian12": 0.55, "test": 0.60}),
+    ("dereg", SMALL + LARGE + MULTI, {"debian": 1.00, "debian12": 1.00, "test": 1.00}),
+    ("mem", ("64KiB", "2MiB", "64MiB"), {"debian": 1.00, "debian12": 1.00, "test": 1.00}),
+    ("reg", MULTI, {"debian": 0.30, "debian12": 0.30, "test": 0.30}),
 )
 
 
@@ -60,6 +68,22 @@ def lines(label, timing, memory):
     return out
 
 
+def foundation_lines(kernel, own):
+    """Our runtime against the kernel's crate on one kernel, from the two timing boots."""
+    kt, ot = kernel.get("scaled") or kernel["given"], own.get("scaled") or own["given"]
+    out = []
+    for size, k in kt.items():
+        o = ot.get(size)
+        if o is None:
+            out.append(f"bench: foundation {size}: not measured on our runtime")
+            continue
+        lo, hi = k.get("reg_range", (k["reg"], k["reg"]))
+        verdict = "within the spread" if o["reg"] <= hi else f"above the spread by {o['reg'] - hi:.2f}"
+        out.append(f"bench: foundation {size} own/kernel reg={o['reg'] / k['reg']:.2f} "
+                   f"dereg={o['dereg'] / k['dereg']:.2f} (kernel's rounds {lo:.2f}-{hi:.2f}): {verdict}")
+    return out
+
+
 def self_test():
     """Planted results through lines(): the fields, the scaled table preferred over the given
     one, a met, a missed and an unmeasured target."""
@@ -75,6 +99,12 @@ def self_test():
             "bench: target debian 64KiB dereg<=1.00: 1.25 missed by 0.25",
             "bench: target debian 64KiB mem<=1.00: 1.10 missed by 0.10",
             "bench: target debian 4x64MiB reg<=0.30: 0.14 met"]
+    kernel = {"scaled": {"64KiB": {"reg": 0.80, "reg_range": [0.77, 0.87], "dereg": 1.0},
+                         "2MiB": {"reg": 0.60, "reg_range": [0.58, 0.62], "dereg": 1.0}}}
+    own = {"scaled": {"64KiB": {"reg": 0.84, "dereg": 0.9}, "2MiB": {"reg": 0.66, "dereg": 1.1}}}
+    got += foundation_lines(kernel, own)
+    want += ["bench: foundation 64KiB own/kernel reg=1.05 dereg=0.90 (kernel's rounds 0.77-0.87): within the spread",
+             "bench: foundation 2MiB own/kernel reg=1.10 dereg=1.10 (kernel's rounds 0.58-0.62): above the spread by 0.04"]
     missing = [w for w in want if w not in got]
     for w in missing:
         print(f"bench_summary self-test: missing line: {w}", file=sys.stderr)
@@ -85,13 +115,19 @@ def self_test():
 def main(args):
     if args == ["--self-test"]:
         return self_test()
+    if args[:1] == ["--foundation"]:
+        if len(args) != 3:
+            print("usage: bench_summary.py --foundation KERNEL_TIMING_DIR OWN_TIMING_DIR", file=sys.stderr)
+            return 2
+        print("\n".join(foundation_lines(load(args[1], "bench-timing"), load(args[2], "bench-timing"))))
+        return 0
     if not args or len(args) % 3:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
     for i in range(0, len(args), 3):
         label, tdir, mdir = args[i:i + 3]
-        if label not in ("test", "debian"):
-            print(f"bench_summary: unknown kernel label {label!r}: use test or debian", file=sys.stderr)
+        if label not in ("test", "debian", "debian12"):
+            print(f"bench_summary: unknown kernel label {label!r}: use test, debian or debian12", file=sys.stderr)
             return 2
         timing, memory = load(tdir, "bench-timing"), load(mdir, "bench-memory")
         print("\n".join(lines(label, timing, memory)))

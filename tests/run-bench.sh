@@ -2,8 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # `make bench`: the registration benchmark, ours vs NVIDIA's nvidia-peermem: times in one VM
 # run, kernel memory per registration in a second; both again on Debian's own kernel, whose
-# timing boot ends with a perf profile of both modules. Ends with one summary line per kernel and
-# size (tests/bench_summary.py) and the targets met or missed.
+# timing boot ends with a perf profile of both modules. Then the module's two foundations
+# (issue 44): ours built on our own runtime, timed on the test kernel against the same reference
+# (the runtime's cost against the kernel's crate, beside the run-to-run spread), and both boots
+# on Debian 12's own 6.12 kernel with everything built from its linux-headers alone (the route
+# most clusters take). Ends with one summary line per kernel and size (tests/bench_summary.py)
+# and the targets met or missed.
 # BENCH_PIN_COST_NS sets the stand-in's modelled pin cost per 64 KiB page (default 2000).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +39,24 @@ kodir=$(kmod/scripts/stock-kbuild.sh build "$release" --reference)
 boot debian-timing --stock "$release" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$kodir" \
     --host-loop-ns "$host_loop_ns" --profile
 boot debian-memory --append slub_debug=U --stock "$release" bench-reg memory --ko-dir "$kodir"
+# Our runtime on the test kernel (forced), timed as above: the same kernel, the same reference.
+own=$repo/build/own/nvidia_peermem.ko
+mkdir -p "${own%/*}"
+make -s -C kmod KDIR="$KDIR" NVPEER_FOUNDATION=own KO_OUT="$own"
+export NVPEER_OURS_KO=$own
+boot test-own-timing --kdir "$KDIR" bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-loop-ns "$host_loop_ns"
+unset NVPEER_OURS_KO
+# Debian 12's 6.12 from its headers package (our runtime, picked by itself), with NVIDIA's module
+# built the same way.
+rel12=$(tests/stock/headers-route.sh release 6.12)
+out12=$repo/build/headers-out/$rel12
+tests/stock/headers-route.sh build "$rel12" "$out12" --reference >/dev/null
+boot debian12-timing --stock "$rel12" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$out12" \
+    --host-loop-ns "$host_loop_ns"
+boot debian12-memory --append slub_debug=U --stock "$rel12" bench-reg memory --ko-dir "$out12"
 echo
 python3 tests/bench_summary.py test "$work/test-timing" "$work/test-memory" \
-    debian "$work/debian-timing" "$work/debian-memory"
+    debian "$work/debian-timing" "$work/debian-memory" \
+    debian12 "$work/debian12-timing" "$work/debian12-memory"
+python3 tests/bench_summary.py --foundation "$work/test-timing" "$work/test-own-timing"
 rm -rf "$work"

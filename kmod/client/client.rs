@@ -404,19 +404,16 @@ unsafe extern "C" fn dma_map(
     finish(Op::DmaMap, unsafe { ctx.dma_map(sg_head, dma_device, nmap, layout) })
 }
 
-/// `dma_unmap` (also called by old-style cores from inside our free callback's invalidate).
-///
-/// # Safety
-///
-/// Only called by the MOFED peer-memory core, with a `client_context` from `acquire` that has
-/// not been released.
-unsafe extern "C" fn dma_unmap(
+/// `dma_unmap` (also called by old-style cores from inside our free callback's invalidate):
+/// nothing to do. The core never touches `sg_head` afterwards and always follows with
+/// `put_pages`, which unmaps in the critical section that leaves the pin (`context`), or it is
+/// inside our callback, where NVIDIA frees the mapping when the callback returns. Touches
+/// nothing, so it is a safe function.
+extern "C" fn dma_unmap(
     _sg_head: *mut bindings::sg_table,
-    client_context: *mut c_void,
+    _client_context: *mut c_void,
     _dma_device: *mut bindings::device,
 ) -> c_int {
-    // SAFETY: the core passes acquire's context before release.
-    unsafe { context(client_context) }.dma_unmap();
     0
 }
 

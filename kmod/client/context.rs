@@ -11,13 +11,22 @@
 //! ```text
 //!   Pinning --pinned/joined--> Acquired --get_pages--> Pinned --dma_map--> Mapping --ok--> Mapped
 //!      |                          |                    ^  |                   |             |
-//!      |                          |                    |  +--put_pages/release--> Unpinned (then leaves
-//!      |                          |                    |                              |     the pin; the last
-//!      |                          |                    +---------dma_unmap------------+     one unpins)
+//!      |                          |                    +--|------failed-------+             |
+//!      |                          |                       +--put_pages/release--+-----------+
+//!      |                          |                                             v
+//!      |                          |                     Unpinned (unmapped if Mapped; then leaves the
+//!      |                          |                               pin, and the pin's last one unpins)
 //!      +-------revocation---------+----revocation------+-----revocation------+--> Revoked  (no NIC use yet:
 //!                                                                          the core is told nothing)
 //!   Mapped --revocation--> Invalidating (the core's invalidate runs, lock dropped) --> Revoked
 //! ```
+//!
+//! `dma_unmap` changes nothing: every core follows it with `put_pages` (teardown: `dma_unmap`,
+//! `put_pages`, `release`; CONTRACT 1.6), or calls it from inside our free callback's invalidate,
+//! where NVIDIA frees the mapping itself once the callback returns. `put_pages` unmaps and leaves
+//! the pin in one critical section, so a deregistration takes its shard lock once; where it
+//! unpins, the mapping is left to NVIDIA's unpin, which frees every mapping left on the table
+//! (`p2p`), and unmapped only if NVIDIA refuses ([`crate::pin::Leaving::leave_mapping`]).
 //!
 //! In `Revoked` NVIDIA has freed (or is about to free, when the callback returns) the page table
 //! and its DMA mappings: nothing of NVIDIA's is touched again.
@@ -176,7 +185,7 @@ struct Inner {
     /// From `get_pages`: the core's handle for this umem, passed back to its invalidate.
     core_context: u64,
     /// The entries we handed the core (in `sg_slot` for one entry): taken back (and freed when
-    /// allocated) by the core's `dma_unmap`, `put_pages` or `release`, or with the context, never
+    /// allocated) by the core's `put_pages` or `release`, or with the context, never
     /// by the free callback (the core may still be using them then).
     sg: Option<SgTable>,
 }
@@ -200,7 +209,7 @@ struct Inner {
 ///   goes, and no other reference outlives that listed but the held pin's, which keeps it
 ///   listed until the revocation that unlists it ([`Self::revoke_locked`]).
 /// - Nobody uses `sg_slot`'s entry but through the table in `sg`, when that table is in it: the
-///   core stops using a table at or before the `dma_unmap`, `put_pages` or `release` that takes
+///   core stops using a table at or before the `put_pages` or `release` that takes
 ///   it out of `sg` (an invalidating core may stop inside its invalidate), and a failed
 ///   `dma_map` gives it none.
 pub(crate) struct RegContext {
@@ -631,29 +640,23 @@ impl RegContext {
         }
     }
 
-    /// `dma_unmap` (also called by old-style cores from inside our own callback's invalidate).
-    pub(crate) fn dma_unmap(&self) {
-        let mut guard = self.shard.lock();
-        let inner = locked!(self, guard);
-        let sg = inner.unmap();
-        drop(guard);
-        // Freed unlocked: the core is done with it (dma_unmap, or put_pages after it).
-        drop(sg);
-    }
-
-    /// `put_pages` and the unpin part of `release`: leaves the pin (the last registration on it
-    /// unpins). One critical section: the context is `Unpinned` from here on (a revocation that
-    /// comes meanwhile finds nothing to do: the pin's callback handles the pin itself).
+    /// `put_pages` and the unpin part of `release`: unmaps a `Mapped` registration and leaves the
+    /// pin (the last registration on it unpins). One critical section: the context is `Unpinned`
+    /// from here on (a revocation that comes meanwhile finds nothing to do: the pin's callback
+    /// handles the pin itself).
     pub(crate) fn unpin(&self) {
         if self.left.load(Acquire) {
             return;
         }
         let mut guard = self.shard.lock();
         let inner = locked!(self, guard);
-        // The core may have skipped dma_unmap: unmap before unpinning (put_pages frees mappings).
-        let sg = inner.unmap();
-        let pin = match core::mem::replace(&mut inner.state, State::Unpinned) {
-            State::Acquired(pin) | State::Pinned(pin) => pin,
+        let sg = inner.sg.take();
+        let (pin, mapping) = match core::mem::replace(&mut inner.state, State::Unpinned) {
+            State::Mapped(pin, mapping) => {
+                stats::inc(Stat::Deregistrations);
+                (pin, Some(mapping))
+            }
+            State::Acquired(pin) | State::Pinned(pin) => (pin, None),
             other => {
                 // Revoked, being revoked (NVIDIA frees it), or already left.
                 inner.state = other;
@@ -667,7 +670,15 @@ impl RegContext {
         };
         // Off the pin in the same critical section (the pin's state is under the same lock).
         // SAFETY: `guard` locks this context's shard, its pin's (invariant).
-        let leaving = unsafe { pin.pin().leave_locked(&mut guard, self) };
+        let mut leaving = unsafe { pin.pin().leave_locked(&mut guard, self) };
+        // The mapping (`dma_unmap` left it here: see the module documentation) goes with
+        // NVIDIA's unpin where this leaving unpins, else now, before anything can free its table.
+        if let Some(mapping) = mapping.and_then(|m| leaving.leave_mapping(m)) {
+            // SAFETY: live table and mapping (the lock held, not revoked); takes no RM lock; in
+            // the core's put_pages or release for the umem.
+            unsafe { p2p::unmap_at_dereg(pin.table(), mapping, pin.pin().range().start) };
+            nv_dbg!("dma_unmap {:#x}", pin.pin().range().start);
+        }
         // INVARIANT: unlisted in the section that sets `left`.
         // SAFETY: as above.
         unsafe { records::unlink(self, &mut guard) };
@@ -733,39 +744,9 @@ impl RegContext {
         self.client().invalidate(core_context);
         // The sg_table stays: a dereg that took the core's mapping_lock before this invalidate
         // may still restore its first/last-entry fix-ups in it and call dma_unmap with it
-        // (CONTRACT 1.7, items 5 and 6); it goes with dma_unmap, put_pages or the context.
+        // (CONTRACT 1.7, items 5 and 6); it goes with put_pages, release or the context.
         let mut guard = self.shard.lock();
         locked!(self, guard).state = State::Revoked;
-    }
-}
-
-impl Inner {
-    /// Unmaps a `Mapped` registration (back to `Pinned`) and gives its sg_table back, to be
-    /// freed unlocked; in any other state only the table is given back.
-    fn unmap(&mut self) -> Option<SgTable> {
-        let sg = self.sg.take();
-        match core::mem::replace(&mut self.state, State::Unpinned) {
-            State::Mapped(pin, mapping) => {
-                if let Some(api) = Api::get() {
-                    // SAFETY: live table and mapping (the lock held, not revoked); takes no RM
-                    // lock; called in the core's dma_unmap, put_pages or release for the umem.
-                    if let Err(e) = unsafe { api.dma_unmap_pages(pin.table(), &mapping) } {
-                        stats::failure(Op::DmaUnmap, e);
-                        nv_err!(
-                            "dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n",
-                            pin.pin().range().start, e
-                        );
-                    }
-                }
-                stats::inc(Stat::Deregistrations);
-                nv_dbg!("dma_unmap {:#x}", pin.pin().range().start);
-                self.state = State::Pinned(pin);
-            }
-            // Inside our callback's invalidate (4.x, 5.x old-style): NVIDIA frees the mapping
-            // when the callback returns; it must not be touched twice.
-            other => self.state = other,
-        }
-        sg
     }
 }
 

@@ -8,7 +8,9 @@
 //!   never call them from inside the free callback (NVIDIA holds that lock there).
 //! - After a successful `put_pages*` or after the free callback *returns*, the page table and
 //!   every DMA mapping on it are freed by NVIDIA: no call may touch them again.
-//! - `dma_unmap_pages` must precede `put_pages` (which frees remaining mappings).
+//! - `dma_unmap_pages`, where called, must precede `put_pages`, which frees (and unmaps) every
+//!   mapping left on the table (`nv_p2p_free_page_table`): a deregistration that unpins leaves
+//!   its mapping to it (`context`).
 //!
 //! Two hazards of NVIDIA's API that no client can close (CONTRACT 2.4, REVIEW-KMOD C2, C3); both
 //! need a free callback, so the persistent client (the default) never meets them:
@@ -29,6 +31,7 @@ use kernel::prelude::*;
 use crate::atomic::SetOnce;
 use crate::ffi;
 use crate::log::nv_err;
+use crate::stats::{self, Op};
 
 /// 64 KiB: the only page size NVIDIA's P2P API produces.
 pub(crate) const GPU_PAGE_SIZE: u64 = 1 << 16;
@@ -224,6 +227,22 @@ impl Api {
         // SAFETY: guaranteed by the caller; `peer` is live while the core holds the umem
         // ([`PeerDevice`]).
         to_result(unsafe { f(peer, table.as_ptr(), m) })
+    }
+}
+
+/// Unmaps a deregistering registration's `mapping`, counting and logging a failure (the core
+/// ignores errors at deregistration; NVIDIA frees what is left with the pin).
+///
+/// # Safety
+///
+/// As [`Api::dma_unmap_pages`]: `table` is the pin `mapping` was made on, neither freed yet;
+/// inside a core call for the mapping's umem.
+pub(crate) unsafe fn unmap_at_dereg(table: NonNull<ffi::nvidia_p2p_page_table>, mapping: DmaMapping, start: u64) {
+    let Some(api) = Api::get() else { return };
+    // SAFETY: guaranteed by the caller.
+    if let Err(e) = unsafe { api.dma_unmap_pages(table, &mapping) } {
+        stats::failure(Op::DmaUnmap, e);
+        nv_err!("dma_unmap {:#x}: nvidia_p2p_dma_unmap_pages failed: {:?}\n", start, e);
     }
 }
 

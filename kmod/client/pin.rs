@@ -76,7 +76,7 @@
 //! makes as large as the rest of the context), and registrations of different buffers rarely
 //! meet on one lock.
 //!
-//! A shard lock nests under the core's `mapping_lock` (dma_map, dma_unmap, put_pages), its peer
+//! A shard lock nests under the core's `mapping_lock` (dma_map, put_pages), its peer
 //! mutex (acquire) and NVIDIA's RM lock (the free callback). Under it: only NVIDIA's per-table
 //! mapping semaphore (`dma_unmap_pages`, which takes no RM lock; its holders never wait for RM or
 //! for a shard), the glue's GPU table spinlock (a GPU's first pin, `records::Gpu`; nothing is
@@ -107,7 +107,7 @@ use crate::ffi;
 use crate::log::{nv_dbg, nv_pin_err, nv_pin_warn};
 use crate::module_ref::ModuleRef;
 use crate::owner::Owner;
-use crate::p2p::{self, Api, GPU_PAGE_SIZE};
+use crate::p2p::{self, Api, DmaMapping, GPU_PAGE_SIZE};
 use crate::records::{self, Gpu};
 use crate::stats::{self, Op, Stat};
 
@@ -584,14 +584,37 @@ pub(crate) struct Leaving<'a> {
     pin: &'a Arc<SharedPin>,
     member: Option<Arc<RegContext>>,
     unpin: Option<(TablePtr, Option<NvidiaRef>)>,
+    /// The registration's DMA mapping, left to NVIDIA's unpin ([`Self::leave_mapping`]).
+    mapping: Option<DmaMapping>,
 }
 
 impl Leaving<'_> {
+    /// Leaves the leaving registration's `mapping` to NVIDIA's unpin, which frees it with the
+    /// table (`p2p`), instead of an unmap of its own first: one NVIDIA call and its lookup less
+    /// per deregistration. Should NVIDIA refuse to unpin, the mapping is unmapped then
+    /// ([`SharedPin::hold`], [`SharedPin::unpin_persistent`]). Gives the mapping back, for the
+    /// caller to unmap in its critical section, where [`Self::finish`] will not ask NVIDIA to
+    /// unpin: other registrations remain on the pin, or the pin has a callback and this is not
+    /// its owner's thread group (it is left to that callback, [`SharedPin::unpin`]).
+    pub(crate) fn leave_mapping(&mut self, mapping: DmaMapping) -> Option<DmaMapping> {
+        let unpins = match &self.unpin {
+            Some((_, None)) => true,
+            Some((_, Some(_))) => self.pin.owner.as_ref().is_some_and(Owner::is_current),
+            None => false,
+        };
+        if !unpins {
+            return Some(mapping);
+        }
+        self.mapping = Some(mapping);
+        None
+    }
+
     /// With no lock held: drops the registration's member reference (the caller holds another)
     /// and, for the last one, unpins (which may keep that reference: [`SharedPin::hold`]).
     pub(crate) fn finish(self) {
         match self.unpin {
-            Some((table, nvidia_ref)) => self.pin.unpin(table, nvidia_ref, self.member),
+            Some((table, nvidia_ref)) => self.pin.unpin(table, nvidia_ref, self.member, self.mapping),
+            // No mapping: one is left only to a leaving that unpins (`leave_mapping`).
             None => drop(self.member),
         }
     }
@@ -981,7 +1004,7 @@ impl SharedPin {
         };
         // SAFETY: guaranteed by the caller.
         let (member, unpin) = unsafe { self.locked(chain, leave) };
-        Leaving { pin: self, member, unpin }
+        Leaving { pin: self, member, unpin, mapping: None }
     }
 
     /// Unpins with NVIDIA: `Unpinning` -> `UnpinFailed` when NVIDIA refuses, `LeftToCallback`
@@ -989,15 +1012,22 @@ impl SharedPin {
     /// successful unpin takes no lock again and leaves `Unpinning`, final then: no callback can
     /// follow, and no registration holds the unlisted pin. `member` is the last registration's
     /// member reference (invalidating pins), kept while NVIDIA holds the pin ([`Self::hold`]),
-    /// else dropped.
-    fn unpin(self: &Arc<Self>, table: TablePtr, nvidia_ref: Option<NvidiaRef>, member: Option<Arc<RegContext>>) {
+    /// else dropped. `mapping`, that registration's DMA mapping, goes with a successful unpin
+    /// and is unmapped otherwise ([`Leaving::leave_mapping`]).
+    fn unpin(
+        self: &Arc<Self>,
+        table: TablePtr,
+        nvidia_ref: Option<NvidiaRef>,
+        member: Option<Arc<RegContext>>,
+        mapping: Option<DmaMapping>,
+    ) {
         let Some(api) = Api::get() else { return };
         let Some(nvidia_ref) = nvidia_ref else {
             drop(member);
-            return self.unpin_persistent(api, table);
+            return self.unpin_persistent(api, table, mapping);
         };
         if !self.owner.as_ref().is_some_and(Owner::is_current) {
-            return self.leave_to_owner(nvidia_ref, member);
+            return self.leave_to_owner(nvidia_ref, member, mapping);
         }
         stats::inc(Stat::UnpinCalls);
         // Not in a callback: the core calls put_pages/release from its own context, and calls
@@ -1013,8 +1043,10 @@ impl SharedPin {
         let callback_ran = match &result {
             // NVIDIA refused: whether the callback ran and what the pin is now are decided
             // under the lock, in one section with the callback's own.
-            Err(_) => self.hold(PinState::UnpinFailed, member),
+            Err(_) => self.hold(PinState::UnpinFailed, member, mapping),
             Ok(()) => {
+                // NVIDIA freed the mapping with the table, as it does after a callback.
+                drop(mapping);
                 drop(member);
                 self.flags.load(Acquire) & CALLBACK_RAN != 0
             }
@@ -1050,8 +1082,13 @@ impl SharedPin {
     /// find nothing, answer 0 and keep the pin and our callback. So NVIDIA is not asked; the pin
     /// (with its module reference) is left to the callback, which the owner's cudaFree or exit
     /// fires, and stays counted until then.
-    fn leave_to_owner(self: &Arc<Self>, nvidia_ref: NvidiaRef, member: Option<Arc<RegContext>>) {
-        let ran = self.hold(PinState::LeftToCallback, member);
+    fn leave_to_owner(
+        self: &Arc<Self>,
+        nvidia_ref: NvidiaRef,
+        member: Option<Arc<RegContext>>,
+        mapping: Option<DmaMapping>,
+    ) {
+        let ran = self.hold(PinState::LeftToCallback, member, mapping);
         // Either way the callback takes NVIDIA's reference back: it ran, or it will.
         nvidia_ref.leave_to_callback();
         if ran {
@@ -1074,8 +1111,14 @@ impl SharedPin {
     /// registration, is the pin's member again and listed in the records, held
     /// ([`RegContext::hold_locked`]): `nvpeer who` names the process whose memory blocks the
     /// module's unload, and the per-GPU totals count the pin (REVIEW-KMOD-3 T4-6). The
-    /// callback revokes it like any member.
-    fn hold(self: &Arc<Self>, held: PinState, member: Option<Arc<RegContext>>) -> bool {
+    /// callback revokes it like any member. `mapping`, the registration's DMA mapping left to the
+    /// unpin, is unmapped in that section unless the callback ran (NVIDIA then frees it).
+    fn hold(
+        self: &Arc<Self>,
+        held: PinState,
+        member: Option<Arc<RegContext>>,
+        mapping: Option<DmaMapping>,
+    ) -> bool {
         let mut chain = self.shard.lock();
         // SAFETY: `chain` locks the pin's shard, just taken.
         let state = unsafe { self.state.access_mut(self.shard, &mut chain) };
@@ -1086,6 +1129,13 @@ impl SharedPin {
             return true;
         }
         *state = held;
+        if let (Some(mapping), Some(table)) = (mapping, self.table()) {
+            // SAFETY: not revoked, and no callback can complete while we hold the shard lock
+            // (it revokes under it first): NVIDIA still holds the pin (it refused to unpin, or
+            // was not asked), so the table and the mapping are live; in the core's put_pages
+            // or release for the registration's umem.
+            unsafe { p2p::unmap_at_dereg(table, mapping, self.start) };
+        }
         let Some(ctx) = member else { return false };
         // SAFETY: `chain` locks the pin's shard, which is its registration's; `ctx` left this
         // pin (its last registration) and the pin keeps it below until its callback.
@@ -1138,7 +1188,7 @@ impl SharedPin {
     }
 
     /// A persistent pin: unpinned through its own RM object (no process lookup, no callback).
-    fn unpin_persistent(self: &Arc<Self>, api: &Api, table: TablePtr) {
+    fn unpin_persistent(self: &Arc<Self>, api: &Api, table: TablePtr, mapping: Option<DmaMapping>) {
         stats::inc(Stat::UnpinCalls);
         // SAFETY: not in a callback (the core's put_pages/release); the persistent pin (no
         // callback) is ours and not used afterwards.
@@ -1147,12 +1197,22 @@ impl SharedPin {
         // Uncounted either way: no callback will ever say when NVIDIA lets go of a pin it
         // refused to unpin (REVIEW-KMOD-2 T3-14); the failure is counted and logged instead.
         self.uncount();
-        if let Err(e) = result {
-            stats::failure(Op::PutPages, e);
-            nv_pin_err!(
-                "put_pages_persistent {:#x}: NVIDIA failed to unpin: {:?}; the pin stays with NVIDIA and is no longer counted\n",
-                self.start, e
-            );
+        match result {
+            // NVIDIA freed the mapping with the table.
+            Ok(()) => drop(mapping),
+            Err(e) => {
+                if let Some(mapping) = mapping {
+                    // SAFETY: NVIDIA refused to unpin, and a persistent pin has no callback:
+                    // the table and the mapping are live; in the core's put_pages or release
+                    // for the registration's umem.
+                    unsafe { p2p::unmap_at_dereg(table.0, mapping, self.start) };
+                }
+                stats::failure(Op::PutPages, e);
+                nv_pin_err!(
+                    "put_pages_persistent {:#x}: NVIDIA failed to unpin: {:?}; the pin stays with NVIDIA and is no longer counted\n",
+                    self.start, e
+                );
+            }
         }
     }
 

@@ -39,8 +39,8 @@ unsafe impl Send for SgTable {}
 
 /// Room for a one-entry table inside a registration: a buffer NVIDIA maps contiguously within
 /// one DMA segment (every size up to the segment, with coalescing; one 64 KiB page with
-/// `PER_PAGE_SG`) takes one entry, which then costs no allocation in `dma_map` and no free in
-/// `dma_unmap`.
+/// `PER_PAGE_SG`) takes one entry, which then costs no allocation in `dma_map` and no free at
+/// deregistration.
 pub(crate) struct SgSlot(Opaque<bindings::scatterlist>);
 
 // SAFETY: `&SgSlot` gives no access to the entry: it is set up only by `SgAlloc::in_slot`, whose

@@ -122,8 +122,42 @@ def shared_map_fault(t, nv, core, label, err):
     clean(t, nv, f"{label} shared dma_map {name(err)}")
 
 
+def unmap_fault_ours(t, nv, core, label, err):
+    """Ours calls nvidia_p2p_dma_unmap_pages at deregistration only where no unpin follows:
+    NVIDIA's put_pages frees the mappings left on the table, so the deregistration that unpins
+    leaves its mapping to it (kmod/client/context.rs, `unpin`). So the fault fires only where the
+    unmap is made: a registration leaving a pin another one keeps (two registrations of one range
+    share an invalidating pin; persistent pins are shared only with share_pins=2). There its
+    failure is counted; a deregistration that unpins makes no unmap call at all."""
+    a = nv.alloc(2 * MIB)
+    pins0 = nv.counters()["pins"] + nv.counters()["persistent_pins"]
+    first = core.reg(a.va, 2 * MIB)
+    second = core.reg(a.va, 2 * MIB)
+    shared = nv.counters()["pins"] + nv.counters()["persistent_pins"] - pins0 == 1
+    f0 = our_stats().get("failures", 0)
+    calls0 = nv.counters()["calls_dma_unmap"]
+    nv.fault("dma_unmap", 1, err)
+    core.dereg_mr(second["id"])
+    calls1 = nv.counters()["calls_dma_unmap"]
+    if shared:
+        t.eq(f"{label}: dma_unmap fails {name(err)} (a registration leaving a shared pin): one unmap call",
+             1, calls1 - calls0)
+        t.eq(f"{label}: dma_unmap fails {name(err)}: counted as a failure", 1, our_stats()["failures"] - f0)
+    else:
+        t.eq(f"{label}: a deregistration that unpins leaves its mapping to NVIDIA's unpin (no unmap call)",
+             0, calls1 - calls0)
+    nv.fault("dma_unmap", 0)
+    core.dereg_mr(first["id"])
+    t.eq(f"{label}: the pin's last deregistration leaves its mapping to NVIDIA's unpin (no unmap call)",
+         0, nv.counters()["calls_dma_unmap"] - calls1)
+    a.free()
+    clean(t, nv, f"{label} dma_unmap {name(err)}")
+
+
 def teardown_fault(t, nv, core, label, fn, err):
     ours = CLIENT[0] == "ours"
+    if ours and fn == "dma_unmap":
+        return unmap_fault_ours(t, nv, core, label, err)
     p0 = our_stats().get("pinned_pages", 0) if ours else 0
     a = nv.alloc(2 * MIB)
     reg = core.reg(a.va, 2 * MIB)
@@ -132,6 +166,9 @@ def teardown_fault(t, nv, core, label, fn, err):
     core.dereg_mr(reg["id"])  # dereg itself cannot fail: the core ignores these errors
     if fn.startswith("put_pages") and ours:
         t.eq(f"{label}: {fn} fails {name(err)}: counted as a failure", 1, our_stats()["failures"] - f0)
+        # The deregistration left its mapping to NVIDIA's unpin, which refused: unmapped then.
+        t.eq(f"{label}: {fn} fails {name(err)}: the registration's mapping unmapped all the same",
+             0, nv.counters()["mappings"])
         if fn == "put_pages":
             # NVIDIA refused to unpin, so it still holds the 32 pages: they stay counted until
             # its free callback says the memory is freed.

@@ -10,7 +10,9 @@
 #                                            our module and the test modules (stand-ins, the
 #                                            detector's plant) into OUTDIR from a copy of the
 #                                            sources; fails on any objtool or modpost warning and
-#                                            unless the module is on our runtime (check-ko.sh)
+#                                            unless the module is on our runtime (check-ko.sh);
+#                                            with --reference also NVIDIA's nvidia-peermem, into
+#                                            OUTDIR/reference (for make bench)
 #   headers-route.sh build-arm64 RELEASE OUTDIR
 #                                            the same for Debian 12's arm64 kernel of that version
 #                                            (RELEASE ends in -arm64), cross-built with Debian's
@@ -46,7 +48,9 @@ release)
     [ -n "$r" ] || die "no linux-headers for Debian 12's $arg series in the archive"
     echo "$r" ;;
 build)
-    release=$arg out=${3:?usage: headers-route.sh build RELEASE OUTDIR}
+    release=$arg out=${3:?usage: headers-route.sh build RELEASE OUTDIR [--reference]}
+    reference=0
+    [ "${4:-}" != --reference ] || reference=1
     kdir=/usr/src/linux-headers-$release
     if [ ! -f "$kdir/.config" ]; then
         apt_updated
@@ -81,6 +85,21 @@ build)
     grep -m1 '^find-deps: building on the' "$logf" >&2 || true
     cp "$src/kmod/nvidia_peermem.ko" "$src"/tests/stand-ins/nv_p2p_sim/*.ko "$src"/tests/stand-ins/peer_core_sim/*.ko \
         "$src/tests/vm/plant/nvpeer_plant.ko" "$out/"
+    if [ $reference = 1 ]; then
+        # NVIDIA's module against the stand-ins just built, as tests/reference/build.sh does for
+        # the test kernel; staged outside the checkout (build/ is ignored), never committed.
+        ref=$src/reference
+        "$repo/tests/reference/stage.sh" "$ref" >/dev/null
+        refsyms=()
+        for s in nv_p2p_sim peer_core_sim; do
+            awk -F'\t' -v m="$s" '$3 == m' "$src/tests/stand-ins/$s/Module.symvers" > "$ref/$s.symvers"
+            refsyms+=("$ref/$s.symvers")
+        done
+        make -C "$kdir" M="$ref" KBUILD_EXTRA_SYMBOLS="${refsyms[*]}" modules >>"$logf" 2>&1 \
+            || { tail -n 30 "$logf" >&2; die "building NVIDIA's nvidia-peermem for $release failed"; }
+        mkdir -p "$out/reference"
+        cp "$ref/nvidia-peermem.ko" "$out/reference/"
+    fi
     "$repo/tests/foundation/check-ko.sh" "$out/nvidia_peermem.ko" own >&2 || die "the module built for $release is not on our runtime"
     log "built for $release in $out ($((SECONDS - t0)) s; $(stat -c %s "$out/nvidia_peermem.ko") bytes)"
     echo "$out" ;;
