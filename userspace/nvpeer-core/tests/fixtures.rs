@@ -115,6 +115,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "gin-ready",
             "inbox-dmabuf",
             "job-starters",
+            "lib-modes",
             "mig",
             "nccl-conf",
             "node",

@@ -35,6 +35,7 @@ mod gdrcopy_mode;
 mod gin;
 mod grace;
 mod inventory;
+mod lib_modes;
 mod memlock;
 pub(crate) mod modes;
 mod paths;
