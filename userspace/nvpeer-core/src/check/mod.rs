@@ -53,6 +53,8 @@ mod platform_rule_tests;
 #[cfg(test)]
 mod rule_tests;
 #[cfg(test)]
+mod silent_rule_tests;
+#[cfg(test)]
 mod tests;
 
 pub use facts::{

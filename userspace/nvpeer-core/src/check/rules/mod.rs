@@ -42,6 +42,7 @@ mod paths;
 mod peer_memory;
 mod platform;
 mod provenance;
+mod silent;
 mod stack;
 mod usage;
 
@@ -290,6 +291,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(gdrcopy::rows(&ctx));
     rows.extend(gin::rows(&ctx, &pairs));
     rows.push(modes::row(&ctx, &pairs));
+    rows.push(silent::row(&ctx, &pairs));
     settle(&mut rows, &pairs, options.require, f);
     capability::moot(&ctx, &mut rows);
     (rows, pairs)
