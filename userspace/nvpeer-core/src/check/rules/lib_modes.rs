@@ -470,3 +470,19 @@ pub(super) fn counts(ctx: &Ctx, library: &str) -> bool {
         || l.settings.keys().any(|k| k.starts_with(prefix))
         || (library == "nvshmem" && ctx.options.workload == Some(Workload::Gin))
 }
+
+/// The line for a node without a GPU-NIC pair: UCX and NVSHMEM have no RDMA transport for GPU
+/// memory, libfabric's EFA provider no device; with the releases found.
+pub(super) fn without_pairs(ctx: &Ctx) -> String {
+    let l = ctx.f.libraries.as_ref();
+    let named = |library: &str, name: &str| match release(l, library) {
+        Some(v) => format!("{name} {v}"),
+        None => name.to_owned(),
+    };
+    format!(
+        "; {} and {}: no RDMA NIC beside a GPU, so GPU memory between nodes goes over TCP or a CPU path, staged; {}: no EFA device",
+        named("ucx", "UCX"),
+        named("nvshmem", "NVSHMEM"),
+        named("libfabric", "libfabric")
+    )
+}

@@ -215,6 +215,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if let Some(g) = gdrcopy(ctx) {
             detail.push_str(&format!("; gdrcopy {} ({})", g.mode, g.decided_by));
         }
+        detail.push_str(&lib_modes::without_pairs(ctx));
         return Check::not_applicable("modes", detail);
     }
     let gin = gin_asked(ctx);
