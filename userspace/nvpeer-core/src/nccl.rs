@@ -417,7 +417,7 @@ pub fn relevant_env() -> BTreeMap<String, String> {
                     | "UCX_IB_GPU_DIRECT_RDMA"
                     | "UCX_CUDA_COPY_DMABUF"
                     | "NCCL_CONF_FILE"
-            )
+            ) || crate::check::LIBRARY_ENV.contains(&k.as_str())
         })
         .collect()
 }

@@ -47,6 +47,24 @@ pub const GIN_ENV: [&str; 6] = [
     "NVSHMEM_DISABLE_GDRCOPY",
 ];
 
+/// The settings of UCX, NVSHMEM and libfabric that decide their modes ([`LibraryFacts`]), and
+/// `NVSHMEM_CONF_FILE`, which names NVSHMEM's config file.
+pub const LIBRARY_ENV: [&str; 13] = [
+    "UCX_TLS",
+    "UCX_IB_GPU_DIRECT_RDMA",
+    "UCX_CUDA_COPY_DMABUF",
+    "UCX_IB_REG_METHODS",
+    "NVSHMEM_REMOTE_TRANSPORT",
+    "NVSHMEM_IB_ENABLE_IBGDA",
+    "NVSHMEM_IBGDA_NIC_HANDLER",
+    "NVSHMEM_DISABLE_GDRCOPY",
+    "NVSHMEM_CONF_FILE",
+    "FI_PROVIDER",
+    "FI_EFA_USE_DEVICE_RDMA",
+    "FI_HMEM_CUDA_USE_DMABUF",
+    "FI_HMEM_DISABLE_P2P",
+];
+
 /// The variables whose presence says that `check` runs in a Kubernetes pod or a Slurm job.
 pub const JOB_MARKER_ENV: [&str; 2] = ["KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID"];
 
@@ -389,6 +407,55 @@ pub struct CdmmFacts {
     pub kernel_config: Option<String>,
 }
 
+/// One setting of UCX, NVSHMEM or libfabric as the library would read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibrarySetting {
+    pub value: String,
+    /// The config file it was read from; `None`: the environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+/// An installed UCX, NVSHMEM or libfabric and its release.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledLibrary {
+    /// `ucx`, `nvshmem`, `libfabric`.
+    pub library: String,
+    pub version: String,
+    /// The file the release was read from (`ucx.pc`, `libnvshmem_host.so.3.4.5`, `libfabric.pc`).
+    pub path: String,
+}
+
+/// What decides the modes of UCX, NVSHMEM and libfabric's EFA provider (issue 47): their
+/// settings, where each library reads them, and their installed releases.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryFacts {
+    /// Name -> value and where it was set ([`super::gather`]'s `libraries`: the environment
+    /// first, then UCX's `ucx.conf` and NVSHMEM's config files).
+    pub settings: BTreeMap<String, LibrarySetting>,
+    /// The config files that exist and were read, in the order read.
+    pub conf_files: Vec<String>,
+    pub installed: Vec<InstalledLibrary>,
+}
+
+impl LibraryFacts {
+    /// The newest installed release of `library`.
+    pub fn version(&self, library: &str) -> Option<&InstalledLibrary> {
+        self.installed
+            .iter()
+            .filter(|l| l.library == library)
+            .max_by_key(|l| release_key(&l.version))
+    }
+}
+
+/// A release as numbers for ordering (`3.4.5` -> `[3, 4, 5]`; a part that is not a number: 0).
+pub(crate) fn release_key(version: &str) -> Vec<u64> {
+    version
+        .split(['.', '-'])
+        .map(|p| p.parse().unwrap_or(0))
+        .collect()
+}
+
 /// Our module's counters that `peer_clients` shows when `memory_peers` is absent.
 pub const MODULE_COUNTERS: [&str; 3] = ["acquired", "registrations", "live_contexts"];
 
@@ -467,6 +534,10 @@ pub struct Facts {
     /// `NVSHMEM_DISABLE_GDRCOPY`).
     #[serde(default)]
     pub gin_env: BTreeMap<String, String>,
+    /// UCX's, NVSHMEM's and libfabric's settings and releases (`None`: facts of an nvpeer
+    /// before them; their modes then say the settings were not recorded).
+    #[serde(default)]
+    pub libraries: Option<LibraryFacts>,
     /// The facts that could not be read, by facts field (`modules`, `memory_peers`, `nvidia`,
     /// `nvidia_proc`, `ib_core`, `rdma_devices`, `gpus`, `bars` for the GPUs' BAR1, `iommu`,
     /// `acs`, `pairs`, `grace`, `gdrcopy`, `job_starters`, `process`, `capability`) -> why; their checks say "could not check". Facts without it

@@ -41,6 +41,8 @@ mod gdrcopy_mode_rule_tests;
 #[cfg(test)]
 mod job_rule_tests;
 #[cfg(test)]
+mod lib_modes_rule_tests;
+#[cfg(test)]
 mod modes_rule_tests;
 #[cfg(test)]
 mod nccl_conf_rule_tests;
@@ -51,13 +53,15 @@ mod platform_rule_tests;
 #[cfg(test)]
 mod rule_tests;
 #[cfg(test)]
+mod silent_rule_tests;
+#[cfg(test)]
 mod tests;
 
 pub use facts::{
     AcsFinding, AcsPort, AcsRole, CapabilityFacts, CdmmFacts, DeviceNode, DmaDirectComplex,
     DmabufFacts, Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs,
-    JobStarter, JobStarters, PairFacts, PairSource, PeerClientInfo, ProcessFacts, GIN_ENV,
-    JOB_MARKER_ENV, MODULE_COUNTERS,
+    InstalledLibrary, JobStarter, JobStarters, LibraryFacts, LibrarySetting, PairFacts, PairSource,
+    PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV, LIBRARY_ENV, MODULE_COUNTERS,
 };
 pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};

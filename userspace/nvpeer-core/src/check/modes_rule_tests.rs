@@ -168,4 +168,9 @@ fn a_node_without_a_pair_says_what_nccl_would_do() {
         "{}",
         c.detail
     );
+    assert!(
+        c.detail.ends_with("; UCX and NVSHMEM: no RDMA NIC beside a GPU, so GPU memory between nodes goes over TCP or a CPU path, staged; libfabric: no EFA device"),
+        "{}",
+        c.detail
+    );
 }

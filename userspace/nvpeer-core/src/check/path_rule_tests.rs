@@ -370,7 +370,7 @@ fn a_loaded_module_keeps_its_problems_as_warnings_when_dma_buf_carries() {
 
 /// The dma-buf host with its NIC an EFA device `efa_0`, `efa_nv_peermem` loaded or not, and
 /// the NIC's answer to NCCL's dma-buf probe.
-fn efa_facts(shim: bool, probe: DmabufProbe) -> Facts {
+pub(super) fn efa_facts(shim: bool, probe: DmabufProbe) -> Facts {
     let mut f = dmabuf_facts();
     f.pairs[0].nic = "efa_0".to_owned();
     f.pairs[0].nic_driver = Some("efa".to_owned());

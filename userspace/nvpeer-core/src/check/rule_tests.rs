@@ -170,6 +170,7 @@ pub(super) fn ready_facts() -> Facts {
             kernel_config: Some("/boot/config-6.8.0-45-generic".to_owned()),
         }),
         gin_env: BTreeMap::new(),
+        libraries: Some(crate::check::LibraryFacts::default()),
         unreadable: BTreeMap::new(),
         hostname: Some("node-a01".to_owned()),
     }

@@ -18,6 +18,7 @@ mod devices;
 mod gdrcopy;
 mod grace;
 mod jobs;
+mod libraries;
 mod modules;
 mod provenance;
 
@@ -254,6 +255,9 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
     let cdmm = cdmm::cdmm(host, kernel_release.as_deref())
         .inspect_err(|e| note(&mut unreadable, "cdmm", e))
         .ok();
+    let libraries = libraries::libraries(host, &inputs.env, inputs.home.as_deref())
+        .inspect_err(|e| note(&mut unreadable, "libraries", e))
+        .ok();
     let gin_env = inputs
         .job_env
         .iter()
@@ -298,6 +302,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         capability,
         cdmm,
         gin_env,
+        libraries,
         unreadable,
         hostname: host
             .read_proc("sys/kernel/hostname")

@@ -35,12 +35,14 @@ mod gdrcopy_mode;
 mod gin;
 mod grace;
 mod inventory;
+mod lib_modes;
 mod memlock;
 pub(crate) mod modes;
 mod paths;
 mod peer_memory;
 mod platform;
 mod provenance;
+mod silent;
 mod stack;
 mod usage;
 
@@ -289,6 +291,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(gdrcopy::rows(&ctx));
     rows.extend(gin::rows(&ctx, &pairs));
     rows.push(modes::row(&ctx, &pairs));
+    rows.push(silent::row(&ctx, &pairs));
     settle(&mut rows, &pairs, options.require, f);
     capability::moot(&ctx, &mut rows);
     (rows, pairs)

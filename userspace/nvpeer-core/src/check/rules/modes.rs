@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Per pair, per library, the mode it will pick and what decides it (issue 47 item 1, in part):
-//! NCCL's net transport and GPUDirect RDMA path, NCCL GIN's GDAKI handler, GDRCopy's backend.
+//! NCCL's net transport and GPUDirect RDMA path, NCCL GIN's GDAKI handler, GDRCopy's backend,
+//! UCX's, NVSHMEM's and libfabric EFA's paths.
 //! The `modes` row lists them; each pair's `modes` carries them in `--json`.
 //!
 //! * NCCL: IB (or aws-ofi-nccl on EFA) unless `NCCL_IB_DISABLE` (then sockets); GPUDirect RDMA
@@ -13,16 +14,17 @@
 //!   default) falls back to a CPU proxy. The installed NCCL release is not read: both are
 //!   named as the rule of their version range.
 //! * GDRCopy: [`super::gdrcopy_mode`].
+//! * UCX, NVSHMEM, libfabric's EFA provider: [`super::lib_modes`].
 
 use serde::Serialize;
 
 use super::super::{Check, PairFacts, Status, Workload};
-use super::{consumers, gdrcopy_mode, Ctx, GdrPath, PairVerdict};
+use super::{consumers, gdrcopy_mode, lib_modes, Ctx, GdrPath, PairVerdict};
 
 /// One library's mode on one pair.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LibraryMode {
-    /// `nccl`, `nccl_gin`, `gdrcopy`.
+    /// `nccl`, `nccl_gin`, `gdrcopy`, `ucx`, `nvshmem`, `libfabric` ([`super::lib_modes`]).
     pub library: &'static str,
     pub mode: String,
     /// The setting or fact that decides it.
@@ -35,7 +37,7 @@ pub struct LibraryMode {
     pub fails: bool,
 }
 
-const STAGED_COST: &str = "every transfer is copied through host memory: lower bandwidth, higher latency, CPU and PCIe load";
+pub(super) const STAGED_COST: &str = "every transfer is copied through host memory: lower bandwidth, higher latency, CPU and PCIe load";
 
 fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
     let e = &ctx.f.nccl_env;
@@ -193,6 +195,9 @@ fn gdrcopy(ctx: &Ctx) -> Option<LibraryMode> {
 pub(super) fn of_pair(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Vec<LibraryMode> {
     let mut modes = vec![nccl(ctx, p, v), nccl_gin(ctx, v)];
     modes.extend(gdrcopy(ctx));
+    modes.extend(lib_modes::ucx(ctx, p, v));
+    modes.push(lib_modes::nvshmem(ctx, p, v));
+    modes.extend(lib_modes::libfabric_efa(ctx, p, v));
     modes
 }
 
@@ -210,6 +215,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if let Some(g) = gdrcopy(ctx) {
             detail.push_str(&format!("; gdrcopy {} ({})", g.mode, g.decided_by));
         }
+        detail.push_str(&lib_modes::without_pairs(ctx));
         return Check::not_applicable("modes", detail);
     }
     let gin = gin_asked(ctx);
@@ -224,7 +230,11 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
             .collect();
         lines.push(format!("{}: {}", v.name(), text.join("; ")));
         for m in &v.modes {
-            let counts = m.library != "nccl_gin" || gin;
+            let counts = match m.library {
+                "nccl_gin" => gin,
+                "ucx" | "nvshmem" => lib_modes::counts(ctx, m.library),
+                _ => true,
+            };
             if let (Some(cost), true) = (&m.cost, counts) {
                 degraded.push(format!("{} {} on {}: {cost}", m.library, m.mode, v.name()));
             }
@@ -238,7 +248,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         return Check::fail(
             "modes",
             format!("{detail}: {}", failing.join("; ")),
-            "give GDAKI a memory path it accepts: dma-buf (open NVIDIA modules, kernel >= 6.1), or the peer-memory module loaded as nvidia_peermem",
+            "give GDAKI and IBGDA a memory path they accept: dma-buf (open NVIDIA modules, kernel >= 6.1), or the peer-memory module loaded as nvidia_peermem; where a GPU-side handler is forced, set PeerMappingOverride=1 in NVreg_RegistryDwords or let the library pick its handler",
         );
     }
     if !degraded.is_empty() {
