@@ -92,7 +92,8 @@ build)
         "$repo/tests/reference/stage.sh" "$ref" >/dev/null
         refsyms=()
         for s in nv_p2p_sim peer_core_sim; do
-            awk -F'\t' -v m="$s" '$3 == m' "$src/tests/stand-ins/$s/Module.symvers" > "$ref/$s.symvers"
+            # The module column is its path (absolute where M= is, as here): matched by name.
+            awk -F'\t' -v m="$s" '{ n = $3; sub(/.*\//, "", n) } n == m' "$src/tests/stand-ins/$s/Module.symvers" > "$ref/$s.symvers"
             refsyms+=("$ref/$s.symvers")
         done
         make -C "$kdir" M="$ref" KBUILD_EXTRA_SYMBOLS="${refsyms[*]}" modules >>"$logf" 2>&1 \
