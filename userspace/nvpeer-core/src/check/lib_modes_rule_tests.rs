@@ -3,22 +3,11 @@
 //! [`Facts`].
 
 use super::job_rule_tests::gin;
+use super::modes_rule_tests::{mode, row};
 use super::path_rule_tests::{dmabuf_facts, efa_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
 use crate::verbs::DmabufProbe;
-
-fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
-    r.pairs[0]
-        .modes
-        .iter()
-        .find(|m| m.library == library)
-        .unwrap_or_else(|| panic!("no {library} mode in {:?}", r.pairs[0].modes))
-}
-
-fn row(r: &Report) -> &Check {
-    r.get("modes").expect("a modes row")
-}
 
 /// `f` with `settings` (name, value, config file or `None` for the environment) and `installed`
 /// (library, release).

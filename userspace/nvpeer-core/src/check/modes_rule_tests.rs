@@ -9,7 +9,7 @@ use super::rule_tests::ready_facts;
 use super::*;
 use crate::nccl;
 
-fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
+pub(super) fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
     r.pairs[0]
         .modes
         .iter()
@@ -17,7 +17,7 @@ fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
         .unwrap_or_else(|| panic!("no {library} mode in {:?}", r.pairs[0].modes))
 }
 
-fn row(r: &Report) -> &Check {
+pub(super) fn row(r: &Report) -> &Check {
     r.get("modes").expect("a modes row")
 }
 
