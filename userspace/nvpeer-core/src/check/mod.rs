@@ -64,6 +64,7 @@ pub use facts::{
     PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV, LIBRARY_ENV, MODULE_COUNTERS,
 };
 pub use gather::gather;
+pub use rules::modes::gdr_words;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};
 pub use verdict::Verdict;
 
