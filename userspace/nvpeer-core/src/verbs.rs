@@ -50,8 +50,21 @@ pub enum Verbs {
         /// release that did not record it.
         #[serde(default)]
         reg_dmabuf_mr: Option<bool>,
+        /// `ibv_reg_dmabuf_mr` is exported at symbol version `IBVERBS_1.12`
+        /// ([`REG_DMABUF_MR_VERSION`]), the version NCCL loads it by; `None` in facts from a
+        /// release that did not record it, and where the symbol is absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reg_dmabuf_mr_versioned: Option<bool>,
     },
 }
+
+/// The symbol version rdma-core's `libibverbs.map.in` gives `ibv_reg_dmabuf_mr` (rdma-core 34,
+/// `IBVERBS_1.12`; `objdump -T libibverbs.so.1` shows `IBVERBS_1.12 ibv_reg_dmabuf_mr`). NCCL
+/// loads the verb by it: `LOAD_SYM_VERSION(ibvhandle, "ibv_reg_dmabuf_mr", ...,
+/// "IBVERBS_1.12")` (`src/misc/ibvsymbols.cc`, "Cherry-pick the ibv_reg_dmabuf_mr API from
+/// IBVERBS 1.12"), so a libibverbs that exports it at no or another version gives NCCL no
+/// dma-buf registration.
+pub const REG_DMABUF_MR_VERSION: &str = "IBVERBS_1.12";
 
 type GetDeviceList = unsafe extern "C" fn(*mut c_int) -> *mut *mut c_void;
 type FreeDeviceList = unsafe extern "C" fn(*mut *mut c_void);
@@ -91,11 +104,40 @@ pub fn probe() -> Verbs {
         Ok((devices, reg_dmabuf_mr)) => Verbs::Probed {
             devices,
             reg_dmabuf_mr: Some(reg_dmabuf_mr),
+            reg_dmabuf_mr_versioned: reg_dmabuf_mr
+                .then(|| has_versioned(c"ibv_reg_dmabuf_mr", REG_DMABUF_MR_VERSION)),
         },
         Err(e) => Verbs::Unavailable {
             reason: format!("libibverbs.so.1 lacks an entry point: {e}"),
         },
     }
+}
+
+#[cfg_attr(target_env = "gnu", link(name = "dl"))]
+extern "C" {
+    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+    fn dlvsym(handle: *mut c_void, symbol: *const c_char, version: *const c_char) -> *mut c_void;
+    fn dlclose(handle: *mut c_void) -> c_int;
+}
+
+/// libibverbs (already loaded) exports `symbol` at `version`, as `dlvsym` finds it.
+fn has_versioned(symbol: &CStr, version: &str) -> bool {
+    const RTLD_NOW: c_int = 2;
+    const RTLD_NOLOAD: c_int = 4;
+    let Ok(version) = std::ffi::CString::new(version) else {
+        return false;
+    };
+    // SAFETY: RTLD_NOLOAD only takes another reference on the library `probe` loaded; the
+    // handle is closed below.
+    let handle = unsafe { dlopen(c"libibverbs.so.1".as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
+    if handle.is_null() {
+        return false;
+    }
+    // SAFETY: a live handle and NUL-terminated strings; the address is only compared.
+    let found = unsafe { !dlvsym(handle, symbol.as_ptr(), version.as_ptr()).is_null() };
+    // SAFETY: the reference taken above.
+    unsafe { dlclose(handle) };
+    found
 }
 
 /// The devices with their probe, and whether libibverbs has `ibv_reg_dmabuf_mr`.
@@ -249,6 +291,30 @@ mod tests {
 
     #[test]
     fn probing_this_host_does_not_panic() {
-        let _ = probe();
+        // Where libibverbs has the verb, rdma-core's map puts it at IBVERBS_1.12.
+        if let Verbs::Probed {
+            reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned,
+            ..
+        } = probe()
+        {
+            assert_eq!(reg_dmabuf_mr_versioned, Some(true));
+            assert!(!has_versioned(c"ibv_reg_dmabuf_mr", "IBVERBS_9.99"));
+        }
+    }
+
+    #[test]
+    fn facts_without_the_symbol_version_still_load() {
+        let v: Verbs =
+            serde_json::from_str(r#"{"state":"probed","devices":[],"reg_dmabuf_mr":true}"#)
+                .unwrap();
+        assert!(matches!(
+            v,
+            Verbs::Probed {
+                reg_dmabuf_mr: Some(true),
+                reg_dmabuf_mr_versioned: None,
+                ..
+            }
+        ));
     }
 }

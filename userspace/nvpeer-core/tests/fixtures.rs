@@ -130,10 +130,52 @@ fn every_fixture_with_a_matrix_is_tested() {
             "sys",
             "topo-override",
             "topo-refused",
+            "vera",
+            "vera-shared-group",
             "vgpu",
             "vm"
         ]
     );
+}
+
+/// The Vera fixtures (rdma_topo's NUMA-based shape): the platform recognised by its root ports,
+/// each GPU and ConnectX-9 function with its IOMMU group, how many share it, and ATS.
+#[test]
+fn vera_fixtures() {
+    for name in ["vera", "vera-shared-group"] {
+        assert_matrix(name);
+    }
+    let f = check::gather(&host("vera"), &Inputs::fixture());
+    assert!(f.grace.is_none());
+    let v = f.vera.as_ref().expect("a Vera platform");
+    assert_eq!(v.root_ports.len(), 2);
+    let by_name = |f: &check::Facts, n: &str| {
+        f.vera
+            .as_ref()
+            .unwrap()
+            .functions
+            .iter()
+            .find(|x| x.name == n)
+            .cloned()
+            .unwrap()
+    };
+    let (gpu, nic) = (by_name(&f, "GPU0"), by_name(&f, "mlx5_0"));
+    assert_eq!((gpu.kind.as_str(), nic.kind.as_str()), ("gpu", "connectx9"));
+    assert_eq!(
+        (gpu.iommu_group_size, nic.iommu_group_size),
+        (Some(1), Some(1))
+    );
+    assert_eq!((gpu.ats, nic.ats), (None, Some(false)));
+    let f = check::gather(&host("vera-shared-group"), &Inputs::fixture());
+    let nic = by_name(&f, "mlx5_0");
+    assert_eq!(
+        (nic.iommu_group.as_deref(), nic.iommu_group_size, nic.ats),
+        (Some("3"), Some(2), Some(true))
+    );
+    // Not a Vera host: no such facts, and none in the JSON.
+    let f = check::gather(&host("gb300"), &Inputs::fixture());
+    assert!(f.vera.is_none());
+    assert!(serde_json::to_value(&f).unwrap().get("vera").is_none());
 }
 
 /// The fixtures of the readiness paths: their matrices, and the facts the path rules read.

@@ -231,13 +231,19 @@ fn a_run_on_a_fixture_names_every_pair_that_failed() {
     assert_eq!(json["pairs"][0]["directions"][1]["op"], "read");
     // Both directions failed here: not the "writes work, reads fail" class.
     assert_eq!(json["pairs"][0]["known_issue"], serde_json::Value::Null);
+    // Nothing moved: the mode got is none, said in the JSON and once per pair in the table.
+    assert_eq!(json["pairs"][0]["got"]["mode"], "none");
     let table = r.table();
     assert_eq!(
         table
             .lines()
             .filter(|l| l.contains("host memory - "))
             .count(),
-        4,
+        6,
+        "{table}"
+    );
+    assert!(
+        table.contains("  host memory - rxe0: none (not measured)"),
         "{table}"
     );
     assert!(table.contains("host memory (ibv_reg_mr)"), "{table}");

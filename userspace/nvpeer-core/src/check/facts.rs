@@ -279,6 +279,35 @@ pub struct GraceFacts {
     pub root_ports_by_layout: Vec<String>,
 }
 
+/// A Vera platform (Vera Rubin) as sysfs shows it: `None` in [`Facts::vera`] where no Vera root
+/// port is. rdma_topo's "NUMA-based" shape (rdma-core PR #1779): GPUs and NIC functions each
+/// directly below a CPU root port, not behind a shared switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VeraFacts {
+    pub root_ports: Vec<PciAddress>,
+    /// The GPUs and ConnectX NIC functions below a Vera root port.
+    pub functions: Vec<VeraFunction>,
+}
+
+/// A GPU or ConnectX NIC function below a Vera root port, with what rdma_topo's Vera rules look
+/// at: its IOMMU group (alone in it?) and, for a NIC function, ATS.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VeraFunction {
+    pub address: PciAddress,
+    /// `GPU0`, the NIC's RDMA device (`mlx5_0`), or the address where it has none.
+    pub name: String,
+    /// `gpu`, or the NIC's kind (`connectx9`, `connectx8`, `connectx7`).
+    pub kind: String,
+    pub root_port: PciAddress,
+    pub iommu_group: Option<String>,
+    /// How many functions `/sys/kernel/iommu_groups/<group>/devices` lists; `None`: no group or
+    /// not read.
+    pub iommu_group_size: Option<usize>,
+    /// ATS enabled (NIC functions; from the ATS capability in config space); `None`: a GPU, or
+    /// config space not readable beyond 64 bytes (not root).
+    pub ats: Option<bool>,
+}
+
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GdrdrvFile {
@@ -488,6 +517,9 @@ pub struct Facts {
     pub pairs: Vec<PairFacts>,
     #[serde(default)]
     pub grace: Option<GraceFacts>,
+    /// A Vera platform (absent in facts of an older nvpeer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vera: Option<VeraFacts>,
     pub iommu: Option<Iommu>,
     pub acs: Vec<AcsFinding>,
     pub memlock: Option<Memlock>,

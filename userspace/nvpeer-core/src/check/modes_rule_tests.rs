@@ -30,6 +30,11 @@ fn nccl_mode_names_the_path_and_what_decides_it() {
         m.decided_by.starts_with("NCCL_DMABUF_ENABLE=1 (default)"),
         "{m:?}"
     );
+    assert!(
+        m.decided_by
+            .ends_with("; libibverbs has ibv_reg_dmabuf_mr@IBVERBS_1.12"),
+        "{m:?}"
+    );
     assert_eq!(row(&r).status, Status::Ok, "{:?}", row(&r));
 
     let r = report(ready_facts(), &Options::default());
@@ -173,4 +178,45 @@ fn a_node_without_a_pair_says_what_nccl_would_do() {
         "{}",
         c.detail
     );
+}
+
+/// The symbol version of `ibv_reg_dmabuf_mr` decides dma-buf for NCCL, which loads the verb at
+/// `IBVERBS_1.12` (`ibvsymbols.cc`): exported at another version, NCCL has no dma-buf
+/// registration and a dma-buf-only host is staged; `verbs` and `dmabuf` name the fact.
+#[test]
+fn reg_dmabuf_mr_at_another_symbol_version_leaves_nccl_staged() {
+    let mut f = dmabuf_facts();
+    let crate::verbs::Verbs::Probed {
+        reg_dmabuf_mr_versioned,
+        ..
+    } = &mut f.verbs
+    else {
+        panic!("dmabuf_facts probes libibverbs");
+    };
+    *reg_dmabuf_mr_versioned = Some(false);
+    let r = report(f, &Options::default());
+    assert_eq!(mode(&r, "nccl").mode, "net IB, staged");
+    assert!(
+        super::path_rule_tests::why_not(&r, GdrPath::Dmabuf)
+            .contains("not at symbol version IBVERBS_1.12"),
+        "{:?}",
+        r.pairs[0].why_not
+    );
+    let verbs = r.get("verbs").unwrap();
+    assert!(
+        verbs.detail.contains("but not at IBVERBS_1.12"),
+        "{}",
+        verbs.detail
+    );
+    // Recorded by an older nvpeer (no version): judged as before, present.
+    let mut f = dmabuf_facts();
+    if let crate::verbs::Verbs::Probed {
+        reg_dmabuf_mr_versioned,
+        ..
+    } = &mut f.verbs
+    {
+        *reg_dmabuf_mr_versioned = None;
+    }
+    let r = report(f, &Options::default());
+    assert_eq!(mode(&r, "nccl").mode, "net IB, GDR, dma-buf");
 }

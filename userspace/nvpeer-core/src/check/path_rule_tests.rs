@@ -74,6 +74,7 @@ pub(super) fn dmabuf_facts() -> Facts {
             dmabuf: DmabufProbe::Supported { errno: 9 },
         }],
         reg_dmabuf_mr: Some(true),
+        reg_dmabuf_mr_versioned: Some(true),
     };
     f
 }
@@ -149,6 +150,7 @@ fn every_dma_buf_failure_class_is_named() {
                 f.verbs = Verbs::Probed {
                     devices: Vec::new(),
                     reg_dmabuf_mr: Some(false),
+                    reg_dmabuf_mr_versioned: None,
                 }
             },
             "no ibv_reg_dmabuf_mr (rdma-core older than 34)",
@@ -161,6 +163,7 @@ fn every_dma_buf_failure_class_is_named() {
                         dmabuf: DmabufProbe::Unsupported { errno: 95 },
                     }],
                     reg_dmabuf_mr: Some(true),
+                    reg_dmabuf_mr_versioned: None,
                 }
             },
             "mlx5_0 answers NCCL's probe (ibv_reg_dmabuf_mr with fd -1) with EOPNOTSUPP",
@@ -173,6 +176,7 @@ fn every_dma_buf_failure_class_is_named() {
                         dmabuf: DmabufProbe::Unsupported { errno: 93 },
                     }],
                     reg_dmabuf_mr: Some(true),
+                    reg_dmabuf_mr_versioned: None,
                 }
             },
             "with EPROTONOSUPPORT: the kernel has no dma-buf MR method",
@@ -182,6 +186,7 @@ fn every_dma_buf_failure_class_is_named() {
                 f.verbs = Verbs::Probed {
                     devices: Vec::new(),
                     reg_dmabuf_mr: Some(true),
+                    reg_dmabuf_mr_versioned: None,
                 }
             },
             "libibverbs does not list mlx5_0",
@@ -383,6 +388,7 @@ pub(super) fn efa_facts(shim: bool, probe: DmabufProbe) -> Facts {
             dmabuf: probe,
         }],
         reg_dmabuf_mr: Some(true),
+        reg_dmabuf_mr_versioned: Some(true),
     };
     f
 }

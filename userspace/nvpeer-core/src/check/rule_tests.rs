@@ -76,6 +76,7 @@ pub(super) fn ready_facts() -> Facts {
             nic_link: None,
         }],
         grace: None,
+        vera: None,
         efa_nv_peermem: false,
         nvidia: Some(NvidiaDriver {
             module: "nvidia".to_owned(),

@@ -78,6 +78,7 @@ fn mana(probe: Option<DmabufProbe>) -> Facts {
                 dmabuf,
             }],
             reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned: None,
         },
         None => Verbs::Skipped {
             reason: "fixture tree".to_owned(),

@@ -108,6 +108,44 @@ pub fn parse_acs(path: &Path, config: &[u8]) -> Result<Acs> {
     ))
 }
 
+/// PCI Express extended capability id of Address Translation Services.
+pub const ATS_CAPABILITY_ID: u16 = 0x000f;
+
+/// Whether ATS is enabled (the Enable bit, 15, of the ATS control register at capability + 6):
+/// `Some(false)` also where the function has no ATS capability; `None` where config space stops
+/// before the extended capabilities or the list is malformed.
+pub fn ats_enabled(config: &[u8]) -> Option<bool> {
+    const EXT_START: usize = 0x100;
+    let mut offset = EXT_START;
+    for _ in 0..(4096 - EXT_START) / 4 {
+        let header = le_u32(config, offset)?;
+        if header == 0 || header == 0xffff_ffff {
+            return Some(false);
+        }
+        if (header & 0xffff) as u16 == ATS_CAPABILITY_ID {
+            return Some(le_u16(config, offset + 6)? & 0x8000 != 0);
+        }
+        let next = ((header >> 20) & 0xffc) as usize;
+        if next == 0 {
+            return Some(false);
+        }
+        if next < EXT_START {
+            return None;
+        }
+        offset = next;
+    }
+    None
+}
+
+/// ATS of one function from its `config` file ([`ats_enabled`]); `None` when the file is absent
+/// or short.
+pub fn ats(host: &Host, address: PciAddress) -> Result<Option<bool>> {
+    let rel = format!("bus/pci/devices/{address}/config");
+    Ok(host
+        .read_sys_bytes(&rel)?
+        .and_then(|bytes| ats_enabled(&bytes)))
+}
+
 /// ACS of one function from its `config` file; `None` when the file is absent.
 pub fn acs(host: &Host, address: PciAddress) -> Result<Option<Acs>> {
     let rel = format!("bus/pci/devices/{address}/config");
@@ -143,6 +181,26 @@ mod tests {
             c[at + 6..at + 8].copy_from_slice(&control.to_le_bytes());
         }
         c
+    }
+
+    #[test]
+    fn ats_enable_bit() {
+        assert_eq!(
+            ats_enabled(&config_with(&[(ACS_CAPABILITY_ID, 0x1d)])),
+            Some(false)
+        );
+        assert_eq!(
+            ats_enabled(&config_with(&[
+                (ACS_CAPABILITY_ID, 0x1d),
+                (ATS_CAPABILITY_ID, 0x8000)
+            ])),
+            Some(true)
+        );
+        assert_eq!(
+            ats_enabled(&config_with(&[(ATS_CAPABILITY_ID, 0x0004)])),
+            Some(false)
+        );
+        assert_eq!(ats_enabled(&[0u8; 64]), None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! The PCI devices the readiness rules know by id (Grace root ports, ConnectX and BlueField
-//! parts) and the VPD that pairs a ConnectX-8 NIC with its DMA function.
+//! The PCI devices the readiness rules know by id (Grace and Vera root ports, ConnectX and
+//! BlueField parts) and the VPD that pairs a ConnectX-8 NIC with its DMA function.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,12 +14,22 @@ use super::NVIDIA_VENDOR;
 pub enum KnownDevice {
     /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
     GraceRootPort,
+    /// 10de:2f95, 2f96: a root port of NVIDIA's Vera CPU (Vera Rubin). **[unverified]**: the
+    /// ids are `../shared/FIELD.md` U8's (rdma-core commits after v64.0, master); the rdma_topo
+    /// versions this nvpeer could read list only Grace's. rdma-core PR #1779 (merged 2026-07)
+    /// does name Grace-Vera among the "NUMA-based" platforms, NICs and GPUs each directly
+    /// under a CPU root port.
+    VeraRootPort,
     /// 15b3:1021.
     #[serde(rename = "connectx7")]
     ConnectX7,
     /// 15b3:1023.
     #[serde(rename = "connectx8")]
     ConnectX8,
+    /// 15b3:1025 (UCX's `UCS_TOPO_GROUPS_CX9_DEVICE_ID`, openucx/ucx PR #11939; FIELD.md U8
+    /// for rdma_topo's table, **[unverified]** there).
+    #[serde(rename = "connectx9")]
+    ConnectX9,
     /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
     #[serde(rename = "connectx8_dma")]
     ConnectX8Dma,
@@ -41,8 +51,10 @@ impl KnownDevice {
     pub fn of(vendor: u16, device: u16) -> Option<Self> {
         Some(match (vendor, device) {
             (NVIDIA_VENDOR, 0x22b1 | 0x22b2 | 0x22b8) => Self::GraceRootPort,
+            (NVIDIA_VENDOR, 0x2f95 | 0x2f96) => Self::VeraRootPort,
             (MELLANOX_VENDOR, 0x1021) => Self::ConnectX7,
             (MELLANOX_VENDOR, 0x1023) => Self::ConnectX8,
+            (MELLANOX_VENDOR, 0x1025) => Self::ConnectX9,
             (MELLANOX_VENDOR, 0x2100) => Self::ConnectX8Dma,
             (MELLANOX_VENDOR, 0x197c) => Self::ConnectXSwitch,
             (MELLANOX_VENDOR, 0xa2dc) => Self::BlueField3,
@@ -54,8 +66,10 @@ impl KnownDevice {
     pub fn describe(self) -> &'static str {
         match self {
             Self::GraceRootPort => "Grace root port",
+            Self::VeraRootPort => "Vera root port",
             Self::ConnectX7 => "ConnectX-7",
             Self::ConnectX8 => "ConnectX-8",
+            Self::ConnectX9 => "ConnectX-9",
             Self::ConnectX8Dma => "ConnectX-8 DMA function",
             Self::ConnectXSwitch => "ConnectX switch port",
             Self::BlueField3 => "BlueField-3",
@@ -149,5 +163,15 @@ mod tests {
             Some(KnownDevice::ConnectX8Dma)
         );
         assert_eq!(KnownDevice::of(0x15b3, 0x1017), None);
+        assert_eq!(
+            KnownDevice::of(0x10de, 0x2f96),
+            Some(KnownDevice::VeraRootPort)
+        );
+        assert_eq!(
+            KnownDevice::of(0x15b3, 0x1025),
+            Some(KnownDevice::ConnectX9)
+        );
+        // A Vera root port is not one whose ACS rdma_topo's Grace masks manage.
+        assert!(!KnownDevice::VeraRootPort.is_acs_managed_bridge());
     }
 }

@@ -16,8 +16,8 @@ mod known;
 mod link;
 
 pub use acs::{
-    acs, acs_matches, parse_acs, Acs, ACS_CAPABILITY_ID, ACS_P2P_COMPLETION_REDIRECT,
-    ACS_P2P_EGRESS_CONTROL, ACS_P2P_REQUEST_REDIRECT,
+    acs, acs_matches, ats, ats_enabled, parse_acs, Acs, ACS_CAPABILITY_ID,
+    ACS_P2P_COMPLETION_REDIRECT, ACS_P2P_EGRESS_CONTROL, ACS_P2P_REQUEST_REDIRECT,
 };
 pub use known::{parse_vpd, KnownDevice, MELLANOX_VENDOR};
 use link::read_link;

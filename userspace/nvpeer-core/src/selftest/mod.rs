@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::bench::cuda::{Cuda, DmabufMapping};
 use crate::bench::cuda_alloc::{CudaAlloc, RegistrationPath};
 use crate::bench::mem::{Buffer, MemKind, RegPath};
+use crate::bench::registration::Got;
 use crate::bench::{self, BenchError};
 use crate::host::Host;
 use crate::stats;
@@ -60,6 +61,9 @@ pub struct SelftestReport {
     pub registration: String,
     pub size: u64,
     pub steps: Vec<Step>,
+    /// The mode this run got, in `check`'s words: `GDR, peer memory` where a registration
+    /// went through, `staged` where only the host copies did, `none` where neither did.
+    pub got: Got,
 }
 
 #[derive(Clone, Debug)]
@@ -133,6 +137,7 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         registration: String::new(),
         size: size as u64,
         steps: Vec::new(),
+        got: Got::none("not run"),
     };
 
     // ---------------------------------------------------------------- the module
@@ -166,6 +171,7 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         Ok(m) => m,
         Err(e) => {
             r.fail("gpu_memory", e);
+            report.got = got(&r.steps, via_sim_core);
             report.steps = r.steps;
             return report;
         }
@@ -179,6 +185,7 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
                 opts.alloc.api()
             ),
         );
+        report.got = got(&r.steps, via_sim_core);
         report.steps = r.steps;
         return report;
     }
@@ -239,6 +246,7 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         }
         Err(e) => {
             r.fail("allocate", e.to_string());
+            report.got = got(&r.steps, via_sim_core);
             report.steps = r.steps;
             return report;
         }
@@ -344,6 +352,110 @@ pub fn run(host: &Host, opts: &SelftestOpts) -> SelftestReport {
         (_, _, Err(e)) => r.fail("counters", e.to_string()),
     }
     report.passed = r.steps.iter().all(|s| s.status != Status::Fail);
+    report.got = got(&r.steps, via_sim_core);
     report.steps = r.steps;
     report
+}
+
+/// The mode the steps showed, in `check`'s words: the registration (`register`) and the
+/// verified transfer (`transfer`) are GPUDirect RDMA through peer memory, the only path this
+/// self-test registers; failing that, verified host copies (`staged_copy`) are what a library
+/// falls back to (staged), with the dma-buf export (`dmabuf_export`, the GPU's half of the
+/// dma-buf path) said where it worked.
+fn got(steps: &[Step], via_sim_core: bool) -> Got {
+    let ok = |name: &str| {
+        steps
+            .iter()
+            .any(|s| s.name == name && s.status == Status::Ok)
+    };
+    let detail = |name: &str| {
+        steps
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| format!("{name}: {}", s.detail))
+    };
+    let peer = crate::bench::registration::Registration::of(RegPath::RegMr, MemKind::Cuda, None);
+    if ok("register") && ok("transfer") {
+        return Got::moved(
+            &peer,
+            "register and transfer: ibv_reg_mr of GPU memory through the peer-memory client, RDMA write and read verified",
+        );
+    }
+    if ok("register") && via_sim_core {
+        return Got::moved(
+            &peer,
+            "register: the peer_core_sim test interface (the MOFED core stand-in) registered GPU memory through the peer-memory client; no NIC moved data",
+        );
+    }
+    let why = detail("register").unwrap_or_else(|| "register: not reached".to_owned());
+    if ok("staged_copy") {
+        let export = if ok("dmabuf_export") {
+            "; dmabuf_export: the GPU exports its memory as dma-buf (the GPU's half of the dma-buf path)"
+        } else {
+            ""
+        };
+        return Got::staged(format!(
+            "staged_copy: host -> GPU -> host copies verified; no GPUDirect RDMA registration ({why}){export}"
+        ));
+    }
+    Got::none(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(name: &'static str, status: Status, detail: &str) -> Step {
+        Step {
+            name,
+            status,
+            detail: detail.to_owned(),
+        }
+    }
+
+    /// A GPU host without an RDMA NIC (the real H200 record): the GPU side works, nothing
+    /// registers: staged, in the word check's per-library lines use there.
+    #[test]
+    fn a_gpu_host_without_a_nic_got_staged() {
+        let steps = [
+            step("allocate", Status::Ok, ""),
+            step("dmabuf_export", Status::Ok, "fd 7"),
+            step("staged_copy", Status::Ok, ""),
+            step("register", Status::Fail, "no RDMA device"),
+        ];
+        let g = got(&steps, false);
+        assert_eq!((g.mode.as_str(), g.path), ("staged", None));
+        assert_eq!(g.mode, crate::check::gdr_words(None));
+        assert!(
+            g.shown_by.contains("(register: no RDMA device)")
+                && g.shown_by.contains("dmabuf_export: the GPU exports"),
+            "{}",
+            g.shown_by
+        );
+        let json = serde_json::to_value(&g).unwrap();
+        assert!(json["path"].is_null());
+    }
+
+    #[test]
+    fn a_registration_that_moved_data_is_gdr_through_peer_memory() {
+        let steps = [
+            step("staged_copy", Status::Ok, ""),
+            step("register", Status::Ok, "ibv_reg_mr"),
+            step("transfer", Status::Ok, ""),
+        ];
+        let g = got(&steps, false);
+        assert_eq!(g.mode, "GDR, peer memory");
+        assert_eq!(g.path, Some(crate::check::GdrPath::PeerMemory));
+        // The stand-in core registers without a NIC: still peer memory, said so.
+        let g = got(&steps[..2], true);
+        assert_eq!(g.mode, "GDR, peer memory");
+        assert!(g.shown_by.contains("no NIC moved data"));
+        // Registered without a transfer on a real NIC: not shown.
+        assert_eq!(got(&steps[..2], false).mode, "staged");
+        // Nothing worked.
+        assert_eq!(
+            got(&[step("allocate", Status::Fail, "")], false).mode,
+            "none"
+        );
+    }
 }

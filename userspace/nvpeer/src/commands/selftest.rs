@@ -36,6 +36,10 @@ pub fn run(
             };
             s.push_str(&format!("  [{tag}] {:<18} {}\n", st.name, st.detail));
         }
+        s.push_str(&format!(
+            "mode got (as check names it): {} ({})\n",
+            r.got.mode, r.got.shown_by
+        ));
         s.push_str(if r.passed {
             "selftest passed\n"
         } else {

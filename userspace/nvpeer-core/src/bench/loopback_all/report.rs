@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{Pair, Pinning};
 use crate::bench::mem::MemKind;
-use crate::bench::registration::Registration;
+use crate::bench::registration::{Got, Registration};
 use crate::bench::{BenchReport, Op};
 
 /// How a direction (or a pair: the worst of its directions) went.
@@ -82,6 +82,9 @@ pub struct PairResult {
     pub pinning: Pinning,
     /// The path the pair's memory took to the NIC (as asked for when no run got that far).
     pub registration: Registration,
+    /// The mode the pair got, in `check`'s words (`GDR, dma-buf`, `GDR, peer memory`, `staged`,
+    /// `none`): compare with `check`'s NCCL line of the pair.
+    pub got: Got,
     /// The worst of the directions (`error` for a pair that was not measured).
     pub status: PairStatus,
     /// Why the pair was not measured at all (no NIC, not visible to CUDA).
@@ -252,6 +255,16 @@ impl LoopbackAllReport {
                 );
             }
         }
+        // The mode each pair got, in check's words (no "fail" here: see the failure lines).
+        let _ = writeln!(s, "modes got (as check names them):");
+        for p in &self.pairs {
+            let shown = if p.got.mode == "none" {
+                "not measured".to_owned()
+            } else {
+                p.got.shown_by.clone()
+            };
+            let _ = writeln!(s, "  {}: {} ({shown})", p.name, p.got.mode);
+        }
         let notes: Vec<&String> = self
             .notes
             .iter()
@@ -309,6 +322,10 @@ mod tests {
             cuda_ordinal: None,
             pinning: Pinning::default(),
             registration: Registration::of(RegPath::RegMr, MemKind::Cuda, None),
+            got: super::super::runner::got(
+                &directions,
+                &Registration::of(RegPath::RegMr, MemKind::Cuda, None),
+            ),
             status,
             error: directions
                 .is_empty()
@@ -363,8 +380,19 @@ mod tests {
             ]
         );
         let table = r.table();
-        // Header, column names, two rows for each measured pair, one for the other.
-        assert_eq!(table.lines().count(), 7, "{table}");
+        // Header, column names, two rows for each measured pair, one for the other; then the
+        // modes got, one line per pair, in check's words.
+        assert_eq!(table.lines().count(), 11, "{table}");
+        assert!(
+            table.contains("  GPU 1 (0000:2a:00.0) - mlx5_1: GDR, peer memory (RDMA write and read measured through peer memory (ibv_reg_mr))\n")
+                && table.contains("  GPU 2 (0000:3d:00.0) - (no NIC): none (not measured)\n"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["pairs"][1]["got"]["mode"], "GDR, peer memory");
+        assert_eq!(json["pairs"][1]["got"]["path"], "peer_memory");
+        assert_eq!(json["pairs"][2]["got"]["mode"], "none");
+        assert!(json["pairs"][2]["got"]["path"].is_null());
         assert!(!table.contains("below") && !table.to_lowercase().contains("fail"));
         assert!(table.contains("42.13") && table.contains("LOW") && table.contains("ERROR"));
         assert!(table.contains("peer memory (ibv_reg_mr)"), "{table}");

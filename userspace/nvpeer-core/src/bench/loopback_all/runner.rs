@@ -9,7 +9,7 @@ use super::{
     match_ordinal, pinning, plan, LoopbackAllReport, Pair, PairResult, PairStatus, Pinning, SCHEMA,
 };
 use crate::bench::mem::MemKind;
-use crate::bench::registration::Registration;
+use crate::bench::registration::{Got, Registration};
 use crate::bench::{BenchError, BenchOpts, BenchReport, Mode, Op};
 use crate::host::Host;
 
@@ -197,12 +197,14 @@ pub fn run(
             .map(|d| d.status)
             .max()
             .unwrap_or(PairStatus::Error);
+        let got = got(&directions, &registration);
         results.push(PairResult {
             name,
             pair,
             cuda_ordinal: ordinal,
             pinning: pin,
             registration,
+            got,
             status,
             error: None,
             known_issue: PairResult::classify(&directions, base.mem),
@@ -232,6 +234,30 @@ pub fn run(
         failed,
         notes,
     })
+}
+
+/// The mode a pair got: the registration of the directions that moved data, or none.
+pub(super) fn got(directions: &[DirectionResult], registration: &Registration) -> Got {
+    let moved: Vec<&str> = directions
+        .iter()
+        .filter(|d| d.status != PairStatus::Error)
+        .map(|d| d.op.name())
+        .collect();
+    if moved.is_empty() {
+        let why = directions
+            .iter()
+            .find_map(|d| d.error.as_deref())
+            .unwrap_or("no direction ran");
+        return Got::none(format!("no RDMA transfer completed: {why}"));
+    }
+    Got::moved(
+        registration,
+        format!(
+            "RDMA {} measured through {}",
+            moved.join(" and "),
+            registration.label()
+        ),
+    )
 }
 
 /// The result of one direction: its rate against `--min-gbps`, or why it failed.
@@ -281,6 +307,7 @@ fn not_measured(
         cuda_ordinal: ordinal,
         pinning: Pinning::default(),
         registration: Registration::of(base.reg, base.mem, None),
+        got: Got::none(format!("not measured: {why}")),
         status: PairStatus::Error,
         error: Some(why.to_owned()),
         directions: Vec::new(),

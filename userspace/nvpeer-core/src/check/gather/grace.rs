@@ -12,7 +12,7 @@ use crate::host::Host;
 use crate::pci::{self, KnownDevice, PciAddress, PciDevice};
 use crate::topo::Topology;
 
-use super::super::{AcsPort, AcsRole, DmaDirectComplex, GraceFacts};
+use super::super::{AcsPort, AcsRole, DmaDirectComplex, GraceFacts, VeraFacts, VeraFunction};
 
 /// What `d` is: by its ids, or a Grace root port of an id this nvpeer does not list that the
 /// layout showed to be one (`grace_rps`, see [`grace_root_ports`]).
@@ -246,4 +246,82 @@ pub(super) fn grace(
         });
     }
     Ok(Some(facts))
+}
+
+/// `None` on a host without a Vera root port (10de:2f95, 2f96: [`KnownDevice::VeraRootPort`],
+/// ids **[unverified]**). Else every GPU and ConnectX NIC function below a Vera root port with
+/// its IOMMU group, how many functions share it, and, for a NIC function, ATS: what rdma_topo's
+/// Vera rules look at (`../shared/FIELD.md` U8).
+pub(super) fn vera(host: &Host, all: &[PciDevice], t: &Topology) -> Result<Option<VeraFacts>> {
+    let root_ports: Vec<PciAddress> = all
+        .iter()
+        .filter(|d| {
+            is_nvidia_root_port(d)
+                && KnownDevice::of(d.vendor, d.device) == Some(KnownDevice::VeraRootPort)
+        })
+        .map(|d| d.address)
+        .collect();
+    if root_ports.is_empty() {
+        return Ok(None);
+    }
+    let mut functions = Vec::new();
+    for d in all {
+        let Some(rp) = d
+            .path
+            .bridges()
+            .first()
+            .copied()
+            .filter(|rp| root_ports.contains(rp))
+        else {
+            continue;
+        };
+        let nic_kind = match KnownDevice::of(d.vendor, d.device) {
+            Some(KnownDevice::ConnectX9) => Some("connectx9"),
+            Some(KnownDevice::ConnectX8) => Some("connectx8"),
+            Some(KnownDevice::ConnectX7) => Some("connectx7"),
+            _ => None,
+        };
+        let gpu = d.is_nvidia_gpu();
+        let kind = match (gpu, nic_kind) {
+            (true, _) => "gpu",
+            (false, Some(k)) => k,
+            (false, None) => continue,
+        };
+        let name = if gpu {
+            t.gpus
+                .iter()
+                .find(|g| g.pci.address == d.address)
+                .map(|g| g.label.clone())
+        } else {
+            t.nics
+                .iter()
+                .find(|n| n.pci.as_ref().is_some_and(|p| p.address == d.address))
+                .map(|n| n.name.clone())
+        }
+        .unwrap_or_else(|| d.address.to_string());
+        let iommu_group = pci::iommu_group(host, d.address)?;
+        let iommu_group_size = iommu_group.as_ref().and_then(|g| {
+            host.list_sys(format!("kernel/iommu_groups/{g}/devices"))
+                .ok()
+                .map(|v| v.len())
+                .filter(|n| *n > 0)
+        });
+        functions.push(VeraFunction {
+            address: d.address,
+            name,
+            kind: kind.to_owned(),
+            root_port: rp,
+            iommu_group,
+            iommu_group_size,
+            ats: if gpu {
+                None
+            } else {
+                pci::ats(host, d.address)?
+            },
+        });
+    }
+    Ok(Some(VeraFacts {
+        root_ports,
+        functions,
+    }))
 }

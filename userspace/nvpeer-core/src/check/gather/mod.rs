@@ -182,6 +182,13 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
             .flatten(),
         _ => None,
     };
+    let vera = match (&all_pci, &topology) {
+        (Ok(all), Some(t)) => grace::vera(host, all, t)
+            .inspect_err(|e| note(&mut unreadable, "vera", e))
+            .ok()
+            .flatten(),
+        _ => None,
+    };
     // The IOMMU groups the Grace rules compare: a link that cannot be read is unknown, not
     // "no group".
     let mut unread_groups = Vec::new();
@@ -283,6 +290,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         topology,
         pairs,
         grace,
+        vera,
         iommu,
         acs,
         memlock: inputs.memlock,

@@ -26,7 +26,7 @@ use nix::errno::Errno;
 
 use crate::kernel::{release_major_minor, symbols};
 use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
-use crate::verbs::{DmabufProbe, Verbs};
+use crate::verbs::{DmabufProbe, Verbs, REG_DMABUF_MR_VERSION};
 
 use super::super::{Check, PairFacts, Require};
 use super::{capability, grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
@@ -122,6 +122,14 @@ fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
         } => Err(why(
             "the installed libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34)",
             "install rdma-core 34 or later (or MOFED/DOCA-OFED's userspace)",
+        )),
+        Verbs::Probed {
+            reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned: Some(false),
+            ..
+        } => Err(why(
+            format!("the installed libibverbs exports ibv_reg_dmabuf_mr, but not at symbol version {REG_DMABUF_MR_VERSION}, the version NCCL loads it by (dlvsym in src/misc/ibvsymbols.cc): NCCL gets no dma-buf registration"),
+            "install rdma-core's libibverbs 34 or later (its symbol map puts ibv_reg_dmabuf_mr at IBVERBS_1.12), or MOFED/DOCA-OFED's userspace",
         )),
         Verbs::Probed { .. } => Ok(()),
         Verbs::Unavailable { reason } => Err(why(
@@ -322,11 +330,16 @@ fn summary(ctx: &Ctx) -> String {
         Verbs::Probed {
             devices,
             reg_dmabuf_mr,
+            reg_dmabuf_mr_versioned,
         } => {
-            let has = match reg_dmabuf_mr {
-                Some(true) => "ibv_reg_dmabuf_mr present",
-                Some(false) => "no ibv_reg_dmabuf_mr",
-                None => "ibv_reg_dmabuf_mr unknown",
+            let has = match (reg_dmabuf_mr, reg_dmabuf_mr_versioned) {
+                (Some(true), Some(true)) => format!("ibv_reg_dmabuf_mr@{REG_DMABUF_MR_VERSION}"),
+                (Some(true), Some(false)) => {
+                    format!("ibv_reg_dmabuf_mr, not at {REG_DMABUF_MR_VERSION}")
+                }
+                (Some(true), None) => "ibv_reg_dmabuf_mr present".to_owned(),
+                (Some(false), _) => "no ibv_reg_dmabuf_mr".to_owned(),
+                (None, _) => "ibv_reg_dmabuf_mr unknown".to_owned(),
             };
             let probes = if devices.is_empty() {
                 "no verbs device to probe".to_owned()

@@ -14,6 +14,7 @@
 //! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs`, `sysfs` | |
 //! | [`inventory`] | `inventory` (`--expect-gpus`, `--expect-nics`, `--expect-rate`) | |
 //! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
+//! | [`vera`] | `vera`, and `iommu`/`acs` on Vera (rdma_topo's NUMA-based shape) | |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
 //! | [`memlock`] | `memlock` (this process; the job under `--as-job`), `job_memlock` | |
 //! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib` | |
@@ -45,6 +46,7 @@ mod provenance;
 mod silent;
 mod stack;
 mod usage;
+mod vera;
 
 use std::collections::BTreeMap;
 
@@ -285,6 +287,7 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(provenance::row(&ctx));
     rows.extend(platform::rows(&ctx));
     rows.extend(grace::rows(&ctx, &pairs));
+    rows.extend(vera::row(&ctx));
     rows.extend(consumers::rows(&ctx));
     rows.push(memlock::row(&ctx));
     rows.extend(memlock::starters_row(&ctx));

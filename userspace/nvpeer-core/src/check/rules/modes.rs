@@ -37,6 +37,19 @@ pub struct LibraryMode {
     pub fails: bool,
 }
 
+/// The words of a GPUDirect RDMA mode, as NCCL's line of `modes` ends (`net IB, GDR, dma-buf`)
+/// and as `bench --loopback-all` and `selftest` name the mode they got (`got`), so the two can
+/// be compared: `GDR, dma-buf`, `GDR, peer memory`, `GDR, efa_nv_peermem`; `staged` (through
+/// host memory) where no path carries the pair.
+pub fn gdr_words(path: Option<GdrPath>) -> &'static str {
+    match path {
+        Some(GdrPath::Dmabuf) => "GDR, dma-buf",
+        Some(GdrPath::PeerMemory) => "GDR, peer memory",
+        Some(GdrPath::Efa) => "GDR, efa_nv_peermem",
+        None => "staged",
+    }
+}
+
 pub(super) const STAGED_COST: &str = "every transfer is copied through host memory: lower bandwidth, higher latency, CPU and PCIe load";
 
 fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
@@ -61,7 +74,11 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
         );
     }
     if let Some(why) = &v.not_used {
-        return mode(format!("{net}, staged"), why.clone(), Some(STAGED_COST));
+        return mode(
+            format!("{net}, {}", gdr_words(None)),
+            why.clone(),
+            Some(STAGED_COST),
+        );
     }
     let dmabuf = format!(
         "NCCL_DMABUF_ENABLE={} ({})",
@@ -70,15 +87,29 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
     );
     match v.preferred {
         None => mode(
-            format!("{net}, staged"),
+            format!("{net}, {}", gdr_words(None)),
             "no GPUDirect RDMA path carries the pair (see paths)".to_owned(),
             Some(STAGED_COST),
         ),
-        Some(GdrPath::Dmabuf) => mode(
-            format!("{net}, GDR, dma-buf"),
-            format!("{dmabuf}: NCCL registers dma-bufs first"),
-            None,
-        ),
+        Some(GdrPath::Dmabuf) => {
+            // The verb NCCL loads by its version (`ibvsymbols.cc`): where recorded, the fact
+            // that decides dma-buf on the libibverbs side.
+            let verb = match &ctx.f.verbs {
+                crate::verbs::Verbs::Probed {
+                    reg_dmabuf_mr_versioned: Some(true),
+                    ..
+                } => format!(
+                    "; libibverbs has ibv_reg_dmabuf_mr@{}",
+                    crate::verbs::REG_DMABUF_MR_VERSION
+                ),
+                _ => String::new(),
+            };
+            mode(
+                format!("{net}, {}", gdr_words(Some(GdrPath::Dmabuf))),
+                format!("{dmabuf}: NCCL registers dma-bufs first{verb}"),
+                None,
+            )
+        }
         Some(GdrPath::PeerMemory) => {
             let why = if e.dmabuf_enable {
                 match v.why_not.get(&GdrPath::Dmabuf) {
@@ -88,10 +119,14 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
             } else {
                 dmabuf
             };
-            mode(format!("{net}, GDR, peer memory"), why, None)
+            mode(
+                format!("{net}, {}", gdr_words(Some(GdrPath::PeerMemory))),
+                why,
+                None,
+            )
         }
         Some(GdrPath::Efa) => mode(
-            format!("{net}, GDR, efa_nv_peermem"),
+            format!("{net}, {}", gdr_words(Some(GdrPath::Efa))),
             "EFA's own GPUDirect path".to_owned(),
             None,
         ),

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Checks of the PCIe platform: the GPUs and their BAR1, where the NICs sit relative to them,
 //! the IOMMU mode and ACS on the bridges between them. On a Grace platform the IOMMU and ACS
-//! rules are [`super::grace`]'s.
+//! rules are [`super::grace`]'s, on a Vera platform [`super::vera`]'s.
 
 use crate::kernel::{Iommu, IommuMode};
 use crate::limits::human_bytes;
@@ -9,7 +9,7 @@ use crate::pci::Acs;
 use crate::topo::{self, PathClass, Topology};
 
 use super::super::{AcsFinding, Check, GpuFacts, PairFacts, PairSource};
-use super::{grace, Ctx};
+use super::{grace, vera, Ctx};
 
 /// The `gpus` row.
 pub(super) fn gpus(ctx: &Ctx) -> Check {
@@ -45,12 +45,14 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
         (Some(e), _) => Check::error("iommu", e),
         (None, Some(i)) if f.grace.is_some() => grace::check_iommu(i),
+        (None, Some(i)) if f.vera.is_some() => vera::check_iommu(i),
         (None, Some(i)) => check_iommu(i, arch(ctx, i)),
         (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
     };
     let acs = match (&f.topology, ctx.unreadable("acs"), &f.grace) {
         (None, _, _) => Check::not_examined("acs", NO_TOPOLOGY),
         (Some(_), _, Some(g)) => grace::check_acs(g),
+        (Some(_), _, None) if f.vera.is_some() => vera::check_acs(),
         (Some(_), Some(e), None) => Check::error("acs", e),
         (Some(_), None, None) => check_acs(&f.acs, f.kernel_release.as_deref()),
     };

@@ -7,7 +7,7 @@ use crate::limits::{human_bytes, Memlock};
 use crate::nvidia_proc::{Flavour, Part};
 use crate::providers::PersistentApi;
 use crate::rdma::RdmaDevice;
-use crate::verbs::Verbs;
+use crate::verbs::{Verbs, REG_DMABUF_MR_VERSION};
 
 use super::super::Check;
 use super::Ctx;
@@ -150,7 +150,11 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
             format!("libibverbs sees no device although sysfs has {sysfs_devices}"),
             "install the provider library of the NIC (Debian: ibverbs-providers; MOFED: its userspace packages)",
         ),
-        Verbs::Probed { devices, reg_dmabuf_mr } => {
+        Verbs::Probed {
+            devices,
+            reg_dmabuf_mr,
+            reg_dmabuf_mr_versioned,
+        } => {
             let seen = if devices.is_empty() {
                 "libibverbs loaded; it sees no device".to_owned()
             } else {
@@ -159,10 +163,12 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
                     devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
                 )
             };
-            let dmabuf = match reg_dmabuf_mr {
-                Some(true) => "; it has ibv_reg_dmabuf_mr",
-                Some(false) => "; it has no ibv_reg_dmabuf_mr (rdma-core < 34): no dma-buf registration",
-                None => "",
+            let dmabuf = match (reg_dmabuf_mr, reg_dmabuf_mr_versioned) {
+                (Some(true), Some(true)) => format!("; it has ibv_reg_dmabuf_mr@{REG_DMABUF_MR_VERSION}"),
+                (Some(true), Some(false)) => format!("; it has ibv_reg_dmabuf_mr, but not at {REG_DMABUF_MR_VERSION} (what NCCL asks for)"),
+                (Some(true), None) => "; it has ibv_reg_dmabuf_mr".to_owned(),
+                (Some(false), _) => "; it has no ibv_reg_dmabuf_mr (rdma-core < 34): no dma-buf registration".to_owned(),
+                (None, _) => String::new(),
             };
             Check::ok("verbs", format!("{seen}{dmabuf}"))
         }
