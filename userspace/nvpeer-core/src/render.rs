@@ -143,10 +143,13 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// One pair's line: ok when a path carries it and NCCL uses it, fail otherwise.
+/// One pair's line: ok when a path carries it and NCCL uses it, warn when it does over a
+/// degraded link, fail otherwise.
 fn pair_line(p: &crate::check::PairVerdict) -> (Status, String, String) {
     let status = if p.paths.is_empty() || p.not_used.is_some() {
         Status::Fail
+    } else if !p.degraded.is_empty() {
+        Status::Warn
     } else {
         Status::Ok
     };
@@ -165,6 +168,9 @@ fn pair_line(p: &crate::check::PairVerdict) -> (Status, String, String) {
     }
     if let Some(why) = &p.not_used {
         what.push_str(&format!("; not used: {why}"));
+    }
+    if !p.degraded.is_empty() {
+        what.push_str(&format!("; degraded: {}", p.degraded.join("; ")));
     }
     (status, p.name(), format!("{}{ends}: {what}", p.class))
 }

@@ -48,7 +48,7 @@ pub fn line(report: &Report, strict: bool) -> String {
             )
         })
         .collect();
-    if report.verdict.unknown {
+    if report.verdict.unknown || (report.verdict.degraded && causes.is_empty()) {
         return format!("nvpeer: {}\n", report.verdict.text);
     }
     if causes.is_empty() {
@@ -70,6 +70,8 @@ pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
         ExitCodes::Default => u8::from(!ready(report, strict)),
         ExitCodes::Nagios => match (report.ready, warned) {
             (false, _) if report.verdict.unknown => NAGIOS_UNKNOWN,
+            // Used, at a fraction of its bandwidth: act (WARNING), unless warnings count.
+            (false, _) if report.verdict.degraded && !strict => 1,
             (false, _) => 2,
             (true, true) if strict => 2,
             (true, true) => 1,
@@ -212,15 +214,23 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
-        "gdr_used" => pairs.iter().find_map(|p| {
-            let why = p.not_used.as_deref()?;
-            let short = if why.starts_with("NCCL's distance rule") {
-                "beyond NCCL_NET_GDR_LEVEL"
-            } else {
-                "no ACTIVE port"
-            };
-            Some(format!("{} not used: {short}", p.name()))
-        }),
+        "gdr_used" => pairs
+            .iter()
+            .find_map(|p| {
+                let why = p.not_used.as_deref()?;
+                let short = if why.starts_with("NCCL's distance rule") {
+                    "beyond NCCL_NET_GDR_LEVEL"
+                } else {
+                    "no ACTIVE port"
+                };
+                Some(format!("{} not used: {short}", p.name()))
+            })
+            .or_else(|| {
+                pairs
+                    .iter()
+                    .find(|p| !p.degraded.is_empty())
+                    .map(|p| format!("{} degraded link", p.name()))
+            }),
         "nccl" => Some("no peer memory".to_owned()),
         id if facts
             .nccl

@@ -61,7 +61,7 @@ pub use facts::{
     AcsFinding, AcsPort, AcsRole, CapabilityFacts, CdmmFacts, DeviceNode, DmaDirectComplex,
     DmabufFacts, Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs,
     InstalledLibrary, JobStarter, JobStarters, LibraryFacts, LibrarySetting, PairFacts, PairSource,
-    PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV, LIBRARY_ENV, MODULE_COUNTERS,
+    PathLink, PeerClientInfo, ProcessFacts, GIN_ENV, JOB_MARKER_ENV, LIBRARY_ENV, MODULE_COUNTERS,
 };
 pub use gather::gather;
 pub use rules::{GdrPath, Mapping, PairVerdict, WhyNot};

@@ -183,6 +183,10 @@ pub struct PairVerdict {
     /// port, NCCL's distance rule): the pair is not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_used: Option<String>,
+    /// Used, but over a PCIe link below what its devices can (fewer lanes, a lower speed): each
+    /// such link named. The pair is not ready at full bandwidth; the verdict says `degraded`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
     /// Per library, the mode it will pick here and why ([`modes`]).
     pub modes: Vec<modes::LibraryMode>,
 }
