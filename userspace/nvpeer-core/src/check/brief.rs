@@ -29,6 +29,11 @@ pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
     })
 }
 
+/// [`blocking`] without the rows that follow from another's cause (one cause, one name).
+fn blocking_causes(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
+    blocking(report, strict).filter(|c| c.cause.is_none())
+}
+
 /// Ready as `check` reports it: the verdict is ready, and with `strict` no check warned either.
 pub fn ready(report: &Report, strict: bool) -> bool {
     report.ready && blocking(report, strict).next().is_none()
@@ -39,7 +44,7 @@ pub fn ready(report: &Report, strict: bool) -> bool {
 /// Warnings are not named in the ready line: they would split the healthy hosts into groups
 /// by harmless differences; `--strict` turns them into reasons not to be ready instead.
 pub fn line(report: &Report, strict: bool) -> String {
-    let mut causes: Vec<String> = blocking(report, strict)
+    let mut causes: Vec<String> = blocking_causes(report, strict)
         .map(|c| {
             format!(
                 "{} ({})",
@@ -95,7 +100,9 @@ pub fn nagios_line(report: &Report, strict: bool) -> String {
         let said: Vec<String> = report
             .checks
             .iter()
-            .filter(|c| c.applies && matches!(c.status, Status::Warn | Status::Unknown))
+            .filter(|c| {
+                c.applies && c.cause.is_none() && matches!(c.status, Status::Warn | Status::Unknown)
+            })
             .map(|c| {
                 format!(
                     "{} ({})",
@@ -292,6 +299,7 @@ mod tests {
                 detail: detail.to_owned(),
                 fix: None,
                 applies: true,
+                cause: None,
             })
             .collect();
         report.status = report

@@ -134,6 +134,11 @@ pub struct Check {
     /// asked for, something not installed); the table hides it unless `--all`.
     #[serde(skip_serializing_if = "is_true")]
     pub applies: bool,
+    /// The row whose cause this one follows from (`nvidia_driver` for `paths` without
+    /// nvidia.ko): the table lists it on that row, `--brief` does not name it; its fix is that
+    /// row's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<&'static str>,
 }
 
 impl Check {
@@ -149,6 +154,7 @@ impl Check {
             detail,
             fix,
             applies: true,
+            cause: None,
         }
     }
     fn ok(id: &'static str, detail: impl Into<String>) -> Self {

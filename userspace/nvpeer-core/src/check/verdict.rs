@@ -289,6 +289,7 @@ mod tests {
             detail: format!("{id} detail"),
             fix: None,
             applies: true,
+            cause: None,
         }
     }
 

@@ -175,14 +175,18 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     }
     if !unused.is_empty() {
         // One cause, one fix: the first unused pair's.
-        let port = carried
-            .iter()
-            .find_map(|(v, _)| v.not_used.as_deref())
+        let first = carried.iter().find(|(v, _)| v.not_used.is_some());
+        let port_down = first
+            .and_then(|(v, _)| v.not_used.as_deref())
             .is_some_and(|why| !why.starts_with("NCCL's distance rule"));
-        let fix = if port {
-            "bring the NIC's port up: cable and switch port, a subnet manager for InfiniBand (`ibstat` shows the state), the netdev for RoCE (`ip link set <dev> up`)"
-        } else {
-            "place GPU and NIC under one PCIe switch, or set NCCL_NET_GDR_LEVEL in the jobs' environment to the pair's class (e.g. PHB) if the CPU's bandwidth between them is acceptable"
+        let nic = first.and_then(|(v, _)| ctx.f.rdma_devices.iter().find(|d| d.name == v.nic));
+        let fix = match (port_down, nic, first) {
+            (true, Some(dev), _) => super::port_up_fix(dev),
+            (false, _, Some((v, p))) => format!(
+                "place {} and {} under one PCIe switch, or set NCCL_NET_GDR_LEVEL={} in the jobs' environment if the CPU's bandwidth between them is acceptable",
+                v.gpu, v.nic, p.nccl_class.label()
+            ),
+            _ => "bring the NIC's port up (`ibstat` shows its state)".to_owned(),
         };
         return Check::fail("gdr_used", detail, fix);
     }
