@@ -143,10 +143,13 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// One pair's line: ok when a path carries it and NCCL uses it, fail otherwise.
+/// One pair's line: ok when a path carries it and NCCL uses it, warn when it does over a
+/// degraded link, fail otherwise.
 fn pair_line(p: &crate::check::PairVerdict) -> (Status, String, String) {
     let status = if p.paths.is_empty() || p.not_used.is_some() {
         Status::Fail
+    } else if !p.degraded.is_empty() {
+        Status::Warn
     } else {
         Status::Ok
     };
@@ -166,6 +169,9 @@ fn pair_line(p: &crate::check::PairVerdict) -> (Status, String, String) {
     if let Some(why) = &p.not_used {
         what.push_str(&format!("; not used: {why}"));
     }
+    if !p.degraded.is_empty() {
+        what.push_str(&format!("; degraded: {}", p.degraded.join("; ")));
+    }
     (status, p.name(), format!("{}{ends}: {what}", p.class))
 }
 
@@ -177,7 +183,7 @@ pub fn check(report: &Report, color: bool, all: bool, width: usize) -> String {
     let shown: Vec<&crate::check::Check> = report
         .checks
         .iter()
-        .filter(|c| all || (c.applies && c.status != Status::Ok))
+        .filter(|c| all || (c.applies && c.status != Status::Ok && c.cause.is_none()))
         .collect();
     let pairs: Vec<(Status, String, String)> = report.pairs.iter().map(pair_line).collect();
     let id_width = shown
@@ -208,13 +214,33 @@ pub fn check(report: &Report, color: bool, all: bool, width: usize) -> String {
     };
     for c in &shown {
         let mut lines = wrap(&c.detail, text_width);
-        if let Some(fix) = &c.fix {
-            let label = if c.status == Status::Info {
-                "note"
-            } else {
-                "fix"
-            };
-            lines.extend(wrap(&format!("{label}: {fix}"), text_width));
+        match (&c.fix, c.cause) {
+            // One cause, one fix: a folded row's is its cause's.
+            (_, Some(cause)) => lines.extend(wrap(
+                &format!("follows from: {cause} (its fix)"),
+                text_width,
+            )),
+            (Some(fix), None) => {
+                let label = if c.status == Status::Info {
+                    "note"
+                } else {
+                    "fix"
+                };
+                lines.extend(wrap(&format!("{label}: {fix}"), text_width));
+            }
+            (None, None) => {}
+        }
+        let folded: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|f| f.cause == Some(c.id))
+            .map(|f| format!("{} ({})", f.id, f.status.label()))
+            .collect();
+        if !folded.is_empty() {
+            lines.extend(wrap(
+                &format!("also from this cause: {}", folded.join(", ")),
+                text_width,
+            ));
         }
         row(c.status, c.id, lines);
     }
@@ -239,6 +265,12 @@ pub fn check(report: &Report, color: bool, all: bool, width: usize) -> String {
         .map(|s| format!("{} {}", count(*s), s.label()))
         .collect();
     let mut summary = format!("rows: {}", counts.join(", "));
+    let folded = applying()
+        .filter(|c| c.cause.is_some() && c.status != Status::Ok)
+        .count();
+    if folded > 0 {
+        summary.push_str(&format!(", {folded} folded under their cause"));
+    }
     if !all {
         summary.push_str(&format!(
             " (ok rows{}: --all shows them)",

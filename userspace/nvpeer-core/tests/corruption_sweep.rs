@@ -156,6 +156,11 @@ fn sweep(name: &str) -> Vec<String> {
                         && row.applies
                         && row.detail.contains(&file)
                 });
+            // A degraded pair stays degraded and named when one of its links' files is lost:
+            // the verdict then names the link that is still known.
+            let pair_of = |t: &str| t.split(": ").nth(1).map(str::to_owned);
+            let same_degraded_pair =
+                before.degraded && after.degraded && pair_of(&before.text) == pair_of(&after.text);
             let gone = matches!(c, Corruption::Missing) && is_device_entry(rel);
             let lost = devices(&r) != found && !gone && !(is_identity(rel) && unknown_verdict);
             if lost {
@@ -165,7 +170,12 @@ fn sweep(name: &str) -> Vec<String> {
                     devices(&r)
                 ));
             }
-            if after.text != before.text && !unknown_verdict && !still_ready_said && !gone {
+            if after.text != before.text
+                && !unknown_verdict
+                && !still_ready_said
+                && !same_degraded_pair
+                && !gone
+            {
                 wrong.push(format!(
                     "{name}: {} {c:?}: {:?} became {:?}",
                     rel.display(),

@@ -103,6 +103,7 @@ fn every_fixture_with_a_matrix_is_tested() {
         [
             "confidential",
             "degraded-link",
+            "degraded-upstream",
             "doca",
             "efa",
             "gb10",
@@ -176,6 +177,32 @@ fn vera_fixtures() {
     let f = check::gather(&host("gb300"), &Inputs::fixture());
     assert!(f.vera.is_none());
     assert!(serde_json::to_value(&f).unwrap().get("vera").is_none());
+}
+
+/// The links between switches on a pair's path, and only those: the two-level tree's link
+/// between the switches (x8 of x16) is the pair's, the root port's link above the switch both
+/// sit below (x4 of x16) is not, and neither are the GPU's and NIC's own links.
+#[test]
+fn degraded_upstream_fixture_reads_the_links_on_the_path_only() {
+    assert_matrix("degraded-upstream");
+    let f = check::gather(&host("degraded-upstream"), &Inputs::fixture());
+    let links: Vec<(String, String, String)> = f.pairs[0]
+        .path_links
+        .iter()
+        .map(|l| (l.port.to_string(), l.device.to_string(), l.link.describe()))
+        .collect();
+    assert_eq!(
+        links,
+        [(
+            "0000:02:00.0".to_owned(),
+            "0000:03:00.0".to_owned(),
+            "x8 of x16, 32 GT/s of 32 GT/s".to_owned()
+        )]
+    );
+    assert!(f.pairs[0].path_links[0].degraded());
+    // Where GPU and NIC share a switch, no link above it is theirs.
+    let pix = check::gather(&host("degraded-link"), &Inputs::fixture());
+    assert!(pix.pairs[0].path_links.is_empty());
 }
 
 /// The fixtures of the readiness paths: their matrices, and the facts the path rules read.

@@ -122,8 +122,22 @@ fn check_fixture(name: &str, file: &Path) -> usize {
                 );
             }
             let line = format!("{status:<7}  {id} ");
+            // A row that follows from another's cause is listed on that row, not as its own.
+            let folded = got["cause"].as_str();
+            if let Some(cause) = folded {
+                let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(
+                    words.contains(&format!("{id} ({status})"))
+                        && table.lines().any(|l| l.contains(&format!("  {cause} "))),
+                    "{what}: {id} is not folded under {cause}:\n{table}"
+                );
+                assert!(
+                    !table.lines().any(|l| l.starts_with(&line)),
+                    "{what}: {id}, folded under {cause}, has a line of its own:\n{table}"
+                );
+            }
             // The table shows what is not ok; `--all` every row.
-            let shown = if not_applicable || status == "ok" {
+            let shown = if not_applicable || status == "ok" || folded.is_some() {
                 &table_all
             } else {
                 &table

@@ -258,3 +258,55 @@ fn require_changes_the_verdict_not_the_facts() {
     let bad = check("pix", &["--require", "nvlink"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// One cause, one row (issue 46 item 5): without nvidia.ko the rows that follow from it (the
+/// paths, the peer-memory module that cannot load without NVIDIA's symbols, its clients and
+/// consumers) are folded under `nvidia_driver`: the default table has one fail for it (and one
+/// for the independent ib_core), `--brief` names the two causes only, `--json` keeps every row
+/// with its `cause`.
+#[test]
+fn no_nvidia_is_one_fail_with_its_dependents_folded() {
+    let table = text(&check("pxb", &[]));
+    let fails: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("fail "))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        fails,
+        ["nvidia_driver", "ib_core", "GPU0-mlx5_1", "GPU1-mlx5_1"],
+        "{table}"
+    );
+    let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(
+            "also from this cause: paths (fail), dmabuf (warn), module (fail), peer_clients (fail), nccl (fail), ucx (fail), modes (warn)"
+        ),
+        "{table}"
+    );
+    assert_eq!(
+        text(&check("pxb", &["--brief"])),
+        "nvpeer: not ready: nvidia_driver (not loaded), ib_core (not loaded)\n"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&check("pxb", &["--json"]).stdout).unwrap();
+    let module = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "module")
+        .unwrap();
+    assert_eq!(
+        (&module["status"], &module["cause"]),
+        (&"fail".into(), &"nvidia_driver".into())
+    );
+    // --all lists the folded rows too, each pointing at its cause.
+    let all = text(&check("pxb", &["--all"]));
+    assert!(
+        all.lines().any(|l| l.starts_with("fail     module ")),
+        "{all}"
+    );
+    assert!(
+        all.contains("follows from: nvidia_driver (its fix)"),
+        "{all}"
+    );
+}

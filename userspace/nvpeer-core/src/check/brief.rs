@@ -29,6 +29,11 @@ pub fn blocking(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
     })
 }
 
+/// [`blocking`] without the rows that follow from another's cause (one cause, one name).
+fn blocking_causes(report: &Report, strict: bool) -> impl Iterator<Item = &Check> {
+    blocking(report, strict).filter(|c| c.cause.is_none())
+}
+
 /// Ready as `check` reports it: the verdict is ready, and with `strict` no check warned either.
 pub fn ready(report: &Report, strict: bool) -> bool {
     report.ready && blocking(report, strict).next().is_none()
@@ -39,7 +44,7 @@ pub fn ready(report: &Report, strict: bool) -> bool {
 /// Warnings are not named in the ready line: they would split the healthy hosts into groups
 /// by harmless differences; `--strict` turns them into reasons not to be ready instead.
 pub fn line(report: &Report, strict: bool) -> String {
-    let mut causes: Vec<String> = blocking(report, strict)
+    let mut causes: Vec<String> = blocking_causes(report, strict)
         .map(|c| {
             format!(
                 "{} ({})",
@@ -48,7 +53,7 @@ pub fn line(report: &Report, strict: bool) -> String {
             )
         })
         .collect();
-    if report.verdict.unknown {
+    if report.verdict.unknown || (report.verdict.degraded && causes.is_empty()) {
         return format!("nvpeer: {}\n", report.verdict.text);
     }
     if causes.is_empty() {
@@ -70,6 +75,8 @@ pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
         ExitCodes::Default => u8::from(!ready(report, strict)),
         ExitCodes::Nagios => match (report.ready, warned) {
             (false, _) if report.verdict.unknown => NAGIOS_UNKNOWN,
+            // Used, at a fraction of its bandwidth: act (WARNING), unless warnings count.
+            (false, _) if report.verdict.degraded && !strict => 1,
             (false, _) => 2,
             (true, true) if strict => 2,
             (true, true) => 1,
@@ -93,7 +100,9 @@ pub fn nagios_line(report: &Report, strict: bool) -> String {
         let said: Vec<String> = report
             .checks
             .iter()
-            .filter(|c| c.applies && matches!(c.status, Status::Warn | Status::Unknown))
+            .filter(|c| {
+                c.applies && c.cause.is_none() && matches!(c.status, Status::Warn | Status::Unknown)
+            })
             .map(|c| {
                 format!(
                     "{} ({})",
@@ -212,15 +221,23 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         }
         "acs" => Some("config space not readable".to_owned()),
         "nccl_gdr" => Some("beyond NCCL_NET_GDR_LEVEL".to_owned()),
-        "gdr_used" => pairs.iter().find_map(|p| {
-            let why = p.not_used.as_deref()?;
-            let short = if why.starts_with("NCCL's distance rule") {
-                "beyond NCCL_NET_GDR_LEVEL"
-            } else {
-                "no ACTIVE port"
-            };
-            Some(format!("{} not used: {short}", p.name()))
-        }),
+        "gdr_used" => pairs
+            .iter()
+            .find_map(|p| {
+                let why = p.not_used.as_deref()?;
+                let short = if why.starts_with("NCCL's distance rule") {
+                    "beyond NCCL_NET_GDR_LEVEL"
+                } else {
+                    "no ACTIVE port"
+                };
+                Some(format!("{} not used: {short}", p.name()))
+            })
+            .or_else(|| {
+                pairs
+                    .iter()
+                    .find(|p| !p.degraded.is_empty())
+                    .map(|p| format!("{} degraded link", p.name()))
+            }),
         "nccl" => Some("no peer memory".to_owned()),
         id if facts
             .nccl
@@ -282,6 +299,7 @@ mod tests {
                 detail: detail.to_owned(),
                 fix: None,
                 applies: true,
+                cause: None,
             })
             .collect();
         report.status = report

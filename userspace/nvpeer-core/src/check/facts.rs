@@ -200,6 +200,28 @@ pub struct PairFacts {
     pub gpu_link: Option<crate::pci::PcieLink>,
     #[serde(default)]
     pub nic_link: Option<crate::pci::PcieLink>,
+    /// The PCIe links between root ports and switches that the pair's traffic crosses (not the
+    /// GPU's and NIC's own links): each with its speed and width now and the most both its
+    /// ends can (absent in facts of an older nvpeer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_links: Vec<PathLink>,
+}
+
+/// A PCIe link on a GPU-NIC path between a downstream-facing port (a root port or a switch's
+/// downstream port) and the switch's upstream port below it. `link.max_*` are the most both
+/// ends can (the lower of their `max_link_*`): below that, the link trained down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathLink {
+    pub port: crate::pci::PciAddress,
+    pub device: crate::pci::PciAddress,
+    pub link: crate::pci::PcieLink,
+}
+
+impl PathLink {
+    /// Fewer lanes or a lower speed than both ends can.
+    pub fn degraded(&self) -> bool {
+        self.link.narrow() || self.link.slow()
+    }
 }
 
 /// The role `rdma_topo` gives a Grace root port or ConnectX switch port, and the ACS mask

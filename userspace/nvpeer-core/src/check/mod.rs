@@ -61,8 +61,8 @@ pub use facts::{
     AcsFinding, AcsPort, AcsRole, CapabilityFacts, CdmmFacts, DeviceNode, DmaDirectComplex,
     DmabufFacts, Facts, GdrapiLibrary, GdrcopyFacts, GdrdrvFile, GpuFacts, GraceFacts, Inputs,
     InstalledLibrary, JobStarter, JobStarters, LibraryFacts, LibrarySetting, PairFacts, PairSource,
-    PeerClientInfo, ProcessFacts, VeraFacts, VeraFunction, GIN_ENV, JOB_MARKER_ENV, LIBRARY_ENV,
-    MODULE_COUNTERS,
+    PathLink, PeerClientInfo, ProcessFacts, VeraFacts, VeraFunction, GIN_ENV, JOB_MARKER_ENV,
+    LIBRARY_ENV, MODULE_COUNTERS,
 };
 pub use gather::gather;
 pub use rules::modes::gdr_words;
@@ -136,6 +136,11 @@ pub struct Check {
     /// asked for, something not installed); the table hides it unless `--all`.
     #[serde(skip_serializing_if = "is_true")]
     pub applies: bool,
+    /// The row whose cause this one follows from (`nvidia_driver` for `paths` without
+    /// nvidia.ko): the table lists it on that row, `--brief` does not name it; its fix is that
+    /// row's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<&'static str>,
 }
 
 impl Check {
@@ -151,6 +156,7 @@ impl Check {
             detail,
             fix,
             applies: true,
+            cause: None,
         }
     }
     fn ok(id: &'static str, detail: impl Into<String>) -> Self {

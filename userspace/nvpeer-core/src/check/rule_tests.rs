@@ -74,6 +74,7 @@ pub(super) fn ready_facts() -> Facts {
             nic_iommu_group: Some("0".to_owned()),
             gpu_link: None,
             nic_link: None,
+            path_links: Vec::new(),
         }],
         grace: None,
         vera: None,

@@ -28,7 +28,12 @@ pub struct Verdict {
     /// Not ready because a fact that decides it could not be read: `unknown: <id> (<what>)`
     /// (Nagios UNKNOWN).
     pub unknown: bool,
-    /// `ready (dma-buf)`, ..., or `not ready: <id> (<reason>)`.
+    /// Every pair is carried and used, but some over a PCIe link below what its devices can:
+    /// `degraded: gdr_used (<pair>: <link>)`, not ready (Nagios WARNING).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+    /// `ready (dma-buf)`, ..., `degraded: gdr_used (<pair>: <link>)`, or
+    /// `not ready: <id> (<reason>)`.
     pub text: String,
     /// The paths a ready verdict rests on (empty when not ready).
     pub paths: Vec<GdrPath>,
@@ -123,6 +128,7 @@ fn unknown(u: &Check, not_probed: Vec<String>) -> Verdict {
     Verdict {
         ready: false,
         unknown: true,
+        degraded: false,
         text: format!("unknown: {} ({what})", u.id),
         paths: Vec::new(),
         blocking: Some(Blocking {
@@ -150,6 +156,7 @@ pub fn verdict(
     let blocked = |check: &'static str, reason: String| Verdict {
         ready: false,
         unknown: false,
+        degraded: false,
         text: format!("not ready: {check} ({reason})"),
         paths: Vec::new(),
         blocking: Some(Blocking { check, reason }),
@@ -195,9 +202,39 @@ pub fn verdict(
         return unknown(u, not_probed);
     }
     let (label, paths) = label(pairs);
+    // Ready means used at full bandwidth: a pair over a link that trained down is named.
+    // The first link of the first such pair, and how many more (the pair lines name them).
+    let mut degraded = pairs
+        .iter()
+        .flat_map(|p| p.degraded.iter().map(move |l| (p, l)));
+    if let Some((first, link)) = degraded.next() {
+        let more = degraded.count();
+        let reason = format!(
+            "{}: {link}{}",
+            first.name(),
+            if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            }
+        );
+        return Verdict {
+            ready: false,
+            unknown: false,
+            degraded: true,
+            text: format!("degraded: gdr_used ({reason})"),
+            paths,
+            blocking: Some(Blocking {
+                check: "gdr_used",
+                reason,
+            }),
+            not_probed,
+        };
+    }
     Verdict {
         ready: true,
         unknown: false,
+        degraded: false,
         text: format!("ready ({label})"),
         paths,
         blocking: None,
@@ -240,6 +277,7 @@ mod tests {
             not_probed: vec!["the NIC probe".to_owned()],
             notes: Vec::new(),
             not_used: None,
+            degraded: Vec::new(),
             modes: Vec::new(),
         }
     }
@@ -251,6 +289,7 @@ mod tests {
             detail: format!("{id} detail"),
             fix: None,
             applies: true,
+            cause: None,
         }
     }
 

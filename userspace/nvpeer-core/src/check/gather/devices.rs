@@ -9,7 +9,7 @@ use crate::pci::{self, Acs, KnownDevice, PciAddress, PciDevice};
 use crate::rdma::RdmaDevice;
 use crate::topo::{PathClass, Topology};
 
-use super::super::{AcsFinding, GpuFacts, GraceFacts, PairFacts, PairSource};
+use super::super::{AcsFinding, GpuFacts, GraceFacts, PairFacts, PairSource, PathLink};
 
 /// Every GPU with its BAR1; a `resource` file that cannot be read leaves that GPU's BAR1
 /// unknown and is returned (the first such error).
@@ -51,6 +51,59 @@ fn common_bridges(a: &PciDevice, b: &PciDevice) -> usize {
         .zip(b.path.bridges())
         .take_while(|(x, y)| x == y)
         .count()
+}
+
+/// PCI class code (base class, subclass) of a PCI-to-PCI bridge: root ports and switch ports.
+const PCI_BRIDGE_CLASS: u32 = 0x0604;
+
+/// The links between bridges that traffic from `dev` crosses up to the bridges it shares with
+/// the other end (`common` of them, from the root port down; 0: it goes up to the root port).
+/// A chain from a root port alternates a downstream-facing port and the device below it: the
+/// links are (chain[0], chain[1]), (chain[2], chain[3]), ...; (chain[1], chain[2]) is a switch's
+/// internal bus. The device's own link (the last) is the pair's `gpu_link`/`nic_link`. A link
+/// whose two ends do not show the same speed and width now is not taken for one (a layout this
+/// reading does not know, or a file that could not be read): left out, never guessed.
+fn upstream_links(all: &[PciDevice], dev: &PciDevice, common: usize) -> Vec<PathLink> {
+    let chain = &dev.path.chain;
+    let find = |a: PciAddress| all.iter().find(|d| d.address == a);
+    let starts_at_root_port = chain
+        .first()
+        .and_then(|a| find(*a))
+        .is_some_and(|d| d.class >> 8 == PCI_BRIDGE_CLASS);
+    if !starts_at_root_port {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    // The last link (chain[n-2], chain[n-1]) is the device's own.
+    while i + 2 < chain.len() {
+        let (port, below) = (chain[i], chain[i + 1]);
+        i += 2;
+        if i - 1 < common {
+            // Both ends of the pair are below it: their traffic turns around lower down.
+            continue;
+        }
+        let (Some(p), Some(b)) = (
+            find(port).and_then(|d| d.link),
+            find(below).and_then(|d| d.link),
+        ) else {
+            continue;
+        };
+        if p.speed != b.speed || p.width != b.width {
+            continue;
+        }
+        out.push(PathLink {
+            port,
+            device: below,
+            link: pci::PcieLink {
+                speed: b.speed,
+                max_speed: p.max_speed.min(b.max_speed),
+                width: b.width,
+                max_width: p.max_width.min(b.max_width),
+            },
+        });
+    }
+    out
 }
 
 /// The bridges a GPU-NIC path turns around at or passes below: from the deepest common bridge
@@ -191,6 +244,12 @@ pub(super) fn pairs(
                 }),
                 gpu_link: gpu.pci.link,
                 nic_link: nic.link,
+                path_links: {
+                    let common = common_bridges(&gpu.pci, nic);
+                    let mut links = upstream_links(all, &gpu.pci, common);
+                    links.extend(upstream_links(all, nic, common));
+                    links
+                },
                 nic: nic_name,
             });
         }

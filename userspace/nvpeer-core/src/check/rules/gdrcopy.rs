@@ -100,7 +100,13 @@ fn module(ctx: &Ctx, g: &GdrcopyFacts) -> Check {
         return Check::fail(
             "gdrcopy",
             format!("built against nv-p2p-dummy: {why}; it loads and pins nothing, so every GDRCopy user fails (NVIDIA/gdrcopy#334)"),
-            "rebuild gdrdrv against the installed NVIDIA driver's sources (reinstall the gdrdrv-dkms/gdrcopy-kmod package after the driver, or `make driver NVIDIA_SRC_DIR=/usr/src/nvidia-<version>/nvidia`), then `rmmod gdrdrv nv_p2p_dummy; modprobe gdrdrv`",
+            format!(
+                "rebuild gdrdrv against the installed NVIDIA driver's sources (reinstall the gdrdrv-dkms/gdrcopy-kmod package after the driver{}), then `rmmod gdrdrv nv_p2p_dummy; modprobe gdrdrv`",
+                match &ctx.release {
+                    Some(r) => format!(", or in GDRCopy's sources `make driver NVIDIA_SRC_DIR=/usr/src/nvidia-{r}/nvidia`"),
+                    None => String::new(),
+                }
+            ),
         );
     }
     if !g.loaded {

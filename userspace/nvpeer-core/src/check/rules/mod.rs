@@ -31,6 +31,7 @@ mod cdmm;
 mod consumers;
 mod dmabuf;
 mod efa;
+mod fold;
 mod gdrcopy;
 mod gdrcopy_mode;
 mod gin;
@@ -185,6 +186,10 @@ pub struct PairVerdict {
     /// port, NCCL's distance rule): the pair is not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_used: Option<String>,
+    /// Used, but over a PCIe link below what its devices can (fewer lanes, a lower speed): each
+    /// such link named. The pair is not ready at full bandwidth; the verdict says `degraded`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
     /// Per library, the mode it will pick here and why ([`modes`]).
     pub modes: Vec<modes::LibraryMode>,
 }
@@ -244,6 +249,35 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// How to bring `dev`'s first port that is not ACTIVE up, by its link layer, naming the device
+/// and port (`rdma_devices` and `gdr_used` say it alike).
+pub(super) fn port_up_fix(dev: &crate::rdma::RdmaDevice) -> String {
+    let Some(port) = dev
+        .ports
+        .iter()
+        .find(|p| !p.is_active())
+        .or(dev.ports.first())
+    else {
+        return format!(
+            "{} shows no port: check its driver's messages (`dmesg | grep {}`)",
+            dev.name,
+            dev.driver.as_deref().unwrap_or("mlx5")
+        );
+    };
+    let (name, n) = (&dev.name, &port.number);
+    let ib = format!(
+        "check {name} port {n}'s cable and switch port, and that a subnet manager runs on the fabric (opensm or the switch's); `ibstat {name} {n}` shows its state"
+    );
+    let eth = format!(
+        "bring {name} port {n}'s netdev up (`rdma link show {name}/{n}` names it, then `ip link set` it up) and check its cable and switch port"
+    );
+    match port.link_layer.as_deref() {
+        Some("InfiniBand") => format!("{ib} (InfiniBand)"),
+        Some("Ethernet") => format!("{eth} (RoCE)"),
+        _ => format!("InfiniBand: {ib}; RoCE: {eth}"),
+    }
+}
+
 /// Every row in report order and every pair, with the rows that another path makes unneeded
 /// settled ([`settle`]).
 pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVerdict>) {
@@ -297,5 +331,6 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.push(silent::row(&ctx, &pairs));
     settle(&mut rows, &pairs, options.require, f);
     capability::moot(&ctx, &mut rows);
+    fold::fold(&mut rows, f);
     (rows, pairs)
 }

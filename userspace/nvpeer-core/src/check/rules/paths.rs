@@ -83,6 +83,11 @@ pub(super) fn pair(
     } else {
         super::usage::not_used(ctx, p).ok().flatten()
     };
+    let degraded = if paths.is_empty() || not_used.is_some() {
+        Vec::new()
+    } else {
+        super::usage::degraded_links(ctx, p)
+    };
     let gpu_address = ctx
         .f
         .gpus
@@ -117,6 +122,7 @@ pub(super) fn pair(
         not_probed,
         notes,
         not_used,
+        degraded,
         modes: Vec::new(),
     }
 }

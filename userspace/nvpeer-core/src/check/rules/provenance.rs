@@ -79,7 +79,7 @@ pub(super) fn row(ctx: &Ctx) -> Option<Check> {
     })
 }
 
-const REBUILD: &str = "rebuild and reinstall it for what runs: `systemctl start nvpeer-rebuild.service` (DKMS, or the checkout `make install` ran from), or `dkms install --force nvpeer/<version> -k $(uname -r)`; then `nvpeer attach`";
+const REBUILD: &str = "rebuild and reinstall it for what runs: `systemctl start nvpeer-rebuild.service` (the nvpeer package's unit), or `dkms autoinstall -k $(uname -r)` where DKMS installed it; then `nvpeer attach`";
 
 /// A build without `nvpeer_*` keys (and nothing else wrong with its `.modinfo`).
 fn records_nothing(f: &ProvenanceFacts) -> bool {

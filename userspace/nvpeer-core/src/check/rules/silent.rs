@@ -31,7 +31,7 @@ struct Found {
     class: &'static str,
     status: Status,
     detail: String,
-    fix: &'static str,
+    fix: String,
 }
 
 /// The IOMMU domain of the device at `bus_id` (`DMA`, `DMA-FQ`, `identity`), else the mode.
@@ -76,7 +76,36 @@ fn iommu_dmabuf_595(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
             "{}: open modules {release} with the IOMMU translating and dma-buf the path used: the NIC gets raw BAR addresses and the IOMMU drops its peer writes without an error (open-gpu-kernel-modules#1324, root cause unconfirmed; {kernel})",
             v.name()
         ),
-        fix: "prove it with `nvpeer bench --loopback-all` (it verifies the data moved); until NVIDIA fixes #1324, boot with the IOMMU in passthrough (iommu=pt) or use peer memory (NCCL_DMABUF_ENABLE=0 with nvidia_peermem loaded), or another driver release",
+        fix: {
+            // The passthrough parameter of this architecture (x86's iommu=pt does nothing on
+            // arm64), and peer memory only where a core exports it (else the module cannot load).
+            let arm64 = ctx
+                .f
+                .nvidia_proc
+                .as_ref()
+                .and_then(|p| p.version.as_ref())
+                .and_then(|v| v.arch.as_deref())
+                == Some("aarch64")
+                || ctx
+                    .f
+                    .iommu
+                    .as_ref()
+                    .is_some_and(|i| i.units.iter().any(|u| u.contains("smmu")));
+            let param = if arm64 { "iommu.passthrough=1" } else { "iommu=pt" };
+            let core = ctx
+                .f
+                .ib_core
+                .as_ref()
+                .is_some_and(|c| c.peer_core.is_some());
+            format!(
+                "prove it with `nvpeer bench --loopback-all` (it verifies the data moved); until NVIDIA fixes #1324, boot with the IOMMU in passthrough (`{param}` on the kernel command line: it costs the IOMMU's protection against stray DMA of host drivers' devices){}, or run another driver release",
+                if core {
+                    ", or use peer memory (NCCL_DMABUF_ENABLE=0 with nvidia_peermem loaded)"
+                } else {
+                    ""
+                }
+            )
+        },
     })
 }
 
@@ -118,7 +147,7 @@ fn mana_dmabuf(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
         class: "mana_dmabuf",
         status,
         detail: format!("{what}; {answer}"),
-        fix: "install an rdma-core whose mana provider registers dma-bufs (v62 or later, unconfirmed) and run `nvpeer check` on the node itself; prove it with `nvpeer bench --loopback-all`",
+        fix: "install an rdma-core whose mana provider registers dma-bufs (v62 or later, unconfirmed) and run `nvpeer check` on the node itself; prove it with `nvpeer bench --loopback-all`".to_owned(),
     })
 }
 
@@ -134,7 +163,7 @@ fn vm_bar_mapping(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
             v.name(),
             v.gpu
         ),
-        fix: "prove it in this VM with `nvpeer bench --loopback-all`; ask the provider whether its VMM maps device BARs for peer-to-peer",
+        fix: "prove it in this VM with `nvpeer bench --loopback-all`; ask the provider whether its VMM maps device BARs for peer-to-peer".to_owned(),
     })
 }
 
@@ -164,8 +193,8 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         .join(" | ");
     let mut fixes: Vec<&str> = Vec::new();
     for f in found.iter().filter(|f| f.status != Status::Ok) {
-        if !fixes.contains(&f.fix) {
-            fixes.push(f.fix);
+        if !fixes.contains(&f.fix.as_str()) {
+            fixes.push(&f.fix);
         }
     }
     Check::new(

@@ -130,7 +130,13 @@ fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
         Check::warn(
             "rdma_devices",
             format!("{detail}: no port is ACTIVE"),
-            "bring a link up: cable and switch, a subnet manager for InfiniBand (`opensm`), or the netdev for RoCE (`ip link set <dev> up`)",
+            // The device with a PCI function first: a software device's port is rarely the one.
+            devices
+                .iter()
+                .find(|d| d.pci.is_some())
+                .or(devices.first())
+                .map(super::port_up_fix)
+                .unwrap_or_default(),
         )
     } else {
         Check::ok("rdma_devices", detail)

@@ -92,7 +92,35 @@ fn degraded(p: &PairFacts, gpu_address: Option<String>) -> Vec<(String, bool)> {
     if let Some(l) = p.nic_link.filter(|l| l.narrow() || l.slow()) {
         out.push((format!("{} link {}", p.nic, l.describe()), true));
     }
+    // The links between switches and root ports: below what both ends can, the link trained
+    // down (a switch does not idle its upstream link down as a GPU does).
+    for l in p.path_links.iter().filter(|l| l.degraded()) {
+        out.push((
+            format!("link {} - {} {}", l.port, l.device, l.link.describe()),
+            true,
+        ));
+    }
     out
+}
+
+/// The degraded links of pair `p` worth a warning (fewer lanes or a lower speed than the
+/// devices can, a GPU's idle speed aside), each named: the pair is not ready at full
+/// bandwidth, and the verdict says which.
+pub(super) fn degraded_links(ctx: &Ctx, p: &PairFacts) -> Vec<String> {
+    degraded(p, gpu_address(ctx, p))
+        .into_iter()
+        .filter(|(_, warn)| *warn)
+        .map(|(what, _)| what)
+        .collect()
+}
+
+/// `GPU0 0000:03:00.0`.
+fn gpu_address(ctx: &Ctx, p: &PairFacts) -> Option<String> {
+    ctx.f
+        .gpus
+        .iter()
+        .find(|g| g.label == p.gpu)
+        .map(|g| format!("{} {}", g.label, g.address))
 }
 
 /// The `gdr_used` row: fails for a carried pair that will not be used, warns for one whose
@@ -127,13 +155,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
                 Ok(_) => used.push(v.name()),
             },
         }
-        let address = ctx
-            .f
-            .gpus
-            .iter()
-            .find(|g| g.label == p.gpu)
-            .map(|g| format!("{} {}", g.label, g.address));
-        for (what, warn) in degraded(p, address) {
+        for (what, warn) in degraded(p, gpu_address(ctx, p)) {
             slow.push((format!("{}: {what}", v.name()), warn));
         }
     }
@@ -153,14 +175,18 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     }
     if !unused.is_empty() {
         // One cause, one fix: the first unused pair's.
-        let port = carried
-            .iter()
-            .find_map(|(v, _)| v.not_used.as_deref())
+        let first = carried.iter().find(|(v, _)| v.not_used.is_some());
+        let port_down = first
+            .and_then(|(v, _)| v.not_used.as_deref())
             .is_some_and(|why| !why.starts_with("NCCL's distance rule"));
-        let fix = if port {
-            "bring the NIC's port up: cable and switch port, a subnet manager for InfiniBand (`ibstat` shows the state), the netdev for RoCE (`ip link set <dev> up`)"
-        } else {
-            "place GPU and NIC under one PCIe switch, or set NCCL_NET_GDR_LEVEL in the jobs' environment to the pair's class (e.g. PHB) if the CPU's bandwidth between them is acceptable"
+        let nic = first.and_then(|(v, _)| ctx.f.rdma_devices.iter().find(|d| d.name == v.nic));
+        let fix = match (port_down, nic, first) {
+            (true, Some(dev), _) => super::port_up_fix(dev),
+            (false, _, Some((v, p))) => format!(
+                "place {} and {} under one PCIe switch, or set NCCL_NET_GDR_LEVEL={} in the jobs' environment if the CPU's bandwidth between them is acceptable",
+                v.gpu, v.nic, p.nccl_class.label()
+            ),
+            _ => "bring the NIC's port up (`ibstat` shows its state)".to_owned(),
         };
         return Check::fail("gdr_used", detail, fix);
     }
@@ -173,10 +199,41 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         );
     }
     if slow.iter().any(|(_, warn)| *warn) {
+        // The functions whose links trained down, by address: the fix names them.
+        let mut at: Vec<String> = Vec::new();
+        for (_, p) in &carried {
+            let gpu = ctx.f.gpus.iter().find(|g| g.label == p.gpu);
+            let nic = ctx
+                .f
+                .rdma_devices
+                .iter()
+                .find(|d| d.name == p.nic)
+                .and_then(|d| d.pci.as_ref());
+            let ends = [
+                gpu.filter(|_| p.gpu_link.is_some_and(|l| l.narrow()))
+                    .map(|g| g.address.to_string()),
+                nic.filter(|_| p.nic_link.is_some_and(|l| l.narrow() || l.slow()))
+                    .map(|n| n.address.to_string()),
+            ];
+            let links = p
+                .path_links
+                .iter()
+                .filter(|l| l.degraded())
+                .map(|l| l.device.to_string());
+            for a in ends.into_iter().flatten().chain(links) {
+                if !at.contains(&a) {
+                    at.push(a);
+                }
+            }
+        }
+        let first = at.first().cloned().unwrap_or_default();
         return Check::warn(
             "gdr_used",
             detail,
-            "reseat the card or its riser/cable and check `lspci -vv` (LnkSta against LnkCap) and the BIOS's PCIe settings: a link below its width or speed divides GPUDirect RDMA bandwidth",
+            format!(
+                "reseat the card, riser or cable at {} and compare LnkSta with LnkCap in `lspci -vv -s {first}`; check the BIOS's PCIe link settings: a link below its width or speed divides GPUDirect RDMA bandwidth",
+                at.join(", ")
+            ),
         );
     }
     if !slow.is_empty() {

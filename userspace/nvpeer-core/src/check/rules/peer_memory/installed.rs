@@ -17,7 +17,10 @@ pub(super) fn check_modprobe_target(
     let ours_loaded = modules
         .iter()
         .any(|m| m.implementation == Implementation::Nvpeer);
-    let install = "install ours so that depmod prefers it: `make install` (into /lib/modules/<release>/updates) or the DKMS package, then `depmod`";
+    let install = format!(
+        "install ours so that depmod prefers it: the nvpeer-dkms package (its dkms.conf installs under /lib/modules/{0}/updates, which depmod ranks before the driver's directories), then `depmod -a {0}`",
+        t.release
+    );
     let operator = "the GPU Operator's peer-memory container runs `modprobe nvidia-peermem` in its driver container's /lib/modules, not this one (kmod/README.md, Kubernetes)";
     Some(match (&t.path, &t.kind) {
         (None, _) if ours_loaded => Check::warn(

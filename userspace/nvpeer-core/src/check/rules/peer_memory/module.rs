@@ -25,7 +25,7 @@ pub(super) fn check_module(
                     "no module can load here: nothing exports ib_register_peer_memory_client (see `ib_core`); install MLNX_OFED / DOCA-OFED first, or use dma-buf, which needs no module (see `dmabuf`)"
                 }
                 _ if installed => "`modprobe nvidia_peermem` (and add it to /etc/modules-load.d to load it at boot)",
-                _ => "install nvpeer's module (the nvpeer-dkms package, or `make install` in nvpeer's source tree), then `modprobe nvidia_peermem`",
+                _ => "install the nvpeer-dkms package (DKMS builds the module for each kernel installed), then `modprobe nvidia_peermem`",
             },
         ),
         [m] => {

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//! One cause, one row: the rows that only follow from another row's cause are folded under it
+//! (`cause` in the JSON; the table lists them on the cause's row instead of as rows of their own,
+//! `--brief` does not name them). Only where the dependency is certain:
+//!
+//! - no `nvidia.ko` (`nvidia_driver` fails, nothing loaded): no GPU memory can be exported or
+//!   pinned, so every path, peer-memory and consumer row that is not ok follows from it (a
+//!   peer-memory module cannot load without NVIDIA's symbols either);
+//! - no peer-memory module (`module` fails with none loaded): the peer-memory clients and the
+//!   consumers that look for one (`peer_clients`, `nccl`, `ucx`);
+//! - a pair not used (`gdr_used` fails): the `modes` row that says it is staged, and for the port
+//!   the `rdma_devices` row that names the same port, for NCCL's distance rule the `topology`
+//!   and `nccl_gdr` rows that say the same distance;
+//! - no path (`paths` fails): the `modes` row that says each pair is staged.
+//!
+//! A row already folded keeps its first cause; a cause folded under another (`module` under
+//! `nvidia_driver`) passes its rows on to that one.
+
+use super::super::{Check, Facts, Status};
+
+/// The rows that follow from NVIDIA's driver not being loaded.
+const WITHOUT_NVIDIA: [&str; 12] = [
+    "paths",
+    "gdr_used",
+    "dmabuf",
+    "efa",
+    "module",
+    "parameters",
+    "peer_clients",
+    "nccl",
+    "ucx",
+    "modes",
+    "cdmm",
+    "silent_failures",
+];
+
+/// The rows that follow from no peer-memory module being loaded.
+const WITHOUT_MODULE: [&str; 3] = ["peer_clients", "nccl", "ucx"];
+
+fn failed(rows: &[Check], id: &str) -> Option<String> {
+    rows.iter()
+        .find(|c| c.id == id && c.applies && c.status == Status::Fail)
+        .map(|c| c.detail.clone())
+}
+
+/// Sets `cause` on every row that follows from another's (see the module's doc).
+pub(super) fn fold(rows: &mut [Check], f: &Facts) {
+    let mut rules: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    if f.nvidia.is_none() && failed(rows, "nvidia_driver").is_some() {
+        rules.push(("nvidia_driver", WITHOUT_NVIDIA.to_vec()));
+    }
+    if f.modules.is_empty() && failed(rows, "module").is_some() {
+        rules.push(("module", WITHOUT_MODULE.to_vec()));
+    }
+    if let Some(detail) = failed(rows, "gdr_used") {
+        let mut follow = vec!["modes"];
+        if detail.contains("no port is ACTIVE") {
+            follow.push("rdma_devices");
+        }
+        if detail.contains("NCCL's distance rule") {
+            follow.extend(["topology", "nccl_gdr"]);
+        }
+        rules.push(("gdr_used", follow));
+    }
+    if failed(rows, "paths").is_some() {
+        rules.push(("paths", vec!["modes"]));
+    }
+    for (cause, follow) in rules {
+        // A cause folded under an earlier one passes its rows on to that one.
+        let root = rows
+            .iter()
+            .find(|c| c.id == cause)
+            .and_then(|c| c.cause)
+            .unwrap_or(cause);
+        for row in rows.iter_mut() {
+            if row.applies
+                && row.status != Status::Ok
+                && row.cause.is_none()
+                && row.id != root
+                && follow.contains(&row.id)
+            {
+                row.cause = Some(root);
+            }
+        }
+    }
+}
