@@ -5,9 +5,9 @@
 use std::fs;
 
 use nvpeer_core::check::{self, Inputs, Status};
+use nvpeer_core::commands::{render, stats};
+use nvpeer_core::host::topo::{self, NcclPathType, PathClass};
 use nvpeer_core::host::Host;
-use nvpeer_core::topo::{self, NcclPathType, PathClass};
-use nvpeer_core::{render, stats};
 use proptest::prelude::*;
 
 mod common;
@@ -177,7 +177,7 @@ fn nccl_conf_fixture_reads_etc_nccl_conf() {
     assert!(f.nccl_env.ib_disable);
     assert_eq!(
         f.nccl_env.ib_disable_source,
-        nvpeer_core::nccl::Source::File {
+        nvpeer_core::check::nccl::Source::File {
             path: "/etc/nccl.conf".to_owned(),
             value: "1".to_owned()
         }
@@ -539,7 +539,7 @@ fn every_fixture_is_judged_again_from_its_json() {
         inputs
             .env
             .insert("UCX_IB_GPU_DIRECT_RDMA".into(), "no".into());
-        inputs.memlock = Some(nvpeer_core::limits::Memlock {
+        inputs.memlock = Some(nvpeer_core::host::limits::Memlock {
             soft: Some(8 << 20),
             hard: None,
         });

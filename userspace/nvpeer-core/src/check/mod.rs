@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub mod brief;
 mod facts;
 mod gather;
+pub mod nccl;
 mod rules;
 pub mod verdict;
 

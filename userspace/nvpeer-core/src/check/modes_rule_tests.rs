@@ -7,7 +7,7 @@ use super::job_rule_tests::gin;
 use super::path_rule_tests::{dmabuf_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::nccl;
+use crate::check::nccl;
 
 pub(super) fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
     r.pairs[0]

@@ -28,8 +28,8 @@
 //!   mode and peer access is off ("We disable PeerAccess when we are in CC mode",
 //!   NVIDIA/nvtrust#22).
 
-use crate::nvidia_proc::GpuInformation;
-use crate::pci::PciAddress;
+use crate::host::nvidia_proc::GpuInformation;
+use crate::host::pci::PciAddress;
 
 use super::super::{Check, PairFacts, Status};
 use super::{peer_memory, Ctx, GdrPath, PairVerdict, PathResult, WhyNot};
@@ -300,7 +300,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if !detail.is_empty() {
             detail.push_str("; ");
         }
-        let why = match ctx.proc_unreadable(crate::nvidia_proc::Part::Gpus) {
+        let why = match ctx.proc_unreadable(crate::host::nvidia_proc::Part::Gpus) {
             Some(e) => format!("could not read {e}"),
             None => "no /proc/driver/nvidia/gpus/*/information".to_owned(),
         };

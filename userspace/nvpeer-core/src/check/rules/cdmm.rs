@@ -11,8 +11,8 @@
 //!   6.0 or later built with `CONFIG_ZONE_DEVICE`. 590.x (590.48.01 last seen) does not have it:
 //!   releases outside the two ranges are "not probed".
 
-use crate::kernel::release_major_minor;
-use crate::nvidia_proc::DriverRelease;
+use crate::host::kernel::release_major_minor;
+use crate::host::nvidia_proc::DriverRelease;
 
 use super::super::{Check, Status};
 use super::{peer_memory, Ctx};
@@ -150,7 +150,7 @@ fn pins_row(ctx: &Ctx) -> Check {
         .release
         .as_ref()
         .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string);
-    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+    if let Some(e) = ctx.proc_unreadable(crate::host::nvidia_proc::Part::Params) {
         return Check::error("cdmm", e);
     }
     let Some(mode) = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) else {

@@ -3,8 +3,8 @@
 //! peer-memory client), its environment and its distance rule per pair (`NCCL_NET_GDR_LEVEL`,
 //! and on C2C platforms `NCCL_NET_GDR_C2C`), and UCX.
 
-use crate::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
-use crate::topo::{self, PathClass};
+use crate::check::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
+use crate::host::topo::{self, PathClass};
 
 use super::super::{Check, PairFacts, PairSource};
 use super::Ctx;

@@ -24,9 +24,9 @@
 
 use nix::errno::Errno;
 
-use crate::kernel::{release_major_minor, symbols};
-use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
-use crate::verbs::{DmabufProbe, Verbs};
+use crate::host::kernel::{release_major_minor, symbols};
+use crate::host::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::host::verbs::{DmabufProbe, Verbs};
 
 use super::super::{Check, PairFacts, Require};
 use super::{capability, grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};

@@ -6,7 +6,7 @@
 //! (`/dev/gdrdrv`) and `gdrcopy_lib` (libgdrapi against the module). [`usable`] is what
 //! `gin_gdrcopy` asks of it.
 
-use crate::nvidia_proc::Flavour;
+use crate::host::nvidia_proc::Flavour;
 
 use super::super::{Check, GdrcopyFacts};
 use super::{gdrcopy_mode, Ctx};

@@ -22,7 +22,7 @@
 //! paths the policy allows (`--require dmabuf`: dma-buf; `peermem`: the peer-memory client), and
 //! a ready host's verdict says `for GIN`.
 
-use crate::kernel::release_major_minor;
+use crate::host::kernel::release_major_minor;
 
 use super::super::{Check, Require, Workload};
 use super::{capability, gdrcopy, Ctx, GdrPath, PairVerdict};
@@ -121,7 +121,7 @@ fn gdrcopy_asked_by(ctx: &Ctx, pairs: &[PairVerdict]) -> Option<&'static str> {
 const DRIVER_FIX: &str = "`options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" NVreg_EnableStreamMemOPs=1` in /etc/modprobe.d/ (add PeerMappingOverride=1 to an existing RegistryDwords string rather than a second line), rebuild the initramfs, then reload the NVIDIA driver or reboot";
 
 fn driver(ctx: &Ctx) -> Result<String, (String, String)> {
-    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+    if let Some(e) = ctx.proc_unreadable(crate::host::nvidia_proc::Part::Params) {
         return Err((
             format!("driver settings unknown: PeerMappingOverride and EnableStreamMemOPs not read: could not read {e}"),
             "/proc/driver/nvidia/params should be the driver's own text: check its permissions, or report its content as a bug".to_owned(),
@@ -173,7 +173,7 @@ fn non_invalidating_client(ctx: &Ctx) -> Option<String> {
         m.expected_clients(
             f.nvidia
                 .as_ref()
-                .is_none_or(|n| n.persistent_api != crate::providers::PersistentApi::None),
+                .is_none_or(|n| n.persistent_api != crate::host::providers::PersistentApi::None),
         )
         .contains(&"nv_mem_nc")
     });

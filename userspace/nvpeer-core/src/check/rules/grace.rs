@@ -27,9 +27,9 @@
 //!   mode"; 590.44.01 dropped the sentence; 595's `nv-dmabuf.c` exports CDMM memory through
 //!   `MEMORY_DEVICE_COHERENT` pages (`../shared/FIELD.md` #2). The `cdmm` row: [`super::cdmm`].
 
-use crate::kernel::{Iommu, IommuMode};
-use crate::nvidia_proc::{GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
-use crate::pci::{acs_matches, Acs};
+use crate::host::kernel::{Iommu, IommuMode};
+use crate::host::nvidia_proc::{GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::host::pci::{acs_matches, Acs};
 
 use super::super::{AcsRole, Check, GraceFacts, PairFacts};
 use super::{Ctx, Mapping, PairVerdict, WhyNot};
@@ -243,7 +243,9 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
     let ports = g
         .devices
         .values()
-        .filter(|k| k.is_acs_managed_bridge() && **k != crate::pci::KnownDevice::GraceRootPort)
+        .filter(|k| {
+            k.is_acs_managed_bridge() && **k != crate::host::pci::KnownDevice::GraceRootPort
+        })
         .count();
     if ports > 0 {
         recognised.push(format!("{ports} ConnectX/BlueField switch ports"));

@@ -5,7 +5,7 @@
 //! * UCX (IB pairs): an IB transport in `UCX_TLS` (default `all`); GPUDirect RDMA unless
 //!   `UCX_IB_GPU_DIRECT_RDMA=no` (a ternary, default `try`); dma-buf first unless
 //!   `UCX_CUDA_COPY_DMABUF=no` (`uct/cuda/cuda_copy/cuda_copy_md.c`), else peer memory where
-//!   UCX's own test sees a module (`uct/ib/base/ib_md.c`, [`crate::nccl::UCX_RULE`]); its
+//!   UCX's own test sees a module (`uct/ib/base/ib_md.c`, [`crate::check::nccl::UCX_RULE`]); its
 //!   `gdr_copy` transport where gdrdrv opens and `UCX_TLS` keeps it. The UCX release that first
 //!   registers dma-bufs is taken as 1.14 (**unverified**).
 //! * NVSHMEM (IB pairs): a CPU proxy (IBRC, its default remote transport) unless

@@ -11,7 +11,7 @@
 //! release (Mellanox/nic-kernel `drivers/infiniband/core/peer_mem.c`,
 //! `ib_peer_umem_release`: `atomic64_sub(ib_umem_num_pages(umem), &umem->owning_mm->pinned_vm)`).
 
-use crate::limits::{human_bytes, parse_systemd_limit, Memlock};
+use crate::host::limits::{human_bytes, parse_systemd_limit, Memlock};
 
 use super::super::{Check, JobStarter, ProcessFacts};
 use super::{stack, Ctx};

@@ -50,7 +50,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nvidia_proc::{self, DriverRelease, Params};
+use crate::host::nvidia_proc::{self, DriverRelease, Params};
 
 use super::{Check, Facts, Options, PairFacts};
 
@@ -166,7 +166,7 @@ pub struct PairVerdict {
     /// The NIC's PCI address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nic_bus_id: Option<String>,
-    pub class: crate::topo::PathClass,
+    pub class: crate::host::topo::PathClass,
     /// The paths that work for this pair.
     pub paths: Vec<GdrPath>,
     /// What NCCL and UCX of the installed (or assumed) versions would use: they try dma-buf

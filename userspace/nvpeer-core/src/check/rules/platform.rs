@@ -3,10 +3,10 @@
 //! the IOMMU mode and ACS on the bridges between them. On a Grace platform the IOMMU and ACS
 //! rules are [`super::grace`]'s.
 
-use crate::kernel::{Iommu, IommuMode};
-use crate::limits::human_bytes;
-use crate::pci::Acs;
-use crate::topo::{self, PathClass, Topology};
+use crate::host::kernel::{Iommu, IommuMode};
+use crate::host::limits::human_bytes;
+use crate::host::pci::Acs;
+use crate::host::topo::{self, PathClass, Topology};
 
 use super::super::{AcsFinding, Check, GpuFacts, PairFacts, PairSource};
 use super::{grace, Ctx};
@@ -327,7 +327,7 @@ fn config_acs_clearing(bridges: &[String]) -> String {
 /// runtime stopgap, lost at reboot; and what it costs.
 fn acs_fix(bridges: &[String], kernel: Option<&str>) -> String {
     let has_config_acs = kernel
-        .and_then(crate::kernel::release_major_minor)
+        .and_then(crate::host::kernel::release_major_minor)
         .is_some_and(|v| v >= (6, 11));
     let persistent = if has_config_acs {
         format!(

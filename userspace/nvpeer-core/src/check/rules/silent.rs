@@ -20,8 +20,8 @@
 
 use super::super::{Check, Status};
 use super::{capability, Ctx, GdrPath, PairVerdict};
-use crate::kernel::IommuMode;
-use crate::verbs::{DmabufProbe, Verbs};
+use crate::host::kernel::IommuMode;
+use crate::host::verbs::{DmabufProbe, Verbs};
 
 /// Microsoft's PCI vendor id (MANA).
 const MICROSOFT: u16 = 0x1414;

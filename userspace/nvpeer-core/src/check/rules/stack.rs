@@ -2,12 +2,12 @@
 //! Checks of the host stack every path needs: the NVIDIA driver, the RDMA devices, libibverbs,
 //! and the process's memlock limit (its row is made by [`super::memlock`]).
 
-use crate::kernel::symbols;
-use crate::limits::{human_bytes, Memlock};
-use crate::nvidia_proc::{Flavour, Part};
-use crate::providers::PersistentApi;
-use crate::rdma::RdmaDevice;
-use crate::verbs::Verbs;
+use crate::host::kernel::symbols;
+use crate::host::limits::{human_bytes, Memlock};
+use crate::host::nvidia_proc::{Flavour, Part};
+use crate::host::providers::PersistentApi;
+use crate::host::rdma::RdmaDevice;
+use crate::host::verbs::Verbs;
 
 use super::super::Check;
 use super::Ctx;

@@ -4,7 +4,7 @@
 //! (`NCCL_NET_GDR_LEVEL`, with the environment) excludes, is not used; a PCIe link below its
 //! width (or a NIC below its speed) degrades it. The `gdr_used` row names each such pair.
 
-use crate::rdma::RdmaDevice;
+use crate::host::rdma::RdmaDevice;
 
 use super::super::{Check, PairFacts, Status};
 use super::{consumers, Ctx, PairVerdict};

@@ -12,9 +12,9 @@ mod core;
 mod installed;
 mod module;
 
-use crate::kernel::symbols;
-use crate::nccl;
-use crate::nvidia_proc::DriverRelease;
+use crate::check::nccl;
+use crate::host::kernel::symbols;
+use crate::host::nvidia_proc::DriverRelease;
 
 use super::super::{Check, PairFacts, Status};
 use super::{Ctx, Mapping, PathResult, WhyNot};
