@@ -30,6 +30,7 @@ pub mod brief;
 mod facts;
 mod gather;
 pub mod nccl;
+pub mod provenance;
 mod rules;
 pub mod verdict;
 

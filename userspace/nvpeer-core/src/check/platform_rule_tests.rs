@@ -15,7 +15,7 @@ use crate::host::topo::PathClass;
 /// provenance keys can and cannot be judged on, and nothing without an installed module.
 #[test]
 fn the_provenance_row_judges_the_installed_module_before_load() {
-    use crate::host::provenance::tests::{ours_modinfo, tree, Tree};
+    use crate::host::provenance::fixture::{ours_modinfo, tree, Tree};
     let gathered =
         |t: &Tree| crate::host::provenance::gather(&t.host(), &t.tools, "nvidia_peermem").unwrap();
     let row = |mut f: Facts, p| {

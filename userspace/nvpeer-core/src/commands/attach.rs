@@ -9,11 +9,12 @@
 //! the peer-memory core (an inbox RDMA stack: dma-buf only), there is nothing to attach to: one
 //! line and success, so the unit does not fail at every boot of such a host.
 
+use crate::check::provenance::{self, Verdict};
 use crate::error::Result;
 use crate::host::kernel::{self, symbols};
 use crate::host::modtools::ModuleTools;
 use crate::host::peermem::{self, Implementation};
-use crate::host::provenance::{self, Verdict};
+use crate::host::provenance::gather;
 use crate::host::Host;
 
 /// What `attach` did.
@@ -101,7 +102,7 @@ pub fn attach(host: &Host, tools: &dyn ModuleTools, name: &str, dry_run: bool) -
     ) {
         return Ok(Attach::NoPeerCore);
     }
-    let Some(facts) = provenance::gather(host, tools, name)? else {
+    let Some(facts) = gather(host, tools, name)? else {
         let release = crate::host::modprobe::running_release(host)?.unwrap_or_else(|| "?".into());
         return Ok(Attach::Refused {
             why: format!("modprobe {name} finds no such module for kernel {release} (modules.dep)"),
@@ -139,7 +140,7 @@ pub fn attach(host: &Host, tools: &dyn ModuleTools, name: &str, dry_run: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::provenance::tests::{ours_modinfo, tree};
+    use crate::host::provenance::fixture::{ours_modinfo, tree};
 
     #[test]
     fn loads_when_compatible_and_refuses_a_rebuild() {

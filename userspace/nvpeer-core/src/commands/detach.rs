@@ -162,7 +162,7 @@ pub fn detach(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::provenance::tests::{tree, Tree};
+    use crate::host::provenance::fixture::{tree, Tree};
 
     const HEADER: &str =
         "# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n";
