@@ -19,7 +19,10 @@
 use serde::Serialize;
 
 use super::super::{Check, PairFacts, Status, Workload};
-use super::{consumers, gdrcopy_mode, lib_modes, Ctx, GdrPath, PairVerdict};
+use super::gdrcopy::mode as gdrcopy_mode;
+use super::{consumers, Ctx, GdrPath, PairVerdict};
+
+mod lib_modes;
 
 /// One library's mode on one pair.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -25,10 +25,10 @@
 //!   (`hmem_disable_p2p`) turns P2P off. The first release that tries dma-buf by default is not
 //!   verified here.
 
-use super::super::{Facts, LibraryFacts, PairFacts, Workload};
-use super::gdrcopy_mode::{self, Mode as GdrcopyMode};
-use super::modes::{LibraryMode, STAGED_COST};
-use super::{Ctx, GdrPath, PairVerdict};
+use super::super::super::{Facts, LibraryFacts, PairFacts, Workload};
+use super::super::gdrcopy::mode::{self as gdrcopy_mode, Mode as GdrcopyMode};
+use super::super::{Ctx, GdrPath, PairVerdict};
+use super::{LibraryMode, STAGED_COST};
 
 const CPU_PROXY_COST: &str =
     "each doorbell is rung by a CPU proxy thread: added latency per operation and a busy CPU core";
@@ -76,7 +76,7 @@ fn release(l: Option<&LibraryFacts>, library: &str) -> Option<String> {
 }
 
 fn at_least(version: &str, min: &[u64]) -> bool {
-    super::super::facts::release_key(version).as_slice() >= min
+    super::super::super::facts::release_key(version).as_slice() >= min
 }
 
 fn mode(

@@ -12,9 +12,9 @@
 
 use std::fmt;
 
-use super::super::{Check, GdrapiLibrary, GdrcopyFacts, Status};
-use super::gdrcopy::{dummy, major_minor};
-use super::Ctx;
+use super::super::super::{Check, GdrapiLibrary, GdrcopyFacts, Status};
+use super::super::Ctx;
+use super::{dummy, major_minor};
 
 /// The variable that makes libgdrapi 2.6+ skip gdrdrv.
 pub(crate) const FORCE_DMABUF_ENV: &str = "GDRCOPY_USE_DMABUF_MMAP";
@@ -25,7 +25,7 @@ const LOW_NOFILE: u64 = 1024;
 
 /// The backend GDRCopy picks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Mode {
+pub(in crate::check::rules) enum Mode {
     Gdrdrv,
     DmabufMmap,
     /// Neither backend opens: `gdr_open()` fails.
@@ -85,7 +85,7 @@ fn gdrdrv_opens(g: &GdrcopyFacts) -> bool {
 }
 
 /// The backend and why.
-pub(super) fn mode(ctx: &Ctx, g: &GdrcopyFacts) -> (Mode, String) {
+pub(in crate::check::rules) fn mode(ctx: &Ctx, g: &GdrcopyFacts) -> (Mode, String) {
     let forced = ctx.f.gin_env.get(FORCE_DMABUF_ENV).map(String::as_str) == Some("1");
     let Some(lib) = dmabuf_library(g) else {
         return if gdrdrv_opens(g) {

@@ -9,7 +9,10 @@
 use crate::host::nvidia_proc::Flavour;
 
 use super::super::{Check, GdrcopyFacts};
-use super::{gdrcopy_mode, Ctx};
+use super::Ctx;
+use mode as gdrcopy_mode;
+
+pub(super) mod mode;
 
 /// The dummy NVIDIA P2P module gdrcopy builds when it cannot find the driver's sources:
 /// `modinfo gdrdrv` then shows `depends: nv-p2p-dummy` and gdrdrv loads but pins nothing
