@@ -8,8 +8,10 @@
 //! 1. [`host`]: the readers of host facts (PCI, kernel, `/proc/driver/nvidia`, `modprobe`,
 //!    limits, RDMA devices, libibverbs, the module tools and records, the GPU-NIC topology).
 //!    They read and parse; they do not judge.
-//! 2. [`check`]: judgement, from the facts alone, and the replay of NCCL's and UCX's own
-//!    rules ([`check::nccl`]).
+//! 2. [`check`]: judgement, from the facts alone (its rules share their predicates through
+//!    `check/rules/predicates.rs`, never through each other's files), the replay of NCCL's and
+//!    UCX's own rules ([`check::nccl`]) and the build-provenance verdict
+//!    ([`check::provenance`]).
 //! 3. [`commands`]: what each subcommand does beyond `check` (attach, detach, who, stats,
 //!    metrics, nccl-log, bench, selftest) and the human rendering of reports.
 //!

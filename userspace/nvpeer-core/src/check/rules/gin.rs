@@ -25,7 +25,8 @@
 use crate::host::kernel::release_major_minor;
 
 use super::super::{Check, Require, Workload};
-use super::{capability, gdrcopy, Ctx, GdrPath, PairVerdict};
+use super::predicates::GPU_HANDLER_ENV;
+use super::{predicates, Ctx, GdrPath, PairVerdict};
 
 /// aws-ofi-nccl's GIN needs GDRCopy 2.5 or later (PR#1351).
 const GDRCOPY_FOR_GIN: (u32, u32) = (2, 5);
@@ -67,9 +68,6 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
         ),
     ]
 }
-
-/// NCCL's GDAKI handler setting.
-pub(super) const GPU_HANDLER_ENV: &str = "NCCL_GIN_GDAKI_NIC_HANDLER";
 
 /// `gin_driver`. Only the doorbell mapping missing (`PeerMappingOverride`, stream memory
 /// operations on) is a degraded mode under `--for gin`, not a failure (`../shared/FIELD.md` U6):
@@ -195,7 +193,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let mut not = Vec::new();
     for p in pairs {
         let dmabuf = require != Require::Peermem && p.paths.contains(&GdrPath::Dmabuf) && kernel_ok;
-        let no_persistent = capability::refuses_persistent(ctx, &p.gpu);
+        let no_persistent = predicates::refuses_persistent(ctx, &p.gpu);
         let peer = require != Require::Dmabuf
             && p.paths.contains(&GdrPath::PeerMemory)
             && client.is_some()
@@ -252,7 +250,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
 
 fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let asked = gdrcopy_asked_by(ctx, pairs);
-    let state = match ctx.f.gdrcopy.as_ref().map(|g| gdrcopy::usable(ctx, g)) {
+    let state = match ctx.f.gdrcopy.as_ref().map(|g| predicates::usable(ctx, g)) {
         None => Err("not examined (facts of an older nvpeer)".to_owned()),
         Some(r) => r,
     };

@@ -19,7 +19,7 @@
 //!   cannot be seen from the guest, so the answer is unknown, not assumed.
 
 use super::super::{Check, Status};
-use super::{capability, Ctx, GdrPath, PairVerdict};
+use super::{predicates, Ctx, GdrPath, PairVerdict};
 use crate::host::kernel::IommuMode;
 use crate::host::verbs::{DmabufProbe, Verbs};
 
@@ -123,7 +123,7 @@ fn mana_dmabuf(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
 }
 
 fn vm_bar_mapping(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
-    if ctx.f.hypervisor != Some(true) || capability::is_vgpu(ctx, &v.gpu) {
+    if ctx.f.hypervisor != Some(true) || predicates::is_vgpu(ctx, &v.gpu) {
         return None;
     }
     Some(Found {

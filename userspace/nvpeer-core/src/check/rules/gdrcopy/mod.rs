@@ -9,48 +9,15 @@
 use crate::host::nvidia_proc::Flavour;
 
 use super::super::{Check, GdrcopyFacts};
-use super::Ctx;
+use super::predicates::{dummy, loaded_version, major_minor};
+use super::{predicates, Ctx};
 use mode as gdrcopy_mode;
 
 pub(super) mod mode;
 
-/// The dummy NVIDIA P2P module gdrcopy builds when it cannot find the driver's sources:
-/// `modinfo gdrdrv` then shows `depends: nv-p2p-dummy` and gdrdrv loads but pins nothing
-/// (NVIDIA/gdrcopy#334).
-fn is_dummy(name: &str) -> bool {
-    name.replace('_', "-") == "nv-p2p-dummy"
-}
-
-/// `2.5` of `2.5`, `2.5-1`, `2.5.1`: major and minor.
-pub(super) fn major_minor(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.trim().split(['.', '-', '_']);
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-}
-
-/// The version of the loaded gdrdrv: sysfs, else its `params` file.
-fn loaded_version(g: &GdrcopyFacts) -> Option<&str> {
-    g.version
-        .as_deref()
-        .or_else(|| g.params.as_ref()?.get("Version").map(String::as_str))
-}
-
 /// Anything of GDRCopy on this host.
 fn present(g: &GdrcopyFacts) -> bool {
     g.loaded || g.installed.is_some() || g.device.is_some() || !g.libraries.is_empty()
-}
-
-/// Why gdrdrv is built against the dummy, if it is.
-pub(super) fn dummy(g: &GdrcopyFacts) -> Option<String> {
-    if g.loaded && g.dummy_loaded {
-        return Some(
-            "the loaded gdrdrv runs on nv_p2p_dummy (/sys/module/nv_p2p_dummy)".to_owned(),
-        );
-    }
-    let f = g.installed.as_ref()?;
-    f.depends
-        .iter()
-        .any(|d| is_dummy(d))
-        .then(|| format!("{} depends on nv-p2p-dummy (modinfo)", f.path))
 }
 
 /// The rows of this concern.
@@ -73,7 +40,7 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     let mut rows = vec![module(ctx, g), device(g), library(g)];
     // libgdrapi 2.6+ maps exported dma-bufs where gdrdrv does not open: then gdrdrv and its
     // node are not required.
-    if gdrcopy_mode::mode(ctx, g).0 == gdrcopy_mode::Mode::DmabufMmap {
+    if predicates::mode(ctx, g).0 == predicates::Mode::DmabufMmap {
         for r in rows
             .iter_mut()
             .filter(|r| r.id != "gdrcopy_lib" && r.status > super::super::Status::Info)
@@ -251,60 +218,4 @@ fn library(g: &GdrcopyFacts) -> Check {
         ),
         "install one GDRCopy release for both (the library package and gdrdrv-dkms of the same version) and reload gdrdrv",
     )
-}
-
-/// The GDRCopy release both sides run when it is usable (for the dma-buf mmap backend: the
-/// library's); else why not.
-pub(super) fn usable(ctx: &Ctx, g: &GdrcopyFacts) -> Result<(u32, u32), String> {
-    let (mode, why) = gdrcopy_mode::mode(ctx, g);
-    if mode == gdrcopy_mode::Mode::DmabufMmap {
-        return gdrcopy_mode::dmabuf_library(g)
-            .and_then(|l| major_minor(&l.version))
-            .ok_or(why);
-    }
-    if mode == gdrcopy_mode::Mode::Neither && gdrcopy_mode::dmabuf_library(g).is_some() {
-        return Err(format!("neither backend opens: {why}"));
-    }
-    if mode == gdrcopy_mode::Mode::NotProbed {
-        return Err(format!(
-            "gdrdrv does not open and the dma-buf mmap backend is not probed: {why}"
-        ));
-    }
-    if !g.loaded {
-        return Err("gdrdrv is not loaded".to_owned());
-    }
-    if let Some(why) = dummy(g) {
-        return Err(format!("gdrdrv is built against nv-p2p-dummy ({why})"));
-    }
-    if g.device.is_none() {
-        return Err("/dev/gdrdrv is absent".to_owned());
-    }
-    let module = loaded_version(g)
-        .and_then(major_minor)
-        .ok_or("gdrdrv shows no version")?;
-    if g.libraries.is_empty() {
-        return Err("no libgdrapi is installed".to_owned());
-    }
-    let oldest = g
-        .libraries
-        .iter()
-        .filter_map(|l| major_minor(&l.version))
-        .min()
-        .ok_or("libgdrapi shows no version")?;
-    Ok(module.min(oldest))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_and_the_dummy() {
-        assert_eq!(major_minor("2.5"), Some((2, 5)));
-        assert_eq!(major_minor("2.4-1"), Some((2, 4)));
-        assert_eq!(major_minor("2.5.1"), Some((2, 5)));
-        assert_eq!(major_minor("two"), None);
-        assert!(is_dummy("nv-p2p-dummy") && is_dummy("nv_p2p_dummy"));
-        assert!(!is_dummy("nvidia"));
-    }
 }

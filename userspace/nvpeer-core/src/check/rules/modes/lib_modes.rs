@@ -26,7 +26,7 @@
 //!   verified here.
 
 use super::super::super::{Facts, LibraryFacts, PairFacts, Workload};
-use super::super::gdrcopy::mode::{self as gdrcopy_mode, Mode as GdrcopyMode};
+use super::super::predicates::{self, Mode as GdrcopyMode};
 use super::super::{Ctx, GdrPath, PairVerdict};
 use super::{LibraryMode, STAGED_COST};
 
@@ -176,7 +176,7 @@ pub(super) fn ucx(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Option<LibraryMo
         .gdrcopy
         .as_ref()
         .filter(|g| g.loaded || !g.libraries.is_empty())
-        .map(|g| gdrcopy_mode::mode(ctx, g).0)
+        .map(|g| predicates::mode(ctx, g).0)
         == Some(GdrcopyMode::Gdrdrv)
         && ucx_tls_has_gdr_copy(tls);
     let plus = if gdr_copy { ", gdr_copy" } else { "" };
@@ -347,7 +347,7 @@ pub(super) fn nvshmem(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode 
         .gdrcopy
         .as_ref()
         .filter(|g| g.loaded || !g.libraries.is_empty())
-        .map(|g| gdrcopy_mode::mode(ctx, g).0)
+        .map(|g| predicates::mode(ctx, g).0)
         .is_some_and(|m| matches!(m, GdrcopyMode::Gdrdrv | GdrcopyMode::DmabufMmap))
         && value(f, "NVSHMEM_DISABLE_GDRCOPY").and_then(truthy) != Some(true);
     match version.as_deref() {

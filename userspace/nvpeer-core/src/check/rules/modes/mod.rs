@@ -19,8 +19,7 @@
 use serde::Serialize;
 
 use super::super::{Check, PairFacts, Status, Workload};
-use super::gdrcopy::mode as gdrcopy_mode;
-use super::{consumers, Ctx, GdrPath, PairVerdict};
+use super::{predicates, Ctx, GdrPath, PairVerdict};
 
 mod lib_modes;
 
@@ -59,7 +58,7 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
     if e.ib_disable {
         return mode(
             "net socket, staged".to_owned(),
-            format!("NCCL_IB_DISABLE=1 ({})", consumers::source(&e.ib_disable_source)),
+            format!("NCCL_IB_DISABLE=1 ({})", predicates::source(&e.ib_disable_source)),
             Some("no RDMA at all: TCP sockets through host memory, a fraction of the NIC's bandwidth, CPU-bound"),
         );
     }
@@ -69,7 +68,7 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
     let dmabuf = format!(
         "NCCL_DMABUF_ENABLE={} ({})",
         u8::from(e.dmabuf_enable),
-        consumers::source(&e.dmabuf_enable_source)
+        predicates::source(&e.dmabuf_enable_source)
     );
     match v.preferred {
         None => mode(
@@ -144,7 +143,7 @@ fn nccl_gin(ctx: &Ctx, v: &PairVerdict) -> LibraryMode {
     let handler = ctx
         .f
         .gin_env
-        .get(super::gin::GPU_HANDLER_ENV)
+        .get(predicates::GPU_HANDLER_ENV)
         .map(String::as_str);
     if handler == Some("1") {
         return mode(
@@ -184,7 +183,7 @@ fn gdrcopy(ctx: &Ctx) -> Option<LibraryMode> {
     if !g.loaded && g.libraries.is_empty() {
         return None;
     }
-    let (mode, why) = gdrcopy_mode::mode(ctx, g);
+    let (mode, why) = predicates::mode(ctx, g);
     Some(LibraryMode {
         library: "gdrcopy",
         mode: mode.to_string(),
