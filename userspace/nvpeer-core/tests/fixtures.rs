@@ -524,6 +524,31 @@ fn assert_rejudged(report: &check::Report, what: &str) {
     );
 }
 
+/// Every row any fixture prints (with an inventory expected) has its id in `check::CHECK_IDS`,
+/// the list the man page and the docs give.
+#[test]
+fn every_row_id_is_listed() {
+    let mut options = check::Options::default();
+    options.expect.gpus = Some(1);
+    let mut seen = std::collections::BTreeSet::new();
+    for name in &fixture_names() {
+        let report = check::run(&host(name), &Inputs::fixture(), &options);
+        for c in &report.checks {
+            assert!(
+                check::CHECK_IDS.contains(&c.id),
+                "{name}: row {} is not in check::CHECK_IDS",
+                c.id
+            );
+            seen.insert(c.id);
+        }
+    }
+    assert!(
+        seen.len() >= 35,
+        "the fixtures print {} ids: {seen:?}",
+        seen.len()
+    );
+}
+
 /// The acceptance of `check --facts`: every fixture's verdicts come back from its saved JSON,
 /// also with NCCL/UCX variables and a memlock limit set.
 #[test]
