@@ -15,9 +15,17 @@
    through the #[derive(Serialize)] types of userspace/nvpeer-core/src: the path must exist field
    by field in the serialized shape. A field that is in neither fails.
 
+3. Every sample of a `check --brief` line (`nvpeer: ready (...)`, `NVPEER OK - ... | ok=N ...`)
+   in the docs must be the shape of a line the binary prints on some fixture (numbers and `...`
+   match anything; a sample may stop early), and every schema name (`nvpeer.<name>/<N>`) the
+   docs mention must be one the binary writes (or, READ_ONLY, reads).
+4. The man pages `nvpeer __generate-docs` writes: each has EXIT STATUS and EXAMPLES, each
+   EXAMPLES command passes (1), and the check ids of nvpeer-check(1) are exactly the rows of
+   the check table in userspace/README.md.
+
 Prints one line per failure and "docs: N checked, N failed"; exit 1 on any failure.
 --self-test: a clean copy of the READMEs must pass, a copy with a planted bogus subcommand,
-flag, value and JSON fields must fail on exactly those.
+flag, value, JSON fields, brief sample and schema name must fail on exactly those.
 """
 import argparse
 import json
@@ -29,7 +37,7 @@ import sys
 import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-READMES = ["README.md", "kmod/README.md", "userspace/README.md", "tests/README.md"]
+READMES = ["README.md", "kmod/README.md", "userspace/README.md", "userspace/CHECKS.md", "tests/README.md"]
 SCHEMA_DOC = "userspace/README.md"
 SRC = os.path.join(REPO, "userspace/nvpeer-core/src")
 FIXTURES = os.path.join(REPO, "tests/fixtures")
@@ -583,6 +591,113 @@ def check_schemas(binary, root, tmp):
             why = resolve(types, ty, rest.split(".") if rest else [])
             if why:
                 fail(f"{where}: {schema} field {field} is in no run here and not serialized: {why}")
+    return set(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Samples of the brief line and schema names; 4. the man pages.
+
+SCHEMA_NAME = re.compile(r"\bnvpeer\.[a-z][a-z-]*/\d+")
+# Schemas the binary reads but no longer writes (check::SCHEMAS_READ).
+READ_ONLY = {"nvpeer.check/1"}
+BRIEF_SAMPLE = re.compile(r"^(?:NVPEER (?:OK|WARNING|CRITICAL|UNKNOWN) - |nvpeer: (?:ready|not ready|unknown)\b)")
+
+
+def inline_codes(root):
+    """(file:line, text) of every inline code span and code-block line of the docs."""
+    for rel in READMES:
+        text = open(os.path.join(root, rel), encoding="utf-8").read()
+        for m in re.finditer(r"```.*?```|`([^`]+)`", text, re.S):
+            n = text.count("\n", 0, m.start()) + 1
+            if m.group(1) is not None:
+                yield f"{rel}:{n}", " ".join(m.group(1).split())
+            else:
+                for k, line in enumerate(m.group(0).splitlines()[1:-1], 1):
+                    yield f"{rel}:{n + k}", line.strip()
+
+
+def brief_lines(binary, tmp):
+    """The brief lines of every fixture, an empty host and a root that does not exist."""
+    out = set()
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(os.path.join(empty, "sys"))
+    os.makedirs(os.path.join(empty, "proc"))
+    trees = [os.path.join(FIXTURES, f) for f in sorted(os.listdir(FIXTURES))]
+    trees += [empty, os.path.join(tmp, "no-such-root")]
+    for t in trees:
+        s, p = os.path.join(t, "sys"), os.path.join(t, "proc")
+        if not os.path.isdir(s) and t != trees[-1]:
+            continue
+        for extra in ([], ["--strict"], ["--exit-codes", "nagios"], ["--strict", "--exit-codes", "nagios"]):
+            r = subprocess.run([binary, "check", "--brief", "--sysfs-root", s, "--procfs-root", p] + extra,
+                               capture_output=True, text=True, timeout=60)
+            out.add(r.stdout.strip())
+    return out
+
+
+def sample_regex(sample):
+    """Literal, but a number matches any number and `...` or a `<placeholder>` anything."""
+    parts = re.split(r"(\.\.\.|<[^>]+>|\d+)", sample.rstrip(". "))
+    return re.compile("^" + "".join(".*" if p == "..." or p.startswith("<") else r"\d+" if p.isdigit()
+                                    else re.escape(p) for p in parts))
+
+
+def check_samples(binary, root, tmp, schemas_written):
+    lines = brief_lines(binary, tmp)
+    allowed = set(schemas_written) | set(STATIC) | READ_ONLY
+    for where, text in inline_codes(root):
+        for name in SCHEMA_NAME.findall(text):
+            count()
+            if name not in allowed:
+                fail(f"{where}: schema {name} is not one nvpeer writes ({', '.join(sorted(allowed))})")
+        if BRIEF_SAMPLE.match(text):
+            count()
+            rx = sample_regex(text)
+            if not any(rx.match(l) for l in lines):
+                fail(f"{where}: brief sample {text!r} is the shape of no `check --brief` line of the fixtures")
+
+
+def check_table_ids(root):
+    """The ids of the check table (`| Id | What it looks at |`) of userspace/README.md."""
+    ids, inside = [], False
+    for line in open(os.path.join(root, SCHEMA_DOC), encoding="utf-8"):
+        if line.startswith("| Id |"):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^\| `([a-z][a-z0-9_]*)` \|", line)
+            if m:
+                ids.append(m.group(1))
+            elif not line.startswith("|---"):
+                break
+    return ids
+
+
+def check_man_pages(cli, binary, root, tmp):
+    out = os.path.join(tmp, "gendocs")
+    subprocess.run([binary, "__generate-docs", out], capture_output=True, check=True, timeout=60)
+    man = os.path.join(out, "man", "man1")
+    for page in sorted(os.listdir(man)):
+        text = open(os.path.join(man, page), encoding="utf-8").read()
+        for sec in ("EXIT STATUS", "EXAMPLES"):
+            count()
+            if f'.SH "{sec}"' not in text:
+                fail(f"man {page}: no {sec} section")
+        examples = text.split('.SH "EXAMPLES"', 1)[-1].split("\n.SH", 1)[0]
+        for m in re.finditer(r"\\fB(.*?)\\fR", examples):
+            cmd = m.group(1).replace("\\-", "-").replace("\\e", "\\")
+            for inv in INVOCATION.finditer(cmd):
+                check_invocation(cli, f"man {page} EXAMPLES", inv.group(1))
+    text = open(os.path.join(man, "nvpeer-check.1"), encoding="utf-8").read()
+    listed = text.split('.SH "CHECK IDS"', 1)[-1].split("\n.SH", 1)[0].replace("\\-", "-")
+    man_ids = set(re.findall(r"[a-z][a-z0-9_]*", listed))
+    table = set(check_table_ids(root))
+    count()
+    for i in sorted(man_ids - table):
+        fail(f"{SCHEMA_DOC}: check id {i} (nvpeer-check(1), check::CHECK_IDS) has no row in the check table")
+    for i in sorted(table - man_ids):
+        fail(f"{SCHEMA_DOC}: the check table's row {i} is no check id of nvpeer-check(1)")
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,7 +708,9 @@ def main_check(root, binary):
     cli = Cli(binary)
     check_readme_flags(cli, root)
     with tempfile.TemporaryDirectory() as tmp:
-        check_schemas(binary, root, tmp)
+        written = check_schemas(binary, root, tmp)
+        check_samples(binary, root, tmp, written)
+        check_man_pages(cli, binary, root, tmp)
     print(f"docs: {checked} checked, {len(failures)} failed")
     return 1 if failures else 0
 
@@ -608,6 +725,9 @@ PLANTS = [
     ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.
     ("userspace/README.md", '"schema": "nvpeer.topo/1",', ' "root_complex": str,', "field root_complex"),
+    # A brief line the binary does not print, and a schema version it does not write.
+    ("README.md", "", "\nThe brief line: `nvpeer: ready (dmabuf)`.\n", "ready (dmabuf)"),
+    ("README.md", "", "\nSaved as `nvpeer.bench-loopback-all/1`.\n", "nvpeer.bench-loopback-all/1"),
 ]
 
 

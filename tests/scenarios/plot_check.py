@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 DIRECT = "direct"
 STAGED = "staged through host memory (copy included)"
-# The curves' colours, in series order (bench/plot.rs: `colour`).
+# The curves' colours, in series order (userspace/nvpeer-core/src/commands/bench/plot.rs: `colour`).
 COLOURS = ["#0000FF", "#E67800"]
 
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Generates the rdma-core declarations of `src/bench/rdma_sys.rs` from the installed
+//! Generates the rdma-core declarations of `src/commands/bench/rdma_sys.rs` from the installed
 //! <infiniband/verbs.h> and <rdma/rdma_cma.h> (see `rdma_sys.h`): types and enum constants
 //! only, no functions, nothing linked (the engine loads libibverbs/librdmacm with libloading).
 //!

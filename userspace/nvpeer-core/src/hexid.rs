@@ -47,7 +47,7 @@ fn any<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     }
     match Id::deserialize(d)? {
         Id::Number(n) => Ok(n),
-        Id::Text(t) => crate::pci::parse_hex(&t, u64::MAX)
+        Id::Text(t) => crate::host::pci::parse_hex(&t, u64::MAX)
             .ok_or_else(|| de::Error::custom(format!("{t:?} is not a hexadecimal PCI id"))),
     }
 }

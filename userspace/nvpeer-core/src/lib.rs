@@ -2,34 +2,26 @@
 //! nvpeer peer-memory module, the GPU-NIC topology, and the module's statistics. Everything
 //! reads the host through [`host::Host`], whose sysfs and procfs roots are parameters, so tests
 //! run against fixture trees; the binary only parses arguments and prints.
+//!
+//! Three layers, each using only the ones before it:
+//!
+//! 1. [`host`]: the readers of host facts (PCI, kernel, `/proc/driver/nvidia`, `modprobe`,
+//!    limits, RDMA devices, libibverbs, the module tools and records, the GPU-NIC topology).
+//!    They read and parse; they do not judge.
+//! 2. [`check`]: judgement, from the facts alone (its rules share their predicates through
+//!    `check/rules/predicates.rs`, never through each other's files), the replay of NCCL's and
+//!    UCX's own rules ([`check::nccl`]) and the build-provenance verdict
+//!    ([`check::provenance`]).
+//! 3. [`commands`]: what each subcommand does beyond `check` (attach, detach, who, stats,
+//!    metrics, nccl-log, bench, selftest) and the human rendering of reports.
+//!
+//! [`error`], [`clock`] and [`hexid`] are shared by all three.
 
-pub mod attach;
-pub mod bench;
 pub mod check;
 pub mod clock;
-pub mod detach;
+pub mod commands;
 pub mod error;
 pub mod hexid;
 pub mod host;
-pub mod kernel;
-pub mod limits;
-pub mod metrics;
-pub mod modprobe;
-pub mod modtools;
-pub mod nccl;
-pub mod nccl_log;
-pub mod nvidia_proc;
-pub mod pci;
-pub mod peermem;
-pub mod provenance;
-pub mod providers;
-pub mod rdma;
-pub mod records;
-pub mod render;
-pub mod selftest;
-pub mod stats;
-pub mod topo;
-pub mod verbs;
-pub mod who;
 
 pub use error::{Error, Result};

@@ -5,9 +5,9 @@
 use std::fs;
 
 use nvpeer_core::check::{self, Inputs, Status};
+use nvpeer_core::commands::{render, stats};
+use nvpeer_core::host::topo::{self, NcclPathType, PathClass};
 use nvpeer_core::host::Host;
-use nvpeer_core::topo::{self, NcclPathType, PathClass};
-use nvpeer_core::{render, stats};
 use proptest::prelude::*;
 
 mod common;
@@ -246,7 +246,7 @@ fn nccl_conf_fixture_reads_etc_nccl_conf() {
     assert!(f.nccl_env.ib_disable);
     assert_eq!(
         f.nccl_env.ib_disable_source,
-        nvpeer_core::nccl::Source::File {
+        nvpeer_core::check::nccl::Source::File {
             path: "/etc/nccl.conf".to_owned(),
             value: "1".to_owned()
         }
@@ -593,6 +593,31 @@ fn assert_rejudged(report: &check::Report, what: &str) {
     );
 }
 
+/// Every row any fixture prints (with an inventory expected) has its id in `check::CHECK_IDS`,
+/// the list the man page and the docs give.
+#[test]
+fn every_row_id_is_listed() {
+    let mut options = check::Options::default();
+    options.expect.gpus = Some(1);
+    let mut seen = std::collections::BTreeSet::new();
+    for name in &fixture_names() {
+        let report = check::run(&host(name), &Inputs::fixture(), &options);
+        for c in &report.checks {
+            assert!(
+                check::CHECK_IDS.contains(&c.id),
+                "{name}: row {} is not in check::CHECK_IDS",
+                c.id
+            );
+            seen.insert(c.id);
+        }
+    }
+    assert!(
+        seen.len() >= 35,
+        "the fixtures print {} ids: {seen:?}",
+        seen.len()
+    );
+}
+
 /// The acceptance of `check --facts`: every fixture's verdicts come back from its saved JSON,
 /// also with NCCL/UCX variables and a memlock limit set.
 #[test]
@@ -608,7 +633,7 @@ fn every_fixture_is_judged_again_from_its_json() {
         inputs
             .env
             .insert("UCX_IB_GPU_DIRECT_RDMA".into(), "no".into());
-        inputs.memlock = Some(nvpeer_core::limits::Memlock {
+        inputs.memlock = Some(nvpeer_core::host::limits::Memlock {
             soft: Some(8 << 20),
             hard: None,
         });

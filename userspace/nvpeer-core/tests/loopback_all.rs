@@ -6,11 +6,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use nvpeer_core::bench::loopback_all::{self, PairStatus};
-use nvpeer_core::bench::mem::MemKind;
-use nvpeer_core::bench::{BenchError, BenchOpts, Op};
+use nvpeer_core::commands::bench::loopback_all::{self, PairStatus};
+use nvpeer_core::commands::bench::mem::MemKind;
+use nvpeer_core::commands::bench::{BenchError, BenchOpts, Op};
+use nvpeer_core::host::topo::{self, PathClass};
 use nvpeer_core::host::Host;
-use nvpeer_core::topo::{self, PathClass};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -152,10 +152,10 @@ fn the_nodes_cpulist_wins_over_the_devices() {
 }
 
 fn opts(mem: MemKind) -> BenchOpts {
-    use nvpeer_core::bench::cuda_alloc::CudaAlloc;
-    use nvpeer_core::bench::engine::SideOpts;
-    use nvpeer_core::bench::mem::RegPath;
-    use nvpeer_core::bench::Mode;
+    use nvpeer_core::commands::bench::cuda_alloc::CudaAlloc;
+    use nvpeer_core::commands::bench::engine::SideOpts;
+    use nvpeer_core::commands::bench::mem::RegPath;
+    use nvpeer_core::commands::bench::Mode;
     BenchOpts {
         mode: Mode::Loopback,
         op: Op::Write,

@@ -8,8 +8,8 @@ use std::process::Command;
 mod common;
 use common::svg::{attribute, Drawn, FIRST, SECOND};
 
-use nvpeer_core::bench::plot::{Plot, Series, COPY, DIRECT, STAGED};
-use nvpeer_core::bench::{crossover, StagedRow};
+use nvpeer_core::commands::bench::plot::{Plot, Series, COPY, DIRECT, STAGED};
+use nvpeer_core::commands::bench::{crossover, StagedRow};
 
 fn gbps(size: u64, us: f64) -> f64 {
     size as f64 * 8.0 / (us * 1e3)

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use nvpeer_core::bench::cuda::DmabufMapping;
-use nvpeer_core::bench::cuda_alloc::CudaAlloc;
-use nvpeer_core::bench::mem::MemKind;
 use nvpeer_core::check::brief::ExitCodes;
 use nvpeer_core::check::{Require, Workload};
+use nvpeer_core::commands::bench::cuda::DmabufMapping;
+use nvpeer_core::commands::bench::cuda_alloc::CudaAlloc;
+use nvpeer_core::commands::bench::mem::MemKind;
 
 #[derive(Parser)]
 #[command(

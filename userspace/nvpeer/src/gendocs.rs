@@ -77,8 +77,138 @@ fn man_pages(
     let page = clap_mangen::Man::new(cmd.clone())
         .source(source)
         .manual("nvpeer manual");
-    written.push(page.generate_to(dir).map_err(io_err(dir))?);
+    let path = dir.join(page.get_filename());
+    let mut roff = Vec::new();
+    page.render(&mut roff).map_err(io_err(&path))?;
+    roff.extend_from_slice(extra_sections(cmd.get_name()).as_bytes());
+    fs::write(&path, roff).map_err(io_err(&path))?;
+    written.push(path);
     Ok(())
+}
+
+/// Roff-escapes `-` (a minus sign in a command line, not a hyphen) and a leading `.` or `'`.
+fn roff_text(line: &str) -> String {
+    let line = line.replace('\\', "\\e").replace('-', "\\-");
+    if line.starts_with(['.', '\'']) {
+        format!("\\&{line}")
+    } else {
+        line
+    }
+}
+
+/// One `.SH` section: paragraphs of text, or (`examples`) pairs of a comment and a command.
+fn section(title: &str, body: &[&str]) -> String {
+    let mut out = format!(".SH \"{title}\"\n");
+    for item in body {
+        out.push_str(".TP\n");
+        match item.split_once(" :: ") {
+            Some((head, text)) => out.push_str(&format!(
+                "\\fB{}\\fR\n{}\n",
+                roff_text(head),
+                roff_text(text)
+            )),
+            None => out.push_str(&format!("{}\n", roff_text(item))),
+        }
+    }
+    out
+}
+
+/// EXIT STATUS and EXAMPLES of page `name` (`nvpeer` or a subcommand), and for `check` the
+/// row ids ([`nvpeer_core::check::CHECK_IDS`]). Each line is `head :: text`.
+fn extra_sections(name: &str) -> String {
+    let (status, examples): (&[&str], &[&str]) = match name {
+        "check" => (
+            &[
+                "0 :: ready: no check failed (with --strict: none warned either)",
+                "1 :: not ready: a check failed (with --strict: or warned)",
+                "2 :: usage error or the host could not be read",
+                "--exit-codes nagios :: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the verdict rests on a fact that could not be read; usage errors stay 2)",
+            ],
+            &[
+                "nvpeer check :: the rows that need attention and one line per GPU-NIC pair",
+                "nvpeer check --all :: every row, ok ones too",
+                "nvpeer check --brief --exit-codes nagios :: one Nagios plugin line",
+                "nvpeer check --json > node.json && nvpeer check --facts node.json :: judge a saved report again",
+                "nvpeer check --require dmabuf --expect-gpus 8 --expect-nics 8 :: fail unless dma-buf carries every pair and the node has its 8 GPUs and 8 NICs",
+            ],
+        ),
+        "nccl-log" => (
+            &[
+                "0 :: every network connection was GDRDMA",
+                "1 :: some or no connection was GDRDMA, or NCCL fell back to NET/Socket",
+                "2 :: usage error or an unreadable file",
+                "3 :: no NCCL lines in the file",
+                "4 :: an NCCL log without a network connection",
+            ],
+            &["NCCL_DEBUG=INFO mpirun ... 2>&1 | tee run.log; nvpeer nccl-log run.log :: what NCCL said about GPUDirect RDMA"],
+        ),
+        "detach" => (
+            &[
+                "0 :: unloaded, or nothing to unload",
+                "1 :: registrations are still live: their holders are named",
+                "2 :: usage error or a failure to run",
+            ],
+            &["nvpeer detach --wait 30 && /etc/init.d/openibd restart :: unload before a network-stack reload"],
+        ),
+        "attach" => (
+            &[
+                "0 :: loaded, or nothing to attach to",
+                "1 :: not loaded: a rebuild is needed, the file is not nvpeer's or there is none, or modprobe failed",
+                "2 :: usage error or a failure to run",
+            ],
+            &["nvpeer attach --dry-run :: what it would do, loading nothing"],
+        ),
+        "selftest" => (
+            &[
+                "0 :: the registration went through the module",
+                "1 :: a step failed",
+                "2 :: usage error or a failure to run",
+            ],
+            &["nvpeer selftest :: allocate, register, move a verified pattern, deregister, compare counters"],
+        ),
+        "bench" => (
+            &[
+                "0 :: every transfer completed (and verified)",
+                "1 :: received data did not verify, or a pair failed",
+                "2 :: usage error or a failure to run",
+            ],
+            &[
+                "nvpeer bench --mem cuda :: loopback from GPU memory on one device",
+                "nvpeer bench --server & nvpeer bench HOST :: between two hosts over TCP",
+            ],
+        ),
+        "who" => (
+            &["0 :: printed", "2 :: usage error or a failure to run"],
+            &["sudo nvpeer who :: who holds pinned GPU memory"],
+        ),
+        "topo" => (
+            &["0 :: printed", "2 :: usage error or a malformed sysfs file"],
+            &["nvpeer topo --json :: the GPU x NIC matrix as JSON"],
+        ),
+        "stats" => (
+            &["0 :: printed", "2 :: usage error or a malformed sysfs file"],
+            &["nvpeer stats --format prometheus :: the counters for node_exporter"],
+        ),
+        _ => (
+            &[
+                "0 :: ready / success",
+                "1 :: a check failed, or the command's own failure (see its page)",
+                "2 :: usage error or a failure to run",
+            ],
+            &[
+                "nvpeer check :: is this node ready for GPUDirect RDMA",
+                "nvpeer topo :: the GPU x NIC topology",
+            ],
+        ),
+    };
+    let mut out = section("EXIT STATUS", status);
+    out.push_str(&section("EXAMPLES", examples));
+    if name == "check" {
+        out.push_str(".SH \"CHECK IDS\"\n");
+        out.push_str(&roff_text(&nvpeer_core::check::CHECK_IDS.join(", ")));
+        out.push('\n');
+    }
+    out
 }
 
 /// When the command line is `nvpeer __generate-docs OUTDIR`, generates for `C` and returns the
@@ -140,6 +270,34 @@ mod tests {
             &check[..40.min(check.len())]
         );
         assert!(check.contains("brief"), "check page lacks --brief");
+        for want in [
+            ".SH \"EXIT STATUS\"",
+            ".SH \"EXAMPLES\"",
+            ".SH \"CHECK IDS\"",
+        ] {
+            assert!(check.contains(want), "check page lacks {want}");
+        }
+        for id in nvpeer_core::check::CHECK_IDS {
+            assert!(
+                check.contains(&id.replace('-', "\\-")),
+                "check page lacks {id}"
+            );
+        }
+        assert!(
+            check.contains("nagios"),
+            "check page lacks its Nagios exit codes"
+        );
+        for page in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "1"))
+        {
+            let text = fs::read_to_string(page).expect("page");
+            assert!(
+                text.contains(".SH \"EXIT STATUS\"") && text.contains(".SH \"EXAMPLES\""),
+                "{} lacks EXIT STATUS or EXAMPLES",
+                page.display()
+            );
+        }
         let bash = fs::read_to_string(dir.path().join("completions/bash/nvpeer")).expect("bash");
         assert!(bash.contains("complete -F") && bash.contains("nccl-log"));
         assert!(!bash.contains(ARG), "the generator must not be completed");

@@ -12,8 +12,8 @@
 use std::process::ExitCode;
 
 use nvpeer_core::check::{self, brief::NAGIOS_UNKNOWN};
+use nvpeer_core::commands::selftest;
 use nvpeer_core::host::Host;
-use nvpeer_core::selftest;
 
 mod cli;
 mod commands;

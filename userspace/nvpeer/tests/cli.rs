@@ -296,7 +296,11 @@ fn bench_plot_without_an_rdma_device_draws_the_staging_copies() {
     let d = common::svg::Drawn::read(&std::fs::read_to_string(&svg).unwrap());
     assert_eq!(
         d.missing(
-            &[(nvpeer_core::bench::plot::COPY, common::svg::FIRST, 23)],
+            &[(
+                nvpeer_core::commands::bench::plot::COPY,
+                common::svg::FIRST,
+                23
+            )],
             None
         ),
         None,

@@ -3,8 +3,8 @@
 //! byte-identical on every healthy host (no times, counters, PIDs or addresses), so that
 //! `clush -b` / `dshbak -c` fold the healthy hosts into one group and list the others by cause.
 
-use crate::kernel::IommuMode;
-use crate::limits::human_bytes;
+use crate::host::kernel::IommuMode;
+use crate::host::limits::human_bytes;
 
 use super::rules::{carried, uncarried, PairVerdict};
 use super::{Check, Facts, Report, Require, Status};
@@ -281,8 +281,8 @@ fn first_clause(detail: &str) -> String {
 mod tests {
     use super::*;
     use crate::check::{run, Inputs, Options};
+    use crate::host::limits::Memlock;
     use crate::host::Host;
-    use crate::limits::Memlock;
 
     fn with_statuses(statuses: &[(&'static str, Status, &str)]) -> Report {
         let sys = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 use super::path_rule_tests::proc_580;
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::topo::PathClass;
+use crate::host::topo::PathClass;
 
 /// A GB200-like host in CDMM on driver `release`, kernel `kernel`; `edit` changes the rest.
 fn cdmm(release: &str, kernel: &str, edit: impl FnOnce(&mut Facts)) -> Report {

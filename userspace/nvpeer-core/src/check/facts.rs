@@ -8,17 +8,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::nccl::{self, NcclEnv, PeerMemoryVerdict};
+use crate::host::kernel::{Iommu, Kallsyms};
+use crate::host::limits::Memlock;
+use crate::host::nvidia_proc::NvidiaProc;
+use crate::host::pci::{Acs, Bar, KnownDevice, PciAddress};
+use crate::host::peermem::LoadedModule;
+use crate::host::providers::{IbCore, NvidiaDriver};
+use crate::host::rdma::RdmaDevice;
+use crate::host::topo::{NcclPathType, PathClass, Topology};
+use crate::host::verbs::{self, DmabufProbe, Verbs};
 use crate::host::Host;
-use crate::kernel::{Iommu, Kallsyms};
-use crate::limits::Memlock;
-use crate::nccl::{self, NcclEnv, PeerMemoryVerdict};
-use crate::nvidia_proc::NvidiaProc;
-use crate::pci::{Acs, Bar, KnownDevice, PciAddress};
-use crate::peermem::LoadedModule;
-use crate::providers::{IbCore, NvidiaDriver};
-use crate::rdma::RdmaDevice;
-use crate::topo::{NcclPathType, PathClass, Topology};
-use crate::verbs::{self, DmabufProbe, Verbs};
 
 /// What the checks need beyond sysfs and procfs: the process environment and probes that ask
 /// the running system directly.
@@ -197,9 +197,9 @@ pub struct PairFacts {
     pub nic_iommu_group: Option<String>,
     /// The PCIe links of the GPU and of the NIC (absent in facts of an older nvpeer).
     #[serde(default)]
-    pub gpu_link: Option<crate::pci::PcieLink>,
+    pub gpu_link: Option<crate::host::pci::PcieLink>,
     #[serde(default)]
-    pub nic_link: Option<crate::pci::PcieLink>,
+    pub nic_link: Option<crate::host::pci::PcieLink>,
     /// The PCIe links between root ports and switches that the pair's traffic crosses (not the
     /// GPU's and NIC's own links): each with its speed and width now and the most both its
     /// ends can (absent in facts of an older nvpeer).
@@ -212,9 +212,9 @@ pub struct PairFacts {
 /// ends can (the lower of their `max_link_*`): below that, the link trained down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathLink {
-    pub port: crate::pci::PciAddress,
-    pub device: crate::pci::PciAddress,
-    pub link: crate::pci::PcieLink,
+    pub port: crate::host::pci::PciAddress,
+    pub device: crate::host::pci::PciAddress,
+    pub link: crate::host::pci::PcieLink,
 }
 
 impl PathLink {
@@ -560,13 +560,13 @@ pub struct Facts {
     /// Our modules' [`MODULE_COUNTERS`] as written: module name -> counter -> value.
     pub module_counters: BTreeMap<String, BTreeMap<String, String>>,
     /// The build provenance of the module file `modprobe nvidia_peermem` would load, as
-    /// [`crate::provenance::gather`] reads it (`modinfo`, the exporters' files); `None`: no
+    /// [`crate::host::provenance::gather`] reads it (`modinfo`, the exporters' files); `None`: no
     /// `nvidia_peermem` in `modules.dep`. Unreadable: `unreadable["provenance"]`.
     #[serde(default)]
-    pub provenance: Option<crate::provenance::ProvenanceFacts>,
+    pub provenance: Option<crate::host::provenance::ProvenanceFacts>,
     /// What `modprobe nvidia-peermem` would load (depmod's entry); `None`: no `modules.dep`.
     #[serde(default)]
-    pub modprobe_target: Option<crate::modprobe::ModprobeTarget>,
+    pub modprobe_target: Option<crate::host::modprobe::ModprobeTarget>,
     /// GDRCopy (`None`: facts of a release before these were gathered, as for every field
     /// below).
     #[serde(default)]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::kernel::{Iommu, IommuMode};
-use crate::pci::Acs;
-use crate::topo::Topology;
+use crate::host::kernel::{Iommu, IommuMode};
+use crate::host::pci::Acs;
+use crate::host::topo::Topology;
 
 fn row(f: &Facts, id: &str) -> Check {
     judge(f, &Options::default())

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::path_rule_tests::{dmabuf_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::limits::Memlock;
-use crate::nvidia_proc::{self, GpuInformation, NvidiaProc};
+use crate::host::limits::Memlock;
+use crate::host::nvidia_proc::{self, GpuInformation, NvidiaProc};
 
 fn row<'a>(r: &'a Report, id: &str) -> &'a Check {
     r.get(id)
@@ -397,7 +397,7 @@ fn a_vm_is_assumed_passthrough_unless_its_gpu_is_a_vgpu() {
         let mut f = dmabuf_facts();
         f.hypervisor = Some(true);
         f.pairs[0].common_bridge = false;
-        f.pairs[0].class = crate::topo::PathClass::Node;
+        f.pairs[0].class = crate::host::topo::PathClass::Node;
         information(&mut f, model);
         report(f, &Options::default())
     };

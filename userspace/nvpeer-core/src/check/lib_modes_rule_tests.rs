@@ -7,7 +7,7 @@ use super::modes_rule_tests::{mode, row};
 use super::path_rule_tests::{dmabuf_facts, efa_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::verbs::DmabufProbe;
+use crate::host::verbs::DmabufProbe;
 
 /// `f` with `settings` (name, value, config file or `None` for the environment) and `installed`
 /// (library, release).

@@ -29,6 +29,8 @@ use serde::{Deserialize, Serialize};
 pub mod brief;
 mod facts;
 mod gather;
+pub mod nccl;
+pub mod provenance;
 mod rules;
 pub mod verdict;
 
@@ -77,6 +79,52 @@ pub const SCHEMA: &str = "nvpeer.check/2";
 /// The schemas whose facts `--facts` judges: this one and `nvpeer.check/1`, whose facts are
 /// the same but for PCI ids written as numbers.
 pub const SCHEMAS_READ: [&str; 2] = [SCHEMA, "nvpeer.check/1"];
+
+/// Every row id `check` can print, in report order (the man page and the docs' table list
+/// them; `tests/fixtures.rs` holds every fixture's rows to this list).
+pub const CHECK_IDS: [&str; 41] = [
+    "gpus",
+    "gpu_gdr",
+    "inventory",
+    "nvidia_driver",
+    "rdma_devices",
+    "verbs",
+    "gdr_used",
+    "sysfs",
+    "paths",
+    "dmabuf",
+    "efa",
+    "module",
+    "parameters",
+    "peer_clients",
+    "ib_core",
+    "modprobe",
+    "provenance",
+    "driver_reload",
+    "core_bugs",
+    "bar1",
+    "topology",
+    "iommu",
+    "acs",
+    "grace",
+    "cdmm",
+    "vera",
+    "nccl_env",
+    "nccl",
+    "nccl_gdr",
+    "ucx",
+    "memlock",
+    "job_memlock",
+    "gdrcopy",
+    "gdrcopy_device",
+    "gdrcopy_lib",
+    "gdrcopy_mode",
+    "gin_driver",
+    "gin_umem",
+    "gin_gdrcopy",
+    "modes",
+    "silent_failures",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

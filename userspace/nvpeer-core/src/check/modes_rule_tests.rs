@@ -7,7 +7,7 @@ use super::job_rule_tests::gin;
 use super::path_rule_tests::{dmabuf_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::nccl;
+use crate::check::nccl;
 
 pub(super) fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
     r.pairs[0]
@@ -186,7 +186,7 @@ fn a_node_without_a_pair_says_what_nccl_would_do() {
 #[test]
 fn reg_dmabuf_mr_at_another_symbol_version_leaves_nccl_staged() {
     let mut f = dmabuf_facts();
-    let crate::verbs::Verbs::Probed {
+    let crate::host::verbs::Verbs::Probed {
         reg_dmabuf_mr_versioned,
         ..
     } = &mut f.verbs
@@ -210,7 +210,7 @@ fn reg_dmabuf_mr_at_another_symbol_version_leaves_nccl_staged() {
     );
     // Recorded by an older nvpeer (no version): judged as before, present.
     let mut f = dmabuf_facts();
-    if let crate::verbs::Verbs::Probed {
+    if let crate::host::verbs::Verbs::Probed {
         reg_dmabuf_mr_versioned,
         ..
     } = &mut f.verbs

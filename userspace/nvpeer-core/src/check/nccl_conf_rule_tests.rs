@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::rule_tests::ready_facts;
 use super::*;
+use crate::check::nccl::{self, Source};
 use crate::host::Host;
-use crate::nccl::{self, Source};
 
 fn write(root: &std::path::Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -41,7 +41,7 @@ fn the_environment_wins_then_the_first_file_then_etc() {
     let e = nccl::nccl_env_with_files(&vars(&[("NCCL_IB_DISABLE", "0")]), &files);
     assert!(!e.ib_disable);
     assert_eq!(e.ib_disable_source, Source::Environment("0".to_owned()));
-    assert_eq!(e.gdr_level, crate::topo::NcclPathType::Sys);
+    assert_eq!(e.gdr_level, crate::host::topo::NcclPathType::Sys);
     assert_eq!(
         e.gdr_level_source,
         Source::File {
@@ -58,7 +58,7 @@ fn the_environment_wins_then_the_first_file_then_etc() {
     let e = nccl::nccl_env_with_files(&env, &files);
     assert_eq!(e.conf_files, ["/opt/job.conf", "/etc/nccl.conf"]);
     assert!(e.dmabuf_enable);
-    assert_eq!(e.gdr_level, crate::topo::NcclPathType::Loc);
+    assert_eq!(e.gdr_level, crate::host::topo::NcclPathType::Loc);
 }
 
 #[test]

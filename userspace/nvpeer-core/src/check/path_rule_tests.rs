@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::kernel::{symbols, Kallsyms, SymbolOwner};
-use crate::limits::Memlock;
-use crate::nccl;
-use crate::nvidia_proc::{self, NvidiaProc};
-use crate::peermem::Implementation;
-use crate::topo::PathClass;
-use crate::verbs::{DmabufProbe, Verbs, VerbsDevice};
+use crate::check::nccl;
+use crate::host::kernel::{symbols, Kallsyms, SymbolOwner};
+use crate::host::limits::Memlock;
+use crate::host::nvidia_proc::{self, NvidiaProc};
+use crate::host::peermem::Implementation;
+use crate::host::topo::PathClass;
+use crate::host::verbs::{DmabufProbe, Verbs, VerbsDevice};
 
 /// `/proc/driver/nvidia` of a 580 driver as the real files print it
 /// (../shared/REAL-HOST-H200.txt), with `release`, `open` and `params` lines added.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::path_rule_tests::{dmabuf_facts, proc_580, why_not};
 use super::rule_tests::ready_facts;
 use super::*;
-use crate::nccl;
-use crate::topo::PathClass;
+use crate::check::nccl;
+use crate::host::topo::PathClass;
 
 /// The `provenance` row judges the file `modprobe nvidia_peermem` would load, from the facts
 /// `provenance::gather` reads (here with fake kmod tools): compatible, rebuild (fail before load,
@@ -15,9 +15,9 @@ use crate::topo::PathClass;
 /// provenance keys can and cannot be judged on, and nothing without an installed module.
 #[test]
 fn the_provenance_row_judges_the_installed_module_before_load() {
-    use crate::provenance::tests::{ours_modinfo, tree, Tree};
+    use crate::host::provenance::fixture::{ours_modinfo, tree, Tree};
     let gathered =
-        |t: &Tree| crate::provenance::gather(&t.host(), &t.tools, "nvidia_peermem").unwrap();
+        |t: &Tree| crate::host::provenance::gather(&t.host(), &t.tools, "nvidia_peermem").unwrap();
     let row = |mut f: Facts, p| {
         f.provenance = p;
         judge(&f, &Options::default())

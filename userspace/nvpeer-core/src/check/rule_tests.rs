@@ -4,17 +4,17 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::kernel::{symbols, Iommu, IommuMode, Kallsyms, SymbolOwner};
-use crate::limits::Memlock;
-use crate::nccl;
-use crate::pci::{Acs, Bar, PciAddress};
-use crate::peermem::{Implementation, LoadedModule};
-use crate::providers::{
+use crate::check::nccl;
+use crate::host::kernel::{symbols, Iommu, IommuMode, Kallsyms, SymbolOwner};
+use crate::host::limits::Memlock;
+use crate::host::pci::{Acs, Bar, PciAddress};
+use crate::host::peermem::{Implementation, LoadedModule};
+use crate::host::providers::{
     CoreGeneration, GenerationSource, IbCore, NvidiaDriver, PeerCore, PersistentApi,
 };
-use crate::rdma::{Port, RdmaDevice};
-use crate::topo::{NcclPathType, PathClass, Topology};
-use crate::verbs::Verbs;
+use crate::host::rdma::{Port, RdmaDevice};
+use crate::host::topo::{NcclPathType, PathClass, Topology};
+use crate::host::verbs::Verbs;
 
 pub(super) fn address(text: &str) -> PciAddress {
     text.parse().unwrap()
@@ -395,7 +395,7 @@ fn what_is_not_a_report_is_refused_in_one_line() {
 
 #[test]
 fn modprobe_target_warns_when_the_next_load_is_not_ours() {
-    use crate::modprobe::{ModprobeTarget, TargetKind};
+    use crate::host::modprobe::{ModprobeTarget, TargetKind};
     let status = |path: Option<&str>, kind: Option<TargetKind>, ours: bool| {
         let mut f = ready_facts();
         if !ours {

@@ -4,8 +4,8 @@
 
 use super::path_rule_tests::{dmabuf_facts, proc_580};
 use super::*;
-use crate::kernel::IommuMode;
-use crate::verbs::{DmabufProbe, Verbs, VerbsDevice};
+use crate::host::kernel::IommuMode;
+use crate::host::verbs::{DmabufProbe, Verbs, VerbsDevice};
 
 fn row(r: &Report) -> &Check {
     r.get("silent_failures").expect("a silent_failures row")

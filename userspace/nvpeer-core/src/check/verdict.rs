@@ -248,7 +248,7 @@ mod tests {
 
     use super::*;
     use crate::check::rules::WhyNot;
-    use crate::topo::PathClass;
+    use crate::host::topo::PathClass;
 
     fn pair(nic: &str, paths: &[GdrPath], efa: bool) -> PairVerdict {
         let mut why_not = BTreeMap::new();

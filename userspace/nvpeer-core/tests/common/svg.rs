@@ -5,7 +5,7 @@
 //! the crossover's dashes do not count as one, so a plot whose curve is missing fails even while
 //! its legend still names it. `tests/scenarios/plot_check.py` applies the same rule in the VM.
 
-/// The colours of the first and second curve (`bench/plot.rs`: `colour`).
+/// The colours of the first and second curve (`commands/bench/plot.rs`: `colour`).
 pub const FIRST: &str = "#0000FF";
 pub const SECOND: &str = "#E67800";
 

@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use nvpeer_core::attach::{self, Attach};
+use nvpeer_core::commands::attach::{self, Attach};
+use nvpeer_core::host::modtools::Kmod;
 use nvpeer_core::host::Host;
-use nvpeer_core::modtools::Kmod;
 use serde::Serialize;
 
 use crate::output::{to_json, Out};

@@ -5,11 +5,11 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use nvpeer_core::bench::cuda_alloc::CudaAlloc;
-use nvpeer_core::bench::engine::SideOpts;
-use nvpeer_core::bench::mem::{MemKind, RegPath};
-use nvpeer_core::bench::plot::Plot;
-use nvpeer_core::bench::{self, BenchError, BenchOpts, Mode, Op};
+use nvpeer_core::commands::bench::cuda_alloc::CudaAlloc;
+use nvpeer_core::commands::bench::engine::SideOpts;
+use nvpeer_core::commands::bench::mem::{MemKind, RegPath};
+use nvpeer_core::commands::bench::plot::Plot;
+use nvpeer_core::commands::bench::{self, BenchError, BenchOpts, Mode, Op};
 use nvpeer_core::host::Host;
 
 use crate::cli::{BenchArgs, DmabufMappingArg, FormatArg, OpArg, RegArg};

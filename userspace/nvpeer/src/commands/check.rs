@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use nvpeer_core::check::brief::{self, ExitCodes, NAGIOS_UNKNOWN};
 use nvpeer_core::check::{self, Inputs};
+use nvpeer_core::commands::render;
 use nvpeer_core::host::Host;
-use nvpeer_core::render;
 
 use crate::output::{to_json, Out};
 

@@ -5,10 +5,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use nvpeer_core::detach::{self, Detach};
+use nvpeer_core::commands::detach::{self, Detach};
+use nvpeer_core::commands::who;
+use nvpeer_core::host::modtools::Kmod;
 use nvpeer_core::host::Host;
-use nvpeer_core::modtools::Kmod;
-use nvpeer_core::who;
 use serde::Serialize;
 
 use crate::output::{to_json, Out};

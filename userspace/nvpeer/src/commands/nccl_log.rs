@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use nvpeer_core::{nccl_log, render};
+use nvpeer_core::commands::{nccl_log, render};
 
 use crate::output::{to_json, Out};
 

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
+use nvpeer_core::commands::selftest;
 use nvpeer_core::host::Host;
-use nvpeer_core::selftest;
 
 use crate::output::{to_json, Out};
 

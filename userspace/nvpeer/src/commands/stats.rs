@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use nvpeer_core::check::{self, Inputs};
+use nvpeer_core::commands::{metrics, render, stats};
 use nvpeer_core::host::Host;
-use nvpeer_core::{metrics, render, stats};
 
 use crate::output::{to_json, Out};
 

@@ -3,8 +3,9 @@
 
 use std::process::ExitCode;
 
+use nvpeer_core::commands::render;
+use nvpeer_core::host::topo;
 use nvpeer_core::host::Host;
-use nvpeer_core::{render, topo};
 
 use crate::output::{to_json, Out};
 

@@ -3,10 +3,10 @@
 
 use std::process::ExitCode;
 
+use nvpeer_core::commands::render::Table;
+use nvpeer_core::commands::who::{self, Who};
+use nvpeer_core::host::limits::human_bytes;
 use nvpeer_core::host::Host;
-use nvpeer_core::limits::human_bytes;
-use nvpeer_core::render::Table;
-use nvpeer_core::who::{self, Who};
 
 use crate::output::{to_json, Out};
 

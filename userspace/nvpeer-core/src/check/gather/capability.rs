@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
+use crate::host::nvidia_proc;
 use crate::host::Host;
-use crate::nvidia_proc;
 
 use super::super::CapabilityFacts;
 

@@ -3,11 +3,11 @@
 //! (with what NVIDIA's topology rule looks at), and ACS on the bridges between them.
 
 use crate::error::{Error, Result};
+use crate::host::nvidia_proc::NvidiaProc;
+use crate::host::pci::{self, Acs, KnownDevice, PciAddress, PciDevice};
+use crate::host::rdma::RdmaDevice;
+use crate::host::topo::{PathClass, Topology};
 use crate::host::Host;
-use crate::nvidia_proc::NvidiaProc;
-use crate::pci::{self, Acs, KnownDevice, PciAddress, PciDevice};
-use crate::rdma::RdmaDevice;
-use crate::topo::{PathClass, Topology};
 
 use super::super::{AcsFinding, GpuFacts, GraceFacts, PairFacts, PairSource, PathLink};
 

@@ -13,9 +13,9 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::host::modprobe;
+use crate::host::modtools::ModuleTools;
 use crate::host::Host;
-use crate::modprobe;
-use crate::modtools::ModuleTools;
 
 use super::super::{DeviceNode, GdrapiLibrary, GdrcopyFacts, GdrdrvFile};
 
@@ -183,7 +183,7 @@ fn libraries(host: &Host) -> Result<Vec<GdrapiLibrary>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::modtools::{ToolError, UnloadError};
+    use crate::host::modtools::{ToolError, UnloadError};
     use std::path::PathBuf;
 
     /// `modinfo` answers from a table; every other tool is unused here.

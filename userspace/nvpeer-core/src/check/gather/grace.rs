@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
+use crate::host::pci::{self, KnownDevice, PciAddress, PciDevice};
+use crate::host::topo::Topology;
 use crate::host::Host;
-use crate::pci::{self, KnownDevice, PciAddress, PciDevice};
-use crate::topo::Topology;
 
 use super::super::{AcsPort, AcsRole, DmaDirectComplex, GraceFacts, VeraFacts, VeraFunction};
 

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
+use crate::host::limits;
 use crate::host::Host;
-use crate::limits;
 
 use super::super::{JobStarter, JobStarters, ProcessFacts, JOB_MARKER_ENV};
 
@@ -183,7 +183,7 @@ pub(super) fn process(host: &Host, job_env: &BTreeMap<String, String>) -> Result
     );
     let open_files_soft = host
         .read_proc("self/limits")?
-        .and_then(|t| crate::limits::parse_open_files(&t));
+        .and_then(|t| crate::host::limits::parse_open_files(&t));
     Ok(ProcessFacts {
         cap_eff,
         uid,

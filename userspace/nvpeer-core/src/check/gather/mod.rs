@@ -24,18 +24,18 @@ mod provenance;
 
 use std::collections::BTreeMap;
 
+use crate::check::nccl::{self, PeerMemoryVerdict};
 use crate::error::Error;
+use crate::host::kernel::{self, symbols};
+use crate::host::modtools::Kmod;
+use crate::host::nvidia_proc;
+use crate::host::pci::{self, PciDevice};
+use crate::host::peermem;
+use crate::host::providers;
+use crate::host::rdma;
+use crate::host::topo::Topology;
+use crate::host::verbs::Verbs;
 use crate::host::Host;
-use crate::kernel::{self, symbols};
-use crate::modtools::Kmod;
-use crate::nccl::{self, PeerMemoryVerdict};
-use crate::nvidia_proc;
-use crate::pci::{self, PciDevice};
-use crate::peermem;
-use crate::providers;
-use crate::rdma;
-use crate::topo::Topology;
-use crate::verbs::Verbs;
 
 use super::{DmabufFacts, Facts, Inputs, GIN_ENV};
 
@@ -217,11 +217,11 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         note(&mut unreadable, "iommu_groups", e);
     }
     let module_counters = modules::module_counters(host, &loaded);
-    let provenance = provenance::installed(host, &crate::modtools::Kmod::system())
+    let provenance = provenance::installed(host, &crate::host::modtools::Kmod::system())
         .inspect_err(|e| note(&mut unreadable, "provenance", e))
         .ok()
         .flatten();
-    let modprobe_target = crate::modprobe::modprobe_target(host)
+    let modprobe_target = crate::host::modprobe::modprobe_target(host)
         .inspect_err(|e| note(&mut unreadable, "modprobe_target", e))
         .ok()
         .flatten();

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
+use crate::host::peermem::{Implementation, LoadedModule};
 use crate::host::Host;
-use crate::peermem::{Implementation, LoadedModule};
 
 use super::super::{PeerClientInfo, MODULE_COUNTERS};
 

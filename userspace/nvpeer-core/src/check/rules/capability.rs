@@ -28,11 +28,9 @@
 //!   mode and peer access is off ("We disable PeerAccess when we are in CC mode",
 //!   NVIDIA/nvtrust#22).
 
-use crate::nvidia_proc::GpuInformation;
-use crate::pci::PciAddress;
-
 use super::super::{Check, PairFacts, Status};
-use super::{peer_memory, Ctx, GdrPath, PairVerdict, PathResult, WhyNot};
+use super::predicates::{kind, Kind};
+use super::{predicates, Ctx, GdrPath, PairVerdict, PathResult, WhyNot};
 
 /// GB10's PCI device id (vendor 0x10de).
 const GB10_DEVICE: u16 = 0x2e12;
@@ -71,87 +69,6 @@ fn host_block(ctx: &Ctx) -> Option<WhyNot> {
     None
 }
 
-/// What one GPU is, by its `information` file and MIG instances.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Kind {
-    Consumer,
-    Vgpu,
-    Mig(Vec<u32>),
-    Capable,
-    /// No `information` file: the model is unknown.
-    Unknown,
-}
-
-/// A vGPU type name: `NVIDIA A30-8C`, `GRID V100-8Q`, `NVIDIA A100-1-5C` (MIG-backed): the last
-/// word ends in `-<digits><A|B|C|Q>`.
-fn is_vgpu_model(model: &str) -> bool {
-    if model.starts_with("GRID ") {
-        return true;
-    }
-    let Some(last) = model.split_whitespace().last() else {
-        return false;
-    };
-    let Some((_, tail)) = last.rsplit_once('-') else {
-        return false;
-    };
-    let Some(series) = tail.chars().last() else {
-        return false;
-    };
-    let digits = &tail[..tail.len() - series.len_utf8()];
-    matches!(series, 'A' | 'B' | 'C' | 'Q')
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
-fn is_consumer_model(model: &str) -> bool {
-    model.contains("GeForce") || model.starts_with("NVIDIA TITAN") || model.starts_with("TITAN")
-}
-
-fn information<'a>(ctx: &Ctx<'a>, address: PciAddress) -> Option<&'a GpuInformation> {
-    ctx.f
-        .nvidia_proc
-        .as_ref()?
-        .gpus
-        .iter()
-        .find(|i| i.bus_location == Some(address))
-}
-
-fn kind(ctx: &Ctx, label: &str) -> (Kind, String) {
-    let Some(g) = ctx.f.gpus.iter().find(|g| g.label == label) else {
-        return (Kind::Unknown, label.to_owned());
-    };
-    let Some(info) = information(ctx, g.address) else {
-        return (Kind::Unknown, format!("{label} {}", g.address));
-    };
-    let model = info.model.clone().unwrap_or_default();
-    let name = format!("{label} {model}");
-    let minor = info
-        .fields
-        .get("Device Minor")
-        .and_then(|m| m.trim().parse::<u32>().ok());
-    let mig = minor.and_then(|m| ctx.f.capability.as_ref()?.mig.get(&m).cloned());
-    let k = if is_consumer_model(&model) {
-        Kind::Consumer
-    } else if is_vgpu_model(&model) {
-        Kind::Vgpu
-    } else if let Some(instances) = mig {
-        Kind::Mig(instances)
-    } else {
-        Kind::Capable
-    };
-    (k, name)
-}
-
-/// The GPU of this label is a vGPU (its model a vGPU type).
-pub(super) fn is_vgpu(ctx: &Ctx, label: &str) -> bool {
-    kind(ctx, label).0 == Kind::Vgpu
-}
-
-/// The GPU of this label is MIG-enabled or a vGPU: NVIDIA refuses persistent pins on it.
-pub(super) fn refuses_persistent(ctx: &Ctx, label: &str) -> bool {
-    matches!(kind(ctx, label).0, Kind::Vgpu | Kind::Mig(_))
-}
-
 fn consumer_why(name: &str) -> WhyNot {
     WhyNot {
         reason: format!("GeForce/TITAN GPU: {name}; NVIDIA's driver refuses GPUDirect RDMA on consumer GPUs (the gate is in libcuda; no peer-memory module or dma-buf setting changes it)"),
@@ -161,7 +78,7 @@ fn consumer_why(name: &str) -> WhyNot {
 
 /// The loaded peer-memory modules that pin persistently (nvpeer's default).
 fn persistent_modules<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
-    let invalidating = peer_memory::invalidating_modules(ctx);
+    let invalidating = predicates::invalidating_modules(ctx);
     ctx.f
         .modules
         .iter()
@@ -300,7 +217,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         if !detail.is_empty() {
             detail.push_str("; ");
         }
-        let why = match ctx.proc_unreadable(crate::nvidia_proc::Part::Gpus) {
+        let why = match ctx.proc_unreadable(crate::host::nvidia_proc::Part::Gpus) {
             Some(e) => format!("could not read {e}"),
             None => "no /proc/driver/nvidia/gpus/*/information".to_owned(),
         };
@@ -334,39 +251,5 @@ pub(super) fn moot(ctx: &Ctx, rows: &mut [Check]) {
             r.detail
         );
         *r = r.clone().hidden();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vgpu_and_consumer_names() {
-        for vgpu in [
-            "NVIDIA A30-8C",
-            "GRID V100-8Q",
-            "NVIDIA A100-1-5C",
-            "NVIDIA H100-80C",
-            "NVIDIA L40S-48A",
-        ] {
-            assert!(is_vgpu_model(vgpu), "{vgpu}");
-        }
-        for physical in [
-            "NVIDIA H200",
-            "NVIDIA A100-SXM4-80GB",
-            "NVIDIA A100 80GB PCIe",
-            "Tesla V100-SXM2-32GB",
-            "NVIDIA RTX A6000",
-            "NVIDIA GeForce RTX 4090",
-            "NVIDIA GB10",
-            "",
-        ] {
-            assert!(!is_vgpu_model(physical), "{physical}");
-        }
-        assert!(is_consumer_model("NVIDIA GeForce RTX 4090"));
-        assert!(is_consumer_model("NVIDIA TITAN RTX"));
-        assert!(!is_consumer_model("NVIDIA RTX 6000 Ada Generation"));
-        assert!(!is_consumer_model("Quadro RTX 8000"));
     }
 }

@@ -11,11 +11,11 @@
 //!   6.0 or later built with `CONFIG_ZONE_DEVICE`. 590.x (590.48.01 last seen) does not have it:
 //!   releases outside the two ranges are "not probed".
 
-use crate::kernel::release_major_minor;
-use crate::nvidia_proc::DriverRelease;
+use crate::host::kernel::release_major_minor;
+use crate::host::nvidia_proc::DriverRelease;
 
 use super::super::{Check, Status};
-use super::{peer_memory, Ctx};
+use super::{predicates, Ctx};
 
 /// The dmesg line of a CDMM mapping without `nvidia_uvm`'s page map.
 pub(crate) const PAGEMAP_SYMPTOM: &str =
@@ -150,7 +150,7 @@ fn pins_row(ctx: &Ctx) -> Check {
         .release
         .as_ref()
         .map_or_else(|| "(release unknown)".to_owned(), ToString::to_string);
-    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+    if let Some(e) = ctx.proc_unreadable(crate::host::nvidia_proc::Part::Params) {
         return Check::error("cdmm", e);
     }
     let Some(mode) = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) else {
@@ -172,7 +172,7 @@ fn pins_row(ctx: &Ctx) -> Check {
         Some(_) => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM on this older driver is not judged here",
         None => "; 595's nv-dmabuf.c added a CDMM path (MEMORY_DEVICE_COHERENT pages): dma-buf under CDMM is not judged here",
     };
-    let invalidating = peer_memory::invalidating_modules(ctx);
+    let invalidating = predicates::invalidating_modules(ctx);
     if ctx.release.is_none() {
         let base = format!("CoherentGPUMemoryMode \"driver\" (CDMM), driver release unknown: not judged whether nvidia_p2p_get_pages pins it (nv-p2p.h 580.65.06 says it does not; the sentence is gone in 590.44.01){dmabuf_note}");
         return if invalidating.is_empty() {
@@ -188,7 +188,7 @@ fn pins_row(ctx: &Ctx) -> Check {
             )
         };
     }
-    if !peer_memory::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
+    if !predicates::cdmm_refuses_invalidating_pins(ctx.release.as_ref()) {
         return Check::ok(
             "cdmm",
             format!("CoherentGPUMemoryMode \"driver\" (CDMM) on driver {release}: nvidia_p2p_get_pages supports it (590.44.01+){dmabuf_note}"),

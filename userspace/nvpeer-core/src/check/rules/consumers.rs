@@ -3,10 +3,11 @@
 //! peer-memory client), its environment and its distance rule per pair (`NCCL_NET_GDR_LEVEL`,
 //! and on C2C platforms `NCCL_NET_GDR_C2C`), and UCX.
 
-use crate::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
-use crate::topo::{self, PathClass};
+use crate::check::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
+use crate::host::topo;
 
-use super::super::{Check, PairFacts, PairSource};
+use super::super::{Check, PairFacts};
+use super::predicates::{nccl_gdr_of, source};
 use super::Ctx;
 
 /// `nccl_env`, the NCCL version ranges, `nccl_gdr`, `ucx`.
@@ -44,15 +45,6 @@ fn none_exist(paths: &[String]) -> String {
     match paths {
         [one] => format!("{one} does not exist"),
         many => format!("none of {} exists", many.join(", ")),
-    }
-}
-
-pub(super) fn source(s: &Source) -> String {
-    match s {
-        Source::Default => "default".to_owned(),
-        Source::Environment(v) => format!("set to {v:?}"),
-        Source::Ignored(v) => format!("{v:?} not understood by NCCL: default used"),
-        Source::File { path, value } => format!("set to {value:?} in {path}"),
     }
 }
 
@@ -151,36 +143,6 @@ fn check_nccl_versions(ranges: &[(&nccl::Rule, &PeerMemoryVerdict)]) -> Check {
         ),
         "a job pinned to NCCL 2.22 or older needs /sys/kernel/mm/memory_peers (MOFED < 24.04, or a kernel that exports mm_kobj); NCCL >= 2.23.4 needs nothing more",
     )
-}
-
-/// NCCL's GPUDirect RDMA decision for one pair (`ncclTopoCheckGdr`): `Ok(how)` when enabled.
-/// On a C2C platform a NIC attached to the GPU's CPU (in sysfs: another root port of the same
-/// NUMA node) is NCCL's P2C path, distance C2C with `NCCL_NET_GDR_C2C` (2.27+, default 1), PHB
-/// without; a NIC below the GPU's switch gets GPUDirect RDMA in "PCI" mode (a forced PCIe
-/// mapping).
-pub(super) fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, String> {
-    if p.source == PairSource::DmaDirect && e.ib_data_direct {
-        // NCCL places a Data Direct NIC at its DMA function's PCI path
-        // (mlx5dv_get_data_direct_sysfs_path), below the GPU's switch: PXB, PCI mode.
-        return if nccl::within_gdr_level(topo::NcclPathType::Pxb, e.gdr_level) {
-            Ok("Data Direct, PCI mode")
-        } else {
-            Err(format!("Data Direct PXB > {}", e.gdr_level))
-        };
-    }
-    let c2c_attached = p.coherent && matches!(p.class, PathClass::Phb | PathClass::Node);
-    if c2c_attached && e.gdr_c2c {
-        return if nccl::within_gdr_level(topo::NcclPathType::C2c, e.gdr_level) {
-            Ok("C2C, NCCL_NET_GDR_C2C")
-        } else {
-            Err(format!("C2C > {}", e.gdr_level))
-        };
-    }
-    if nccl::within_gdr_level(p.nccl_class, e.gdr_level) {
-        Ok(if p.coherent { "PCI mode" } else { "" })
-    } else {
-        Err(format!("{} > {}", p.nccl_class, e.gdr_level))
-    }
 }
 
 fn check_nccl_gdr(e: &NcclEnv, pairs: &[PairFacts]) -> Check {

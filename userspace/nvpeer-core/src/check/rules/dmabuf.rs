@@ -24,12 +24,12 @@
 
 use nix::errno::Errno;
 
-use crate::kernel::{release_major_minor, symbols};
-use crate::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
-use crate::verbs::{DmabufProbe, Verbs, REG_DMABUF_MR_VERSION};
+use crate::host::kernel::{release_major_minor, symbols};
+use crate::host::nvidia_proc::{Flavour, Part, GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
+use crate::host::verbs::{DmabufProbe, Verbs, REG_DMABUF_MR_VERSION};
 
 use super::super::{Check, PairFacts, Require};
-use super::{capability, grace, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
+use super::{predicates, Ctx, GdrPath, Mapping, PairVerdict, PathResult, WhyNot};
 
 /// The first open-module release with `nv-dmabuf.c` (dma-buf export, CUDA 11.7).
 const EXPORT_SINCE: [u32; 3] = [515, 0, 0];
@@ -226,7 +226,7 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     // NV_FLAG_PASSTHRU is set by RmInitAdapter (osinit.c) for a GPU passed through to a VM
     // (IS_PASSTHRU), not for a vGPU; cpuinfo's `hypervisor` tells a VM, not which of the two.
     if ctx.f.hypervisor == Some(true) {
-        if capability::is_vgpu(ctx, &p.gpu) {
+        if predicates::is_vgpu(ctx, &p.gpu) {
             r.notes.push(format!(
                 "a vGPU guest: NVIDIA's allowance for passed-through GPUs (NV_FLAG_PASSTHRU) does not apply to {}",
                 p.gpu
@@ -265,7 +265,7 @@ const CDMM_EXPORT_SINCE: [u32; 3] = [595, 0, 0];
 /// dma-buf for one pair: the conditions, then the mapping NCCL asks for at attach time.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
     let mut r = PathResult::works(Mapping::Pcie);
-    match conditions(ctx, p, &mut r).and_then(|()| grace::dmabuf_mapping(ctx, p)) {
+    match conditions(ctx, p, &mut r).and_then(|()| predicates::dmabuf_mapping(ctx, p)) {
         Ok(mapping) => {
             // After the probes' own entries, which the registration rests on first.
             let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");

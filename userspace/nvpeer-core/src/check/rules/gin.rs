@@ -22,10 +22,11 @@
 //! paths the policy allows (`--require dmabuf`: dma-buf; `peermem`: the peer-memory client), and
 //! a ready host's verdict says `for GIN`.
 
-use crate::kernel::release_major_minor;
+use crate::host::kernel::release_major_minor;
 
 use super::super::{Check, Require, Workload};
-use super::{capability, gdrcopy, Ctx, GdrPath, PairVerdict};
+use super::predicates::GPU_HANDLER_ENV;
+use super::{predicates, Ctx, GdrPath, PairVerdict};
 
 /// aws-ofi-nccl's GIN needs GDRCopy 2.5 or later (PR#1351).
 const GDRCOPY_FOR_GIN: (u32, u32) = (2, 5);
@@ -67,9 +68,6 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
         ),
     ]
 }
-
-/// NCCL's GDAKI handler setting.
-pub(super) const GPU_HANDLER_ENV: &str = "NCCL_GIN_GDAKI_NIC_HANDLER";
 
 /// `gin_driver`. Only the doorbell mapping missing (`PeerMappingOverride`, stream memory
 /// operations on) is a degraded mode under `--for gin`, not a failure (`../shared/FIELD.md` U6):
@@ -121,7 +119,7 @@ fn gdrcopy_asked_by(ctx: &Ctx, pairs: &[PairVerdict]) -> Option<&'static str> {
 const DRIVER_FIX: &str = "`options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" NVreg_EnableStreamMemOPs=1` in /etc/modprobe.d/ (add PeerMappingOverride=1 to an existing RegistryDwords string rather than a second line), rebuild the initramfs, then reload the NVIDIA driver or reboot";
 
 fn driver(ctx: &Ctx) -> Result<String, (String, String)> {
-    if let Some(e) = ctx.proc_unreadable(crate::nvidia_proc::Part::Params) {
+    if let Some(e) = ctx.proc_unreadable(crate::host::nvidia_proc::Part::Params) {
         return Err((
             format!("driver settings unknown: PeerMappingOverride and EnableStreamMemOPs not read: could not read {e}"),
             "/proc/driver/nvidia/params should be the driver's own text: check its permissions, or report its content as a bug".to_owned(),
@@ -173,7 +171,7 @@ fn non_invalidating_client(ctx: &Ctx) -> Option<String> {
         m.expected_clients(
             f.nvidia
                 .as_ref()
-                .is_none_or(|n| n.persistent_api != crate::providers::PersistentApi::None),
+                .is_none_or(|n| n.persistent_api != crate::host::providers::PersistentApi::None),
         )
         .contains(&"nv_mem_nc")
     });
@@ -195,7 +193,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let mut not = Vec::new();
     for p in pairs {
         let dmabuf = require != Require::Peermem && p.paths.contains(&GdrPath::Dmabuf) && kernel_ok;
-        let no_persistent = capability::refuses_persistent(ctx, &p.gpu);
+        let no_persistent = predicates::refuses_persistent(ctx, &p.gpu);
         let peer = require != Require::Dmabuf
             && p.paths.contains(&GdrPath::PeerMemory)
             && client.is_some()
@@ -252,7 +250,7 @@ fn umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
 
 fn gdrcopy_for_gin(ctx: &Ctx, pairs: &[PairVerdict]) -> Result<String, (String, String)> {
     let asked = gdrcopy_asked_by(ctx, pairs);
-    let state = match ctx.f.gdrcopy.as_ref().map(|g| gdrcopy::usable(ctx, g)) {
+    let state = match ctx.f.gdrcopy.as_ref().map(|g| predicates::usable(ctx, g)) {
         None => Err("not examined (facts of an older nvpeer)".to_owned()),
         Some(r) => r,
     };

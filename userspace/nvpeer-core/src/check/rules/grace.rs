@@ -25,195 +25,16 @@
 //!   Driver-based Memory Management (R580 on GB200/GB300): `nv-p2p.h` of 580.65.06 says
 //!   `nvidia_p2p_get_pages` "does not support Coherent Driver-based Memory Management(CDMM)
 //!   mode"; 590.44.01 dropped the sentence; 595's `nv-dmabuf.c` exports CDMM memory through
-//!   `MEMORY_DEVICE_COHERENT` pages (`../shared/FIELD.md` #2). The `cdmm` row: [`super::cdmm`].
+//!   `MEMORY_DEVICE_COHERENT` pages (`../shared/FIELD.md` #2). The `cdmm` row: [`super::cdmm`]; the `acs` and
+//!   `iommu` rows on Grace: [`super::platform`].
 
-use crate::kernel::{Iommu, IommuMode};
-use crate::nvidia_proc::{GRDMA_OVERRIDE_ALLOW, GRDMA_OVERRIDE_DENY};
-use crate::pci::{acs_matches, Acs};
+use crate::host::nvidia_proc::GRDMA_OVERRIDE_ALLOW;
 
-use super::super::{AcsRole, Check, GraceFacts, PairFacts};
-use super::{Ctx, Mapping, PairVerdict, WhyNot};
+use super::super::{Check, GraceFacts};
+use super::predicates::config_acs;
+use super::{Ctx, PairVerdict};
 
-/// The C2C sentence every pair on a coherent platform gets.
-pub(super) const C2C_NOTE: &str = "peer-memory MRs here are mapped through C2C (nv-p2p refuses IO mappings of forced-PCIe tables); the dma-buf PCIe mapping / Data Direct is the fast path";
-
-/// The DMA-Direct complex of this pair's GPU, when the pair is its Data Direct pairing.
-fn complex_of<'a>(ctx: &Ctx<'a>, p: &PairFacts) -> Option<&'a super::super::DmaDirectComplex> {
-    ctx.f
-        .grace
-        .as_ref()?
-        .complexes
-        .iter()
-        .find(|c| c.gpu == p.gpu && c.nic.as_deref() == Some(&p.nic))
-}
-
-/// Whether NVIDIA's driver lets a PCIe-mapped (FORCE_PCIE) dma-buf of this GPU attach to the
-/// DMA device `group` belongs to (`nv_pci_is_valid_topology_for_direct_pci`).
-fn force_pcie_allowed(ctx: &Ctx, gpu_group: Option<&str>, peer_group: Option<&str>) -> bool {
-    match ctx.params.and_then(|p| p.grdma_pci_topo_check_override()) {
-        Some(GRDMA_OVERRIDE_ALLOW) => true,
-        Some(GRDMA_OVERRIDE_DENY) => false,
-        _ => gpu_group.is_some() && gpu_group == peer_group,
-    }
-}
-
-/// The mapping a dma-buf of this pair gets as NCCL registers it, or why its registration fails.
-/// PCIe on a PCIe platform. On a coherent one NCCL forces the PCIe mapping where the NIC's path
-/// to the GPU goes through PCI ("Force PCIe mapping if path goes through PCI on a C2C system",
-/// `ncclTopoCheckGdr`): a Data Direct NIC, which NCCL places at its DMA function
-/// (`NCCL_IB_DATA_DIRECT`, default 1), or a NIC below the GPU's switch. It exports with
-/// `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, which succeeds; the driver then refuses the
-/// attach unless `nv_pci_is_valid_topology_for_direct_pci` holds, and NCCL does not fall back
-/// to the C2C mapping (`src/transport/net.cc`: the export under `CUCHECK`, then `regMrDmaBuf`
-/// under `NCCLCHECK`). Every other NIC (one on the GPU's CPU) gets the C2C mapping.
-pub(super) fn dmabuf_mapping(ctx: &Ctx, p: &PairFacts) -> Result<Mapping, WhyNot> {
-    if !p.coherent {
-        return Ok(Mapping::Pcie);
-    }
-    let data_direct = ctx.f.nccl_env.ib_data_direct;
-    let (gpu_group, peer_group, why) = match complex_of(ctx, p) {
-        Some(c) if data_direct => (
-            c.gpu_iommu_group.as_deref(),
-            c.dma_iommu_group.as_deref(),
-            WhyNot {
-                reason: format!(
-                    "NCCL registers through Data Direct (NCCL_IB_DATA_DIRECT=1, its default) with the PCIe mapping, but DMA function {} is not in {}'s IOMMU group: NVIDIA's driver refuses the attach (nv-dmabuf.c: \"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: ibv_reg_dmabuf_mr fails with error 524) and NCCL does not fall back to the C2C mapping",
-                    c.dma_function, c.gpu
-                ),
-                fix: "boot with rdma_topo's ACS so that the complex is one IOMMU group (see `grace`; `rdma_topo check` verifies it), or set NCCL_IB_DATA_DIRECT=0 (dma-buf through the NIC function with the C2C mapping, the slower path), or NVreg_GrdmaPciTopoCheckOverride=1".to_owned(),
-            },
-        ),
-        _ if p.common_bridge => (
-            p.gpu_iommu_group.as_deref(),
-            p.nic_iommu_group.as_deref(),
-            WhyNot {
-                reason: format!(
-                    "NCCL forces the PCIe mapping for a NIC below the GPU's switch on a C2C platform, but {} is not in {}'s IOMMU group: NVIDIA's driver refuses the attach (\"topology not supported for mapping type FORCE_PCIE\", -ENOTSUPP: ibv_reg_dmabuf_mr fails with error 524) and NCCL does not fall back to the C2C mapping",
-                    p.nic, p.gpu
-                ),
-                fix: "put GPU and NIC in one IOMMU group (the ACS rdma_topo requires, see `acs`), or NVreg_GrdmaPciTopoCheckOverride=1".to_owned(),
-            },
-        ),
-        _ => return Ok(Mapping::C2c),
-    };
-    if force_pcie_allowed(ctx, gpu_group, peer_group) {
-        Ok(Mapping::Pcie)
-    } else if ctx.params.and_then(|p| p.grdma_pci_topo_check_override())
-        == Some(GRDMA_OVERRIDE_DENY)
-    {
-        Err(WhyNot {
-            reason: "NCCL asks for the PCIe mapping here, and GrdmaPciTopoCheckOverride=2 makes NVIDIA's driver refuse its attach (error 524); NCCL does not fall back to the C2C mapping".to_owned(),
-            fix: "remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia module options".to_owned(),
-        })
-    } else {
-        Err(why)
-    }
-}
-
-/// `pci=config_acs=...` as `rdma_topo write-grub-acs` writes it: every port whose mask is not
-/// the kernel's default, by address.
-pub fn config_acs(g: &GraceFacts) -> Option<String> {
-    let mut entries: Vec<(_, &str)> = g
-        .acs_ports
-        .iter()
-        .filter(|p| p.role != AcsRole::Other)
-        .map(|p| (p.bridge, p.role.mask()))
-        .collect();
-    entries.sort();
-    entries.dedup();
-    (!entries.is_empty()).then(|| {
-        format!(
-            "pci=config_acs=\"{}\"",
-            entries
-                .iter()
-                .map(|(b, m)| format!("{m}@{b}"))
-                .collect::<Vec<_>>()
-                .join(";")
-        )
-    })
-}
-
-/// The `acs` row on a Grace platform: `rdma_topo`'s masks, never a config-space write.
-pub(super) fn check_acs(g: &GraceFacts) -> Check {
-    let mut wrong = Vec::new();
-    let mut unknown = Vec::new();
-    for p in &g.acs_ports {
-        let needs = p.role.mask();
-        match &p.acs {
-            Some(Acs::Present { control, .. }) if !acs_matches(*control, needs) => {
-                wrong.push(format!(
-                    "{} ({}) has {control:#06x}, needs {needs}",
-                    p.bridge,
-                    p.role.describe()
-                ))
-            }
-            Some(Acs::Present { .. }) => {}
-            Some(Acs::Absent) if p.role != AcsRole::Other => wrong.push(format!(
-                "{} ({}) has no ACS capability, needs {needs}",
-                p.bridge,
-                p.role.describe()
-            )),
-            Some(Acs::Absent) => {}
-            None | Some(Acs::NotReadable { .. }) => unknown.push(p.bridge.to_string()),
-        }
-    }
-    let boot = match config_acs(g) {
-        Some(line) => format!(
-            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (`rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot, then `rdma_topo check` must pass: config_acs came in kernel 6.11, and a list of several devices is parsed right only with Tushar Dave's 2025 fix \"PCI: Fix Extend ACS configurability\" (in NVIDIA's NV-Kernels; on another kernel look for it or its backport)"
-        ),
-        None => "reboot without ACS changes: the kernel's default (xx111x1) is what rdma_topo requires here".to_owned(),
-    };
-    let never = "do not change ACS from userspace on this platform (rdma_topo: unprivileged userspace can then trigger platform RAS failures)";
-    if !wrong.is_empty() {
-        return Check::warn(
-            "acs",
-            format!(
-                "ACS differs from what rdma_topo requires on this Grace platform: {}",
-                wrong.join("; ")
-            ),
-            format!("{boot}; {never}"),
-        );
-    }
-    if !unknown.is_empty() {
-        return Check::warn(
-            "acs",
-            format!(
-                "config space of {} not readable beyond the first 64 bytes: ACS unknown",
-                unknown.join(", ")
-            ),
-            "run nvpeer check as root to read the ACS control registers",
-        );
-    }
-    let ports = g.acs_ports.len();
-    if g.complexes.is_empty() {
-        Check::ok(
-            "acs",
-            format!("Grace platform without a DMA-Direct complex: the kernel's default ACS on its {ports} Grace/ConnectX bridges, as rdma_topo requires; GPU memory is reached through C2C"),
-        )
-    } else {
-        Check::ok(
-            "acs",
-            format!("as rdma_topo requires on all {ports} Grace/ConnectX bridges (DMA-Direct complexes: {})", config_acs(g).unwrap_or_default()),
-        )
-    }
-}
-
-/// The `iommu` row on a Grace platform: the SMMU translating is normal there; what matters is
-/// the DMA-Direct complex's IOMMU group (`grace`).
-pub(super) fn check_iommu(i: &Iommu) -> Check {
-    let mode = match i.mode {
-        IommuMode::Off => "off",
-        IommuMode::Passthrough => "passthrough",
-        IommuMode::Translated => "translating DMA",
-        IommuMode::Unknown => "domain type unknown",
-    };
-    Check::ok(
-        "iommu",
-        format!("{mode} ({} groups); on a Grace platform translated DMA is the default, and what GPUDirect RDMA needs is each DMA-Direct function in its GPU's IOMMU group (see `grace`)", i.groups),
-    )
-}
-
-/// The `grace` row (platform, complexes, IOMMU groups) and the `cdmm` row, on a Grace platform.
+/// The `grace` row (platform, complexes, IOMMU groups), on a Grace platform.
 pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
     let Some(g) = &ctx.f.grace else {
         return match ctx.unreadable("grace") {
@@ -221,7 +42,7 @@ pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
             None => Vec::new(),
         };
     };
-    vec![check_grace(ctx, g, pairs), super::cdmm::row(ctx)]
+    vec![check_grace(ctx, g, pairs)]
 }
 
 fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
@@ -243,7 +64,9 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
     let ports = g
         .devices
         .values()
-        .filter(|k| k.is_acs_managed_bridge() && **k != crate::pci::KnownDevice::GraceRootPort)
+        .filter(|k| {
+            k.is_acs_managed_bridge() && **k != crate::host::pci::KnownDevice::GraceRootPort
+        })
         .count();
     if ports > 0 {
         recognised.push(format!("{ports} ConnectX/BlueField switch ports"));
@@ -322,24 +145,5 @@ fn check_grace(ctx: &Ctx, g: &GraceFacts, pairs: &[PairVerdict]) -> Check {
             format!("{detail}: {}", problems.join("; ")),
             fixes.join("; "),
         )
-    }
-}
-
-/// What the mapping of a pair's dma-buf means on a coherent platform; `None` elsewhere.
-pub(super) fn mapping_note(ctx: &Ctx, p: &PairFacts, mapping: Option<Mapping>) -> Option<String> {
-    if !p.coherent {
-        return None;
-    }
-    match (mapping, complex_of(ctx, p)) {
-        (Some(Mapping::Pcie), Some(c)) => Some(format!(
-            "dma-buf with the PCIe mapping through Data Direct (DMA function {}; NCCL_IB_DATA_DIRECT=1 is NCCL's default)",
-            c.dma_function
-        )),
-        (Some(Mapping::Pcie), None) => Some("dma-buf with the PCIe mapping (NCCL forces it for a NIC below the GPU's switch on a C2C platform)".to_owned()),
-        (Some(Mapping::C2c), Some(c)) => Some(format!(
-            "NCCL_IB_DATA_DIRECT=0: dma-buf through the NIC function with the C2C mapping (Data Direct through DMA function {} would take the PCIe mapping)",
-            c.dma_function
-        )),
-        _ => None,
     }
 }

@@ -2,7 +2,7 @@
 //! The expected inventory (`check --expect-gpus N --expect-nics N --expect-rate GBPS`), as NHC
 //! checks a node: a node that lost a GPU, a NIC, or a NIC's lanes fails.
 
-use crate::rdma::RdmaDevice;
+use crate::host::rdma::RdmaDevice;
 
 use super::super::{Check, Expect};
 use super::Ctx;

@@ -11,10 +11,10 @@
 //! release (Mellanox/nic-kernel `drivers/infiniband/core/peer_mem.c`,
 //! `ib_peer_umem_release`: `atomic64_sub(ib_umem_num_pages(umem), &umem->owning_mm->pinned_vm)`).
 
-use crate::limits::{human_bytes, parse_systemd_limit, Memlock};
+use crate::host::limits::{human_bytes, parse_systemd_limit, Memlock};
 
 use super::super::{Check, JobStarter, ProcessFacts};
-use super::{stack, Ctx};
+use super::Ctx;
 
 /// `CAP_IPC_LOCK` (linux/capability.h): with it, `ib_umem_get` pins beyond RLIMIT_MEMLOCK.
 const CAP_IPC_LOCK: u32 = 14;
@@ -81,7 +81,7 @@ pub(super) fn row(ctx: &Ctx) -> Check {
     if ctx.options.as_job {
         return as_job(ctx);
     }
-    let mut c = stack::memlock(ctx);
+    let mut c = memlock(ctx);
     if c.status != super::super::Status::Ok {
         if let Some(n) = pinned_vm_note(ctx) {
             c.detail.push_str(n);
@@ -301,4 +301,27 @@ pub(super) fn starters_row(ctx: &Ctx) -> Option<Check> {
         }
     }
     Some(Check::warn("job_memlock", detail, fixes.join("; ")))
+}
+
+/// The `memlock` row of this process, as measured.
+fn memlock(ctx: &Ctx) -> Check {
+    check_memlock(ctx.f.memlock)
+}
+
+pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
+    let Some(m) = memlock else {
+        return Check::not_applicable(
+            "memlock",
+            "not measured: the trees are not this host's (--sysfs-root/--procfs-root), so this process's limit says nothing of theirs; `job_memlock` judges the job starters",
+        );
+    };
+    let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), human_bytes);
+    match m.soft {
+        None => Check::ok("memlock", "RLIMIT_MEMLOCK unlimited"),
+        Some(_) => Check::warn(
+            "memlock",
+            format!("RLIMIT_MEMLOCK is {} (hard {}): under MOFED 5.x registered GPU memory counts against it, so large registrations fail with ENOMEM", show(m.soft), show(m.hard)),
+            "raise it to unlimited: `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services, --ulimit memlock=-1 for containers",
+        ),
+    }
 }

@@ -11,19 +11,25 @@
 //! | [`dmabuf`] | `dmabuf` | dma-buf, with NVIDIA's GRDMA topology rule |
 //! | [`efa`] | `efa` | EFA (`efa_nv_peermem`) |
 //! | [`provenance`] | `provenance` (the installed module's build against what runs) | |
-//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs`, `sysfs` | |
+//! | [`platform`] | `gpus`, `bar1`, `topology`, `iommu`, `acs` (Grace's too: rdma_topo's masks), `sysfs` | |
 //! | [`inventory`] | `inventory` (`--expect-gpus`, `--expect-nics`, `--expect-rate`) | |
-//! | [`grace`] | `grace`, `cdmm`, and `acs` on Grace | the mapping (PCIe or C2C) |
+//! | [`grace`] | `grace` | the mapping (PCIe or C2C) |
+//! | [`cdmm`] | `cdmm` (on Grace) | |
 //! | [`vera`] | `vera`, and `iommu`/`acs` on Vera (rdma_topo's NUMA-based shape) | |
 //! | [`consumers`] | `nccl_env`, `nccl...` per version, `nccl_gdr`, `ucx` | |
 //! | [`memlock`] | `memlock` (this process; the job under `--as-job`), `job_memlock` | |
-//! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib` | |
+//! | [`gdrcopy`] | `gdrcopy`, `gdrcopy_device`, `gdrcopy_lib`, `gdrcopy_mode` (`gdrcopy/mode.rs`) | |
 //! | [`gin`] | `gin_driver`, `gin_umem`, `gin_gdrcopy` (fail only under `--for gin`) | |
 //! | [`paths`] | `paths` | `paths`, `preferred`, `mapping`, `why_not` |
 //! | [`usage`] | `gdr_used` | `not_used`: a carried pair NCCL will not use (port, distance rule) |
+//! | [`modes`] | `modes` (the library rows in `modes/lib_modes.rs`) | `modes`: how each library moves data |
+//! | [`silent`] | `silent_failures` | |
 //!
-//! [`evaluate`] runs them in report order. A new concern is a new file here, called from
-//! [`evaluate`]; a path rule returns a [`PathResult`]. Where the platform cannot do GPUDirect
+//! [`evaluate`] runs them in report order. A new concern is a new file (or folder) here, called
+//! from [`evaluate`]; a path rule returns a [`PathResult`]. A rule file calls no other rule
+//! file: what more than one rule asks (the GPU's kind, NCCL's decision per pair, GDRCopy's
+//! backend, a dma-buf's mapping on Grace, ...) is in [`predicates`], and a concern's folder
+//! (`peer_memory/`, `gdrcopy/`, `modes/`) holds its own parts. Where the platform cannot do GPUDirect
 //! RDMA at all, [`capability::moot`] leaves `gpu_gdr` the one failure.
 
 mod capability;
@@ -33,16 +39,15 @@ mod dmabuf;
 mod efa;
 mod fold;
 mod gdrcopy;
-mod gdrcopy_mode;
 mod gin;
 mod grace;
 mod inventory;
-mod lib_modes;
 mod memlock;
 pub(crate) mod modes;
 mod paths;
 mod peer_memory;
 mod platform;
+mod predicates;
 mod provenance;
 mod silent;
 mod stack;
@@ -53,7 +58,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nvidia_proc::{self, DriverRelease, Params};
+use crate::host::nvidia_proc::{self, DriverRelease, Params};
 
 use super::{Check, Facts, Options, PairFacts};
 
@@ -169,7 +174,7 @@ pub struct PairVerdict {
     /// The NIC's PCI address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nic_bus_id: Option<String>,
-    pub class: crate::topo::PathClass,
+    pub class: crate::host::topo::PathClass,
     /// The paths that work for this pair.
     pub paths: Vec<GdrPath>,
     /// What NCCL and UCX of the installed (or assumed) versions would use: they try dma-buf
@@ -251,7 +256,7 @@ impl<'a> Ctx<'a> {
 
 /// How to bring `dev`'s first port that is not ACTIVE up, by its link layer, naming the device
 /// and port (`rdma_devices` and `gdr_used` say it alike).
-pub(super) fn port_up_fix(dev: &crate::rdma::RdmaDevice) -> String {
+pub(super) fn port_up_fix(dev: &crate::host::rdma::RdmaDevice) -> String {
     let Some(port) = dev
         .ports
         .iter()
@@ -321,6 +326,9 @@ pub(super) fn evaluate(f: &Facts, options: &Options) -> (Vec<Check>, Vec<PairVer
     rows.extend(provenance::row(&ctx));
     rows.extend(platform::rows(&ctx));
     rows.extend(grace::rows(&ctx, &pairs));
+    if ctx.f.grace.is_some() {
+        rows.push(cdmm::row(&ctx));
+    }
     rows.extend(vera::row(&ctx));
     rows.extend(consumers::rows(&ctx));
     rows.push(memlock::row(&ctx));

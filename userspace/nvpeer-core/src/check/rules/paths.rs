@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::super::{Check, Facts, PairFacts, Require, Status};
-use super::{grace, peer_memory, Ctx, GdrPath, PairVerdict, PathResult};
+use super::{predicates, Ctx, GdrPath, PairVerdict, PathResult};
 
 /// A pair is carried under `require` by these of its paths.
 pub(crate) fn carried(paths: &[GdrPath], require: Require) -> bool {
@@ -69,9 +69,9 @@ pub(super) fn pair(
     }
     let mapping = preferred.and_then(|g| mappings.get(&g).copied());
     if p.coherent {
-        notes.push(grace::C2C_NOTE.to_owned());
+        notes.push(predicates::C2C_NOTE.to_owned());
         if paths.contains(&GdrPath::Dmabuf) {
-            notes.extend(grace::mapping_note(
+            notes.extend(predicates::mapping_note(
                 ctx,
                 p,
                 mappings.get(&GdrPath::Dmabuf).copied(),
@@ -81,7 +81,7 @@ pub(super) fn pair(
     let not_used = if paths.is_empty() {
         None
     } else {
-        super::usage::not_used(ctx, p).ok().flatten()
+        predicates::not_used(ctx, p).ok().flatten()
     };
     let degraded = if paths.is_empty() || not_used.is_some() {
         Vec::new()
@@ -245,9 +245,9 @@ pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &F
             f.ucx_cuda_copy_dmabuf != Some(false) && f.ucx_gpu_direct_rdma != Some(false);
         for row in rows
             .iter_mut()
-            .filter(|r| peer_memory::is_peer_memory_row(r.id))
+            .filter(|r| predicates::is_peer_memory_row(r.id))
         {
-            let consumer_dmabuf = if peer_memory::is_nccl_row(row.id) {
+            let consumer_dmabuf = if predicates::is_nccl_row(row.id) {
                 nccl_dmabuf
             } else if row.id == "ucx" {
                 ucx_dmabuf

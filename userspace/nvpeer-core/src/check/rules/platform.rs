@@ -3,13 +3,14 @@
 //! the IOMMU mode and ACS on the bridges between them. On a Grace platform the IOMMU and ACS
 //! rules are [`super::grace`]'s, on a Vera platform [`super::vera`]'s.
 
-use crate::kernel::{Iommu, IommuMode};
-use crate::limits::human_bytes;
-use crate::pci::Acs;
-use crate::topo::{self, PathClass, Topology};
+use crate::host::kernel::{Iommu, IommuMode};
+use crate::host::limits::human_bytes;
+use crate::host::pci::{acs_matches, Acs};
+use crate::host::topo::{self, PathClass, Topology};
 
-use super::super::{AcsFinding, Check, GpuFacts, PairFacts, PairSource};
-use super::{grace, vera, Ctx};
+use super::super::{AcsFinding, AcsRole, Check, GpuFacts, GraceFacts, PairFacts, PairSource};
+use super::predicates::config_acs;
+use super::{vera, Ctx};
 
 /// The `gpus` row.
 pub(super) fn gpus(ctx: &Ctx) -> Check {
@@ -44,14 +45,14 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     };
     let iommu = match (ctx.unreadable("iommu"), &f.iommu) {
         (Some(e), _) => Check::error("iommu", e),
-        (None, Some(i)) if f.grace.is_some() => grace::check_iommu(i),
+        (None, Some(i)) if f.grace.is_some() => grace_iommu(i),
         (None, Some(i)) if f.vera.is_some() => vera::check_iommu(i),
         (None, Some(i)) => check_iommu(i, arch(ctx, i)),
         (None, None) => Check::not_examined("iommu", "the facts have no iommu"),
     };
     let acs = match (&f.topology, ctx.unreadable("acs"), &f.grace) {
         (None, _, _) => Check::not_examined("acs", NO_TOPOLOGY),
-        (Some(_), _, Some(g)) => grace::check_acs(g),
+        (Some(_), _, Some(g)) => grace_acs(g),
         (Some(_), _, None) if f.vera.is_some() => vera::check_acs(),
         (Some(_), Some(e), None) => Check::error("acs", e),
         (Some(_), None, None) => check_acs(&f.acs, f.kernel_release.as_deref()),
@@ -329,7 +330,7 @@ fn config_acs_clearing(bridges: &[String]) -> String {
 /// runtime stopgap, lost at reboot; and what it costs.
 fn acs_fix(bridges: &[String], kernel: Option<&str>) -> String {
     let has_config_acs = kernel
-        .and_then(crate::kernel::release_major_minor)
+        .and_then(crate::host::kernel::release_major_minor)
         .is_some_and(|v| v >= (6, 11));
     let persistent = if has_config_acs {
         format!(
@@ -405,5 +406,85 @@ fn check_acs(findings: &[AcsFinding], kernel: Option<&str>) -> Check {
     Check::ok(
         "acs",
         format!("no P2P redirection on {}", bridges.join(", ")),
+    )
+}
+
+/// The `acs` row on a Grace platform: `rdma_topo`'s masks, never a config-space write.
+fn grace_acs(g: &GraceFacts) -> Check {
+    let mut wrong = Vec::new();
+    let mut unknown = Vec::new();
+    for p in &g.acs_ports {
+        let needs = p.role.mask();
+        match &p.acs {
+            Some(Acs::Present { control, .. }) if !acs_matches(*control, needs) => {
+                wrong.push(format!(
+                    "{} ({}) has {control:#06x}, needs {needs}",
+                    p.bridge,
+                    p.role.describe()
+                ))
+            }
+            Some(Acs::Present { .. }) => {}
+            Some(Acs::Absent) if p.role != AcsRole::Other => wrong.push(format!(
+                "{} ({}) has no ACS capability, needs {needs}",
+                p.bridge,
+                p.role.describe()
+            )),
+            Some(Acs::Absent) => {}
+            None | Some(Acs::NotReadable { .. }) => unknown.push(p.bridge.to_string()),
+        }
+    }
+    let boot = match config_acs(g) {
+        Some(line) => format!(
+            "set ACS at boot as rdma_topo does: add {line} to the kernel command line (`rdma_topo write-grub-acs` writes it to /etc/default/grub.d/config-acs.cfg), run update-grub and reboot, then `rdma_topo check` must pass: config_acs came in kernel 6.11, and a list of several devices is parsed right only with Tushar Dave's 2025 fix \"PCI: Fix Extend ACS configurability\" (in NVIDIA's NV-Kernels; on another kernel look for it or its backport)"
+        ),
+        None => "reboot without ACS changes: the kernel's default (xx111x1) is what rdma_topo requires here".to_owned(),
+    };
+    let never = "do not change ACS from userspace on this platform (rdma_topo: unprivileged userspace can then trigger platform RAS failures)";
+    if !wrong.is_empty() {
+        return Check::warn(
+            "acs",
+            format!(
+                "ACS differs from what rdma_topo requires on this Grace platform: {}",
+                wrong.join("; ")
+            ),
+            format!("{boot}; {never}"),
+        );
+    }
+    if !unknown.is_empty() {
+        return Check::warn(
+            "acs",
+            format!(
+                "config space of {} not readable beyond the first 64 bytes: ACS unknown",
+                unknown.join(", ")
+            ),
+            "run nvpeer check as root to read the ACS control registers",
+        );
+    }
+    let ports = g.acs_ports.len();
+    if g.complexes.is_empty() {
+        Check::ok(
+            "acs",
+            format!("Grace platform without a DMA-Direct complex: the kernel's default ACS on its {ports} Grace/ConnectX bridges, as rdma_topo requires; GPU memory is reached through C2C"),
+        )
+    } else {
+        Check::ok(
+            "acs",
+            format!("as rdma_topo requires on all {ports} Grace/ConnectX bridges (DMA-Direct complexes: {})", config_acs(g).unwrap_or_default()),
+        )
+    }
+}
+
+/// The `iommu` row on a Grace platform: the SMMU translating is normal there; what matters is
+/// the DMA-Direct complex's IOMMU group (`grace`).
+fn grace_iommu(i: &Iommu) -> Check {
+    let mode = match i.mode {
+        IommuMode::Off => "off",
+        IommuMode::Passthrough => "passthrough",
+        IommuMode::Translated => "translating DMA",
+        IommuMode::Unknown => "domain type unknown",
+    };
+    Check::ok(
+        "iommu",
+        format!("{mode} ({} groups); on a Grace platform translated DMA is the default, and what GPUDirect RDMA needs is each DMA-Direct function in its GPU's IOMMU group (see `grace`)", i.groups),
     )
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Build provenance, judged before load (issue 37): does the `nvidia_peermem` that `modprobe`
 //! would load fit the kernel, the IB core and the NVIDIA driver that run now? The verdict is
-//! [`crate::provenance::verdict`] of the facts gathered (`Facts::provenance`), the one
+//! [`crate::check::provenance::verdict`] of the facts gathered (`Facts::provenance`), the one
 //! `nvpeer attach` acts on: `compatible`, `rebuild: built against X, running Y`, or `unknown`.
 //!
 //! What it can judge depends on the build. Every build has the kernel release it was built for
@@ -10,8 +10,9 @@
 //! issue 37 on. A build without them is judged on the kernel release alone, and the row says
 //! that the CRCs are left to the kernel's loader.
 
-use crate::peermem::Implementation;
-use crate::provenance::{self, ProvenanceFacts, Verdict};
+use crate::check::provenance::{self, Verdict};
+use crate::host::peermem::Implementation;
+use crate::host::provenance::ProvenanceFacts;
 
 use super::super::Check;
 use super::Ctx;

@@ -19,9 +19,9 @@
 //!   cannot be seen from the guest, so the answer is unknown, not assumed.
 
 use super::super::{Check, Status};
-use super::{capability, Ctx, GdrPath, PairVerdict};
-use crate::kernel::IommuMode;
-use crate::verbs::{DmabufProbe, Verbs};
+use super::{predicates, Ctx, GdrPath, PairVerdict};
+use crate::host::kernel::IommuMode;
+use crate::host::verbs::{DmabufProbe, Verbs};
 
 /// Microsoft's PCI vendor id (MANA).
 const MICROSOFT: u16 = 0x1414;
@@ -152,7 +152,7 @@ fn mana_dmabuf(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
 }
 
 fn vm_bar_mapping(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
-    if ctx.f.hypervisor != Some(true) || capability::is_vgpu(ctx, &v.gpu) {
+    if ctx.f.hypervisor != Some(true) || predicates::is_vgpu(ctx, &v.gpu) {
         return None;
     }
     Some(Found {

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-//! Checks of the host stack every path needs: the NVIDIA driver, the RDMA devices, libibverbs,
-//! and the process's memlock limit (its row is made by [`super::memlock`]).
+//! Checks of the host stack every path needs: the NVIDIA driver, the RDMA devices, libibverbs.
+//! The process's memlock limit is [`super::memlock`]'s.
 
-use crate::kernel::symbols;
-use crate::limits::{human_bytes, Memlock};
-use crate::nvidia_proc::{Flavour, Part};
-use crate::providers::PersistentApi;
-use crate::rdma::RdmaDevice;
-use crate::verbs::{Verbs, REG_DMABUF_MR_VERSION};
+use crate::host::kernel::symbols;
+use crate::host::nvidia_proc::{Flavour, Part};
+use crate::host::providers::PersistentApi;
+use crate::host::rdma::RdmaDevice;
+use crate::host::verbs::{Verbs, REG_DMABUF_MR_VERSION};
 
 use super::super::Check;
 use super::Ctx;
@@ -36,10 +35,6 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         }
     };
     vec![nvidia, rdma, check_verbs(&f.verbs, f.rdma_devices.len())]
-}
-
-pub(super) fn memlock(ctx: &Ctx) -> Check {
-    check_memlock(ctx.f.memlock)
 }
 
 /// What `/proc/driver/nvidia/version` says, for the row: `, open kernel modules 580.159.04`.
@@ -178,23 +173,5 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
             };
             Check::ok("verbs", format!("{seen}{dmabuf}"))
         }
-    }
-}
-
-pub(in crate::check) fn check_memlock(memlock: Option<Memlock>) -> Check {
-    let Some(m) = memlock else {
-        return Check::not_applicable(
-            "memlock",
-            "not measured: the trees are not this host's (--sysfs-root/--procfs-root), so this process's limit says nothing of theirs; `job_memlock` judges the job starters",
-        );
-    };
-    let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), human_bytes);
-    match m.soft {
-        None => Check::ok("memlock", "RLIMIT_MEMLOCK unlimited"),
-        Some(_) => Check::warn(
-            "memlock",
-            format!("RLIMIT_MEMLOCK is {} (hard {}): under MOFED 5.x registered GPU memory counts against it, so large registrations fail with ENOMEM", show(m.soft), show(m.hard)),
-            "raise it to unlimited: `ulimit -l unlimited`, `* - memlock unlimited` in /etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services, --ulimit memlock=-1 for containers",
-        ),
     }
 }

@@ -4,70 +4,9 @@
 //! (`NCCL_NET_GDR_LEVEL`, with the environment) excludes, is not used; a PCIe link below its
 //! width (or a NIC below its speed) degrades it. The `gdr_used` row names each such pair.
 
-use crate::rdma::RdmaDevice;
-
 use super::super::{Check, PairFacts, Status};
-use super::{consumers, Ctx, PairVerdict};
-
-/// Why NCCL will not use GPUDirect RDMA on pair `p` although a path carries it; `Ok(None)`:
-/// it will; `Err`: whether it will cannot be told (a port state that could not be read).
-pub(super) fn not_used(ctx: &Ctx, p: &PairFacts) -> Result<Option<String>, String> {
-    let f = ctx.f;
-    if let Some(dev) = f.rdma_devices.iter().find(|d| d.name == p.nic) {
-        if let Some(why) = ports_down(dev)? {
-            return Ok(Some(why));
-        }
-    }
-    if f.nccl_env.ib_disable {
-        // `nccl_env` says so for the whole host.
-        return Ok(None);
-    }
-    let Err(why) = consumers::nccl_gdr_of(&f.nccl_env, p) else {
-        return Ok(None);
-    };
-    // Beyond PXB the class rests on NUMA nodes and root ports: a device file that could not be
-    // read may have made it.
-    if let Some(e) = ctx.unreadable("pci_details").or(ctx.unreadable("pci")) {
-        return Err(format!(
-            "NCCL's distance rule would exclude it ({why}), but its class rests on files that could not be read: {e}"
-        ));
-    }
-    Ok(Some(format!(
-        "NCCL's distance rule excludes it ({why}: NCCL_NET_GDR_LEVEL={}), so NCCL stages through host memory",
-        f.nccl_env.gdr_level
-    )))
-}
-
-/// `Some(why)` when no port of `dev` is ACTIVE; `Err` when a port's state could not be read.
-fn ports_down(dev: &RdmaDevice) -> Result<Option<String>, String> {
-    if dev.ports.iter().any(|p| p.is_active()) {
-        return Ok(None);
-    }
-    if let Some(p) = dev.ports.iter().find(|p| p.state == "unknown") {
-        return Err(format!(
-            "{} port {} state unknown: {}",
-            dev.name,
-            p.number,
-            dev.unreadable.join("; ")
-        ));
-    }
-    let states: Vec<String> = dev
-        .ports
-        .iter()
-        .map(|p| {
-            let phys = p
-                .phys_state
-                .as_deref()
-                .map_or_else(String::new, |s| format!(" ({s})"));
-            format!("port {} {}{phys}", p.number, p.state)
-        })
-        .collect();
-    Ok(Some(if states.is_empty() {
-        format!("{} has no port", dev.name)
-    } else {
-        format!("{} {}: no port is ACTIVE", dev.name, states.join(", "))
-    }))
-}
+use super::predicates::not_used;
+use super::{Ctx, PairVerdict};
 
 /// A link of pair `p` that runs below what its devices can: (what, worth a warning). Fewer
 /// lanes, or a NIC below its speed, warn; a GPU below its speed is said only (GPUs train the

@@ -19,7 +19,7 @@
 //! are rdma_topo's as reported, and warn (never fail) on them.
 
 use crate::check::{Check, Status, VeraFacts};
-use crate::kernel::{Iommu, IommuMode};
+use crate::host::kernel::{Iommu, IommuMode};
 
 use super::Ctx;
 

@@ -3,9 +3,11 @@
 //! in `ib_core` or `ib_uverbs`): who exports it and which generation it is, DOCA's driver
 //! reload, and known bugs of the MOFED release.
 
-use crate::kernel::symbols;
-use crate::peermem::LoadedModule;
-use crate::providers::{CoreGeneration, GenerationSource, IbCore, MofedVersion, StopNotifierBug};
+use crate::host::kernel::symbols;
+use crate::host::peermem::LoadedModule;
+use crate::host::providers::{
+    CoreGeneration, GenerationSource, IbCore, MofedVersion, StopNotifierBug,
+};
 
 use super::super::super::{Check, Status};
 

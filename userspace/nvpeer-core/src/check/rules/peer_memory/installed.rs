@@ -3,8 +3,8 @@
 //! next (at boot, after a driver reload, or from the NVIDIA GPU Operator's peer-memory
 //! container).
 
-use crate::modprobe::{ModprobeTarget, TargetKind};
-use crate::peermem::{Implementation, LoadedModule};
+use crate::host::modprobe::{ModprobeTarget, TargetKind};
+use crate::host::peermem::{Implementation, LoadedModule};
 
 use super::super::super::Check;
 

@@ -12,11 +12,11 @@ mod core;
 mod installed;
 mod module;
 
-use crate::kernel::symbols;
-use crate::nccl;
-use crate::nvidia_proc::DriverRelease;
+use crate::check::nccl;
+use crate::host::kernel::symbols;
 
 use super::super::{Check, PairFacts, Status};
+use super::predicates::{cdmm_refuses_invalidating_pins, invalidating_modules};
 use super::{Ctx, Mapping, PathResult, WhyNot};
 
 /// The rows of this concern, in report order: `module`, `parameters`, `peer_clients`,
@@ -57,28 +57,6 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         rows.extend(core::check_core_bugs(c, &f.modules));
     }
     rows
-}
-
-/// The row ids of this concern (and the consumers' peer-memory detection rows): what
-/// [`super::settle`] calls "not needed" when another path carries every pair.
-pub(super) fn is_peer_memory_row(id: &str) -> bool {
-    matches!(
-        id,
-        "module"
-            | "parameters"
-            | "peer_clients"
-            | "ib_core"
-            | "modprobe"
-            | "provenance"
-            | "driver_reload"
-            | "core_bugs"
-            | "ucx"
-    ) || is_nccl_row(id)
-}
-
-/// NCCL's row of this concern (its peer-memory detection, every version range).
-pub(super) fn is_nccl_row(id: &str) -> bool {
-    id == "nccl"
 }
 
 /// Whether peer memory works on this host at all (before anything per pair), and if not why:
@@ -138,23 +116,6 @@ pub(super) fn host_state(ctx: &Ctx, rows: &[Check]) -> Result<(), WhyNot> {
         );
     }
     Ok(())
-}
-
-/// NVIDIA's `nv-p2p.h` of 580.65.06 on `nvidia_p2p_get_pages`: "This API does not support
-/// Coherent Driver-based Memory Management(CDMM) mode"; the sentence is gone in 590.44.01.
-pub(super) fn cdmm_refuses_invalidating_pins(release: Option<&DriverRelease>) -> bool {
-    release.is_some_and(|r| r.major() == 580 && !r.at_least([590, 44, 1]))
-}
-
-/// The loaded peer-memory modules whose `nv_mem` pins through `nvidia_p2p_get_pages`
-/// (invalidating, not persistent).
-pub(super) fn invalidating_modules<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
-    ctx.f
-        .modules
-        .iter()
-        .filter(|m| !m.persistent_nv_mem())
-        .map(|m| m.name.as_str())
-        .collect()
 }
 
 /// Peer memory for one pair.

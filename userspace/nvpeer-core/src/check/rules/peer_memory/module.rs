@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::peermem::{Implementation, LoadedModule};
-use crate::providers::{CoreGeneration, IbCore, NvidiaDriver, PersistentApi};
+use crate::host::peermem::{Implementation, LoadedModule};
+use crate::host::providers::{CoreGeneration, IbCore, NvidiaDriver, PersistentApi};
 
 use super::super::super::{Check, PeerClientInfo, MODULE_COUNTERS};
 
