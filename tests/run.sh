@@ -49,15 +49,12 @@ step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kme
 # Suites that leave nothing loaded share a boot (tests/scenarios/suites.sh): about 20 s each saved.
 step "vm: module-load; core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" \
     tests/vm/run.sh --kdir "$KDIR" suites module-load core_detect
-step "vm: make install, modprobe, make uninstall" tests/vm/run.sh --kdir "$KDIR" install
-step "vm: nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r; make dkms-install, dkms add, make dkms-uninstall" \
-    tests/vm/run.sh --kdir "$KDIR" deb
+step "vm: make install, modprobe, make uninstall; nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r; make dkms-install, dkms add, make dkms-uninstall" \
+    tests/vm/run.sh --kdir "$KDIR" suites install deb
 step "vm: main job (nvpeer check in the VM); nvpeer selftest against the stand-ins (and without the module)" \
     tests/vm/run.sh --kdir "$KDIR" suites main selftest
-step "vm: nvpeer check/stats in the VM (module, stand-ins, Soft-RoCE)" tests/vm/run.sh --kdir "$KDIR" cli-check
-step "vm: nvpeer bench over Soft-RoCE (every op x 8 B/4 KiB/1 MiB verified, two namespaces, failures)" \
-    tests/vm/run.sh --kdir "$KDIR" rdma-bench
-step "vm: bench --loopback-all over Soft-RoCE (a row per device, --min-gbps names the pair)" tests/vm/run.sh --kdir "$KDIR" bench-loopback-all
+step "vm: over Soft-RoCE: nvpeer check/stats (module, stand-ins); nvpeer bench (every op x 8 B/4 KiB/1 MiB verified, two namespaces, failures); bench --loopback-all (a row per device, --min-gbps names the pair)" \
+    tests/vm/run.sh --kdir "$KDIR" suites cli-check rdma-bench bench-loopback-all
 step "vm: the stand-ins: nv_p2p_sim behaves as CONTRACT 2, peer_core_sim as CONTRACT 1 (4x, 5x, 5.4-3, 24.04, 5x-unmaps)" \
     tests/vm/run.sh --kdir "$KDIR" suites nv-p2p-sim peer-core-sim
 step "vm: ours: conformance (every generation, driver flavour, parameter set), revocation at every point, stress (threads x random sizes x random revocations), fault injection (every provider call x errno)" \
