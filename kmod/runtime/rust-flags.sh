@@ -31,20 +31,37 @@ on RANDSTRUCT_PERFORMANCE && refuse RANDSTRUCT_PERFORMANCE "the compiler plugin'
 on GCC_PLUGIN_RANDSTRUCT && refuse GCC_PLUGIN_RANDSTRUCT "the plugin's randomised struct layouts are unknown to bindgen"
 on CPU_BIG_ENDIAN && refuse CPU_BIG_ENDIAN "only little-endian kernels are supported"
 
+# As the kernel's top Makefile passes them to every Rust object (KBUILD_RUSTFLAGS); no function
+# sections for modules, as its C has none either.
 flags="-Cpanic=abort -Crelocation-model=static -Ccodegen-units=1 -Copt-level=2"
-flags="$flags -Csymbol-mangling-version=v0 -Cdebug-assertions=n -Cforce-unwind-tables=n"
+flags="$flags -Csymbol-mangling-version=v0 -Cdebug-assertions=n -Zfunction-sections=n"
+rustc_minor=$(${RUSTC:-rustc} --version | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
 # Calls to functions outside the object through the PLT form (R_X86_64_PLT32), as the kernel's
 # own target has it: rustc's bare-metal targets call through the GOT, whose relocations
 # (R_X86_64_GOTPCREL) the module loader does not know ("Unknown rela relocation: 9").
 flags="$flags -Zplt=yes"
+# Unwind tables only where the kernel has them (arm64's UNWIND_TABLES, which DYNAMIC_SCS needs:
+# the module loader rewrites PAC instructions into shadow-call-stack ones by walking .eh_frame),
+# as arch/arm64/Makefile passes them; rustc before 1.98 marks them synchronous unless told (the
+# kernel's own work-around).
+if on ARM64 && on UNWIND_TABLES; then
+    flags="$flags -Cforce-unwind-tables=y -Zuse-sync-unwind=n"
+    [ "${rustc_minor:-0}" -ge 98 ] || flags="$flags -Zllvm_module_flag=uwtable:u32:2:max"
+else
+    flags="$flags -Cforce-unwind-tables=n"
+fi
 on FRAME_POINTER && flags="$flags -Cforce-frame-pointers=y"
 on RUST_OVERFLOW_CHECKS && flags="$flags -Coverflow-checks=y"
 if on X86_64; then
     # rustc's x86_64-unknown-none: kernel code model, no red zone, soft float, no SSE/MMX (the
-    # kernel's own target), with the target features rustc has no flag for (SLS hardening, as
-    # the kernel's scripts/generate_rust_target.rs adds them) in a copy of its specification.
+    # kernel's own target), with the target features of retpolines and SLS hardening in a copy of
+    # its specification, as the kernel's scripts/generate_rust_target.rs adds them to its own
+    # (every rustc takes the retpoline features there; -Zretpoline-external-thunk needs 1.89).
     features=
-    if on MITIGATION_SLS || on SLS; then features=",+harden-sls-ijmp,+harden-sls-ret"; fi
+    if on MITIGATION_RETPOLINE || on RETPOLINE; then
+        features="$features,+retpoline-external-thunk,+retpoline-indirect-branches,+retpoline-indirect-calls"
+    fi
+    if on MITIGATION_SLS || on SLS; then features="$features,+harden-sls-ijmp,+harden-sls-ret"; fi
     mkdir -p "$outdir"
     RUSTC_BOOTSTRAP=1 ${RUSTC:-rustc} -Zunstable-options --print target-spec-json --target x86_64-unknown-none |
         sed "s/\(\"features\": \"[^\"]*\)\"/\1$features\"/" > "$outdir/x86_64-nvpeer.json.tmp"
@@ -55,12 +72,10 @@ if on X86_64; then
         mv "$outdir/x86_64-nvpeer.json.tmp" "$outdir/x86_64-nvpeer.json"
     rm -f "$outdir/x86_64-nvpeer.json.tmp"
     flags="$flags -Zunstable-options --target=$outdir/x86_64-nvpeer.json -Ccode-model=kernel -Cno-redzone=y"
-    if on MITIGATION_RETPOLINE || on RETPOLINE; then flags="$flags -Zretpoline-external-thunk"; fi
     if on MITIGATION_RETHUNK || on RETHUNK; then flags="$flags -Zfunction-return=thunk-extern"; fi
     if on X86_KERNEL_IBT; then
         # -Cjump-tables came with rustc 1.93; -Zno-jump-tables before it (as the kernel's Makefile).
-        minor=$(${RUSTC:-rustc} --version | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
-        if [ "${minor:-0}" -ge 93 ]; then flags="$flags -Zcf-protection=branch -Cjump-tables=n"
+        if [ "${rustc_minor:-0}" -ge 93 ]; then flags="$flags -Zcf-protection=branch -Cjump-tables=n"
         else flags="$flags -Zcf-protection=branch -Zno-jump-tables"; fi
     fi
     if on CALL_PADDING; then

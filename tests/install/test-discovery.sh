@@ -231,5 +231,35 @@ refuses "no rust-src" "has no rust-src .*rustup component add rust-src" NVPEER_F
 mkdir -p "$t/sysroot/lib/rustlib/src/rust/library/core/src"; touch "$t/sysroot/lib/rustlib/src/rust/library/core/src/lib.rs"
 refuses "no bindgen" "no bindgen on PATH.*cargo install bindgen-cli" NVPEER_FOUNDATION= BINDGEN="$t/bin/none" -- "$p"
 
+# runtime/rust-flags.sh: the flags the kernel's own Makefiles would give its Rust (the real rustc,
+# which prints the target specification the retpoline features go into).
+rf=$repo/kmod/runtime/rust-flags.sh
+# flags DESC CONFIG-LINES PATTERN...: rust-flags.sh on a plain tree with CONFIG-LINES prints flags
+# (and x86_64's target specification) in which each PATTERN ("!P": P absent) is found.
+flags() {
+    local desc=$1 lines=$2 got pat; shift 2
+    mkplain "$p"; printf %b "$lines" > "$p/include/config/auto.conf"
+    grep -q CONFIG_ARM64 "$p/include/config/auto.conf" && sed -i 's/CONFIG_X86_64=y/CONFIG_ARM64=y/' "$p/.config"
+    rm -rf "$t/rf"
+    got=$(RUSTC=rustc "$rf" "$p" "$t/rf" 2>&1) || { bad "$desc: rust-flags.sh failed: $got"; return; }
+    got="$got $(cat "$t/rf"/*.json 2>/dev/null | tr -d '\n')"
+    for pat in "$@"; do
+        case $pat in
+        !*) ! grep -qF -- "${pat#!}" <<<"$got" || { bad "$desc: has ${pat#!}: $got"; return; } ;;
+        *) grep -qF -- "$pat" <<<"$got" || { bad "$desc: no $pat: $got"; return; } ;;
+        esac
+    done
+    ok "$desc"
+}
+flags "x86_64 with retpolines: the three features in the target, as the kernel's target.json" \
+    'CONFIG_X86_64=y\nCONFIG_MITIGATION_RETPOLINE=y\nCONFIG_MITIGATION_SLS=y\n' \
+    "+retpoline-external-thunk,+retpoline-indirect-branches,+retpoline-indirect-calls,+harden-sls-ijmp" \
+    "!-Zretpoline" "-Zfunction-sections=n" "-Cforce-unwind-tables=n"
+flags "arm64 without UNWIND_TABLES: no unwind tables" 'CONFIG_ARM64=y\n' \
+    "-Cforce-unwind-tables=n" "!-Zuse-sync-unwind" "-Zfunction-sections=n"
+flags "arm64 with UNWIND_TABLES (DYNAMIC_SCS patches modules through .eh_frame): asynchronous tables" \
+    'CONFIG_ARM64=y\nCONFIG_UNWIND_TABLES=y\nCONFIG_SHADOW_CALL_STACK=y\nCONFIG_DYNAMIC_SCS=y\n' \
+    "-Cforce-unwind-tables=y -Zuse-sync-unwind=n" "!-Cforce-unwind-tables=n" "-Zfixed-x18" "!-Zsanitizer=shadow-call-stack"
+
 echo "[test-discovery] $pass ok, $fail failed"
 [ $fail = 0 ]
