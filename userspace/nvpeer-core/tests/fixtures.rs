@@ -132,7 +132,9 @@ fn every_fixture_with_a_matrix_is_tested() {
             "topo-override",
             "topo-refused",
             "vera",
+            "vera-board",
             "vera-shared-group",
+            "vera-unknown-rp",
             "vgpu",
             "vm"
         ]
@@ -140,10 +142,11 @@ fn every_fixture_with_a_matrix_is_tested() {
 }
 
 /// The Vera fixtures (rdma_topo's NUMA-based shape): the platform recognised by its root ports,
-/// each GPU and ConnectX-9 function with its IOMMU group, how many share it, and ATS.
+/// each GPU and ConnectX-9 function with its IOMMU group, how many share it, ATS, and its board
+/// (VPD serial number).
 #[test]
 fn vera_fixtures() {
-    for name in ["vera", "vera-shared-group"] {
+    for name in ["vera", "vera-board", "vera-shared-group", "vera-unknown-rp"] {
         assert_matrix(name);
     }
     let f = check::gather(&host("vera"), &Inputs::fixture());
@@ -173,6 +176,47 @@ fn vera_fixtures() {
         (nic.iommu_group.as_deref(), nic.iommu_group_size, nic.ats),
         (Some("3"), Some(2), Some(true))
     );
+    // Boards by VPD serial number: two ConnectX-9 functions of one board, and one whose `vpd` is
+    // malformed (unknown, not guessed); the GPU has none. The `vera` fixture's NIC has no `vpd`.
+    assert_eq!(
+        by_name(&check::gather(&host("vera"), &Inputs::fixture()), "mlx5_0").board_sn,
+        None
+    );
+    let f = check::gather(&host("vera-board"), &Inputs::fixture());
+    let sn = |n: &str| by_name(&f, n).board_sn;
+    assert_eq!(
+        [sn("GPU0"), sn("mlx5_0"), sn("mlx5_1"), sn("mlx5_2")],
+        [
+            None,
+            Some("MT2542X00001".to_owned()),
+            Some("MT2542X00001".to_owned()),
+            None
+        ]
+    );
+    // Root ports of an id nvpeer does not list: Vera's by the Rubin GPU below one and by the
+    // board (VPD serial number) of the NIC function below another; the third, whose NIC's vpd is
+    // malformed, is not taken, and its function is not listed.
+    let f = check::gather(&host("vera-unknown-rp"), &Inputs::fixture());
+    let v = f.vera.as_ref().expect("Vera by the layout");
+    let rps: Vec<String> = v.root_ports.iter().map(ToString::to_string).collect();
+    assert_eq!(rps, ["0000:00:00.0", "0000:00:01.0", "0000:00:02.0"]);
+    assert_eq!(
+        v.root_ports_by_layout.len(),
+        2,
+        "{:?}",
+        v.root_ports_by_layout
+    );
+    assert!(v.root_ports_by_layout[0].contains("by a Rubin GPU, GPU0"));
+    assert!(v.root_ports_by_layout[1]
+        .contains("mlx5_1 (0000:03:00.0), below it of board SN MT2542X00001"));
+    assert!(v.functions.iter().all(|f| f.name != "mlx5_2"));
+    // The listed fixture's facts carry no such reasons (and none in the JSON).
+    let f = check::gather(&host("vera"), &Inputs::fixture());
+    let v = f.vera.as_ref().expect("Vera by its ids");
+    assert!(v.root_ports_by_layout.is_empty());
+    assert!(!serde_json::to_string(&f)
+        .expect("facts serialise")
+        .contains("root_ports_by_layout"));
     // Not a Vera host: no such facts, and none in the JSON.
     let f = check::gather(&host("gb300"), &Inputs::fixture());
     assert!(f.vera.is_none());

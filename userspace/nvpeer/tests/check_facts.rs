@@ -208,3 +208,56 @@ fn a_real_hosts_report_from_before_issue_36_is_judged_with_what_it_lacks_said() 
         "driver settings missing: RegistryDwords \"\" has no PeerMappingOverride=1: the GPU may not map the NIC's doorbells; EnableStreamMemOPs is 0, not 1: no stream memory operations"
     );
 }
+
+/// Facts of an older nvpeer record `ibv_reg_dmabuf_mr` present (`"reg_dmabuf_mr": true`) but
+/// not its symbol version (no `reg_dmabuf_mr_versioned`), which decides dma-buf for NCCL. On a
+/// dma-buf-only host replayed with `--facts` that is an unknown verdict (exit 3 with `--brief`
+/// under nagios codes too: never "not ready", never "ready"); the version recorded, it is ready.
+#[test]
+fn an_unversioned_reg_dmabuf_mr_in_older_facts_is_unknown_where_it_decides() {
+    let live = on_fixture("inbox-dmabuf", &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let replay = |verbs: serde_json::Value| {
+        let mut facts = report["facts"].clone();
+        facts["verbs"] = verbs;
+        let file = dir.path().join("facts.json");
+        std::fs::write(&file, serde_json::to_vec(&facts).unwrap()).unwrap();
+        let out = with_facts(file.to_str().unwrap(), &["--json"]);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), r)
+    };
+    let device =
+        serde_json::json!([{ "name": "mlx5_0", "dmabuf": { "result": "supported", "errno": 9 } }]);
+    let (code, r) = replay(serde_json::json!({
+        "state": "probed", "devices": device, "reg_dmabuf_mr": true
+    }));
+    assert_eq!(r["verdict"]["unknown"], true, "{}", r["verdict"]);
+    assert_eq!(r["verdict"]["ready"], false);
+    assert_ne!(code, Some(0));
+    let dmabuf = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "dmabuf")
+        .unwrap();
+    assert_eq!(dmabuf["status"], "unknown", "{dmabuf}");
+    assert!(dmabuf["detail"]
+        .as_str()
+        .unwrap()
+        .contains("whether NCCL can load libibverbs' ibv_reg_dmabuf_mr is unknown"));
+    let nccl = r["pairs"][0]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["library"] == "nccl")
+        .unwrap();
+    assert_eq!(nccl["mode"], "net IB, unknown (GDR, dma-buf or staged)");
+    // The same facts with the version recorded: ready over dma-buf.
+    let (code, r) = replay(serde_json::json!({
+        "state": "probed", "devices": device, "reg_dmabuf_mr": true,
+        "reg_dmabuf_mr_versioned": true
+    }));
+    assert_eq!(r["verdict"]["text"], "ready (dma-buf)", "{}", r["verdict"]);
+    assert_eq!(code, Some(0));
+}

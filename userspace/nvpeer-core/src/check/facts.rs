@@ -307,6 +307,12 @@ pub struct GraceFacts {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VeraFacts {
     pub root_ports: Vec<PciAddress>,
+    /// The root ports among [`VeraFacts::root_ports`] of an id this nvpeer does not list, each
+    /// with why it was taken as Vera's (a Rubin GPU below it, or a NIC function of a board that
+    /// also sits below a Vera root port): as [`GraceFacts::root_ports_by_layout`]. Absent in the
+    /// facts of an older nvpeer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_ports_by_layout: Vec<String>,
     /// The GPUs and ConnectX NIC functions below a Vera root port.
     pub functions: Vec<VeraFunction>,
 }
@@ -328,6 +334,12 @@ pub struct VeraFunction {
     /// ATS enabled (NIC functions; from the ATS capability in config space); `None`: a GPU, or
     /// config space not readable beyond 64 bytes (not root).
     pub ats: Option<bool>,
+    /// NIC functions: the serial number of the board it is on (the `SN` keyword of its `vpd`'s
+    /// read-only section), by which rdma_topo groups NIC functions into boards. `None`: a GPU,
+    /// or `vpd` absent, unreadable (not root) or malformed: unknown; and in facts of an older
+    /// nvpeer.
+    #[serde(default)]
+    pub board_sn: Option<String>,
 }
 
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.

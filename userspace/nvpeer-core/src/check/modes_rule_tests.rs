@@ -8,6 +8,7 @@ use super::path_rule_tests::{dmabuf_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
 use crate::check::nccl;
+use crate::host::kernel::Kallsyms;
 
 pub(super) fn mode<'a>(r: &'a Report, library: &str) -> &'a rules::modes::LibraryMode {
     r.pairs[0]
@@ -208,15 +209,69 @@ fn reg_dmabuf_mr_at_another_symbol_version_leaves_nccl_staged() {
         "{}",
         verbs.detail
     );
-    // Recorded by an older nvpeer (no version): judged as before, present.
-    let mut f = dmabuf_facts();
-    if let crate::host::verbs::Verbs::Probed {
-        reg_dmabuf_mr_versioned,
-        ..
-    } = &mut f.verbs
-    {
+}
+
+/// `--facts` of an older nvpeer record `ibv_reg_dmabuf_mr` present but not its symbol version
+/// (no `facts.verbs.reg_dmabuf_mr_versioned`): where the version decides (a dma-buf-only host),
+/// NCCL's mode, GIN's, the `dmabuf` row and the verdict are unknown, never "staged", "GIN
+/// unavailable" or "not ready"; where peer memory carries the pair too, the host is ready over
+/// it and only which path NCCL takes is unknown.
+#[test]
+fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
+    let unversioned = |mut f: crate::check::Facts| {
+        let crate::host::verbs::Verbs::Probed {
+            reg_dmabuf_mr,
+            reg_dmabuf_mr_versioned,
+            ..
+        } = &mut f.verbs
+        else {
+            panic!("the facts probe libibverbs");
+        };
+        *reg_dmabuf_mr = Some(true);
         *reg_dmabuf_mr_versioned = None;
+        f
+    };
+    let r = report(unversioned(dmabuf_facts()), &Options::default());
+    assert_eq!(
+        mode(&r, "nccl").mode,
+        "net IB, unknown (GDR, dma-buf or staged)"
+    );
+    assert!(mode(&r, "nccl")
+        .decided_by
+        .starts_with("whether NCCL can load"));
+    let gin = mode(&r, "nccl_gin");
+    assert!(gin.mode.starts_with("unknown"), "{gin:?}");
+    assert!(!gin.fails);
+    let dmabuf = r.get("dmabuf").unwrap();
+    assert_eq!(dmabuf.status, Status::Unknown, "{dmabuf:?}");
+    assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
+    assert!(r.get("verbs").unwrap().detail.contains("do not record"));
+    // Peer memory carries the pair as well: ready over it; NCCL's choice still unknown.
+    let (mut f, d) = (ready_facts(), dmabuf_facts());
+    if let (Kallsyms::Read { found }, Kallsyms::Read { found: more }) =
+        (&mut f.kallsyms, &d.kallsyms)
+    {
+        found.extend(more.clone());
+    }
+    (f.nvidia_proc, f.verbs) = (d.nvidia_proc, d.verbs);
+    let r = report(unversioned(f), &Options::default());
+    assert!(
+        r.verdict.ready,
+        "{} {:?}",
+        r.verdict.text, r.pairs[0].why_not
+    );
+    assert_eq!(
+        mode(&r, "nccl").mode,
+        "net IB, unknown (GDR, dma-buf or GDR, peer memory)",
+        "{:?}",
+        r.pairs[0].why_not
+    );
+    // A pair that fails dma-buf for a known reason says that reason, not the version.
+    let mut f = unversioned(dmabuf_facts());
+    if let crate::host::verbs::Verbs::Probed { reg_dmabuf_mr, .. } = &mut f.verbs {
+        *reg_dmabuf_mr = Some(false);
     }
     let r = report(f, &Options::default());
-    assert_eq!(mode(&r, "nccl").mode, "net IB, GDR, dma-buf");
+    assert_eq!(mode(&r, "nccl").mode, "net IB, staged");
+    assert!(!r.verdict.unknown, "{}", r.verdict.text);
 }

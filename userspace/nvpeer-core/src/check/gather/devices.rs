@@ -171,6 +171,16 @@ pub(super) fn is_superchip_model(model: &str) -> bool {
         && c.next().is_some_and(|d| d.is_ascii_digit())
 }
 
+/// A GPU the driver names as a Rubin (`NVIDIA Rubin`, ...): directly below an NVIDIA CPU's root
+/// port, a Vera Rubin node's GPU. **[unverified]**: Rubin's model strings are nvpeer's reading of
+/// NVIDIA's product name (FIELD.md U8 gives only the Vera root-port ids), matched as the word
+/// "Rubin" in the model, never a prefix guessed from a future name.
+pub(super) fn is_rubin_model(model: &str) -> bool {
+    model
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case("rubin"))
+}
+
 /// The pairs whose paths are judged: each GPU with its nearest NIC(s), as `topo` finds them,
 /// except that a GPU of a Grace-Blackwell DMA-Direct complex is paired with that complex's NIC
 /// (its Data Direct partner, as `rdma_topo` pairs them). An `iommu_group` link that cannot be

@@ -182,8 +182,20 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
             .flatten(),
         _ => None,
     };
+    // The GPUs the driver names as a Rubin: their root ports are Vera's whatever their ids,
+    // unless Grace's.
+    let rubin_gpus: Vec<pci::PciAddress> = nvidia_proc
+        .iter()
+        .flat_map(|p| &p.gpus)
+        .filter(|i| i.model.as_deref().is_some_and(devices::is_rubin_model))
+        .filter_map(|i| i.bus_location)
+        .collect();
+    let grace_ports = grace
+        .as_ref()
+        .map(|g| g.root_ports.as_slice())
+        .unwrap_or_default();
     let vera = match (&all_pci, &topology) {
-        (Ok(all), Some(t)) => grace::vera(host, all, t)
+        (Ok(all), Some(t)) => grace::vera(host, all, t, &rubin_gpus, grace_ports)
             .inspect_err(|e| note(&mut unreadable, "vera", e))
             .ok()
             .flatten(),

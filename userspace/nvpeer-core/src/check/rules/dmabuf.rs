@@ -145,6 +145,34 @@ fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
     }
 }
 
+/// The start of the reason a pair's dma-buf is unknown for: facts recorded by an older nvpeer
+/// (before `facts.verbs.reg_dmabuf_mr_versioned`) say libibverbs has `ibv_reg_dmabuf_mr`, not at
+/// which symbol version, and NCCL loads the verb only at [`REG_DMABUF_MR_VERSION`].
+pub(super) const VERSION_UNRECORDED: &str =
+    "whether NCCL can load libibverbs' ibv_reg_dmabuf_mr is unknown";
+
+/// The reason a pair's dma-buf failed is [`VERSION_UNRECORDED`]: unknown, not a failure.
+pub(super) fn version_unrecorded(w: &WhyNot) -> bool {
+    w.reason.starts_with(VERSION_UNRECORDED)
+}
+
+/// libibverbs' verb at the version NCCL loads it by, where the facts do not record the version
+/// (`--facts` of an older nvpeer): unknown, never taken for present or absent. Judged after every
+/// other condition, so that a pair that fails for a known reason says that reason.
+fn libibverbs_version(ctx: &Ctx) -> Result<(), WhyNot> {
+    match &ctx.f.verbs {
+        Verbs::Probed {
+            reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned: None,
+            ..
+        } => Err(why(
+            format!("{VERSION_UNRECORDED}: these facts, of an older nvpeer, record that it is exported but not at which symbol version, and NCCL loads it only at {REG_DMABUF_MR_VERSION} (dlvsym in src/misc/ibvsymbols.cc)"),
+            "run this nvpeer's `check` on the host (its facts record facts.verbs.reg_dmabuf_mr_versioned), or `objdump -T libibverbs.so.1 | grep ibv_reg_dmabuf_mr` there",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `EOPNOTSUPP`, `EBADF`, ...: the name of a probe's errno (0: the probe registered).
 fn errno_name(errno: i32) -> String {
     match Errno::from_raw(errno) {
@@ -256,7 +284,8 @@ fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot
     kernel(ctx, r)?;
     libibverbs(ctx, r)?;
     nic(ctx, p)?;
-    topology(ctx, p, r)
+    topology(ctx, p, r)?;
+    libibverbs_version(ctx)
 }
 
 /// The first release whose `nv-dmabuf.c` exports CDMM memory (`MEMORY_DEVICE_COHERENT` pages).
@@ -337,7 +366,9 @@ fn summary(ctx: &Ctx) -> String {
                 (Some(true), Some(false)) => {
                     format!("ibv_reg_dmabuf_mr, not at {REG_DMABUF_MR_VERSION}")
                 }
-                (Some(true), None) => "ibv_reg_dmabuf_mr present".to_owned(),
+                (Some(true), None) => {
+                    "ibv_reg_dmabuf_mr present, its symbol version not recorded".to_owned()
+                }
                 (Some(false), _) => "no ibv_reg_dmabuf_mr".to_owned(),
                 (None, _) => "ibv_reg_dmabuf_mr unknown".to_owned(),
             };
@@ -410,6 +441,10 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
             format!("{detail}; could not read: {e}"),
             Some(fix),
         );
+    }
+    // Only the verb's symbol version, which the facts do not record, stands in the way.
+    if missing.iter().all(|(_, w)| version_unrecorded(w)) && !missing.is_empty() {
+        return Check::new("dmabuf", super::super::Status::Unknown, detail, Some(fix));
     }
     if ctx.options.require == Require::Dmabuf {
         Check::fail("dmabuf", detail, fix)

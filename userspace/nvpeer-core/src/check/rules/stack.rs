@@ -167,7 +167,7 @@ fn check_verbs(verbs: &Verbs, sysfs_devices: usize) -> Check {
             let dmabuf = match (reg_dmabuf_mr, reg_dmabuf_mr_versioned) {
                 (Some(true), Some(true)) => format!("; it has ibv_reg_dmabuf_mr@{REG_DMABUF_MR_VERSION}"),
                 (Some(true), Some(false)) => format!("; it has ibv_reg_dmabuf_mr, but not at {REG_DMABUF_MR_VERSION} (what NCCL asks for)"),
-                (Some(true), None) => "; it has ibv_reg_dmabuf_mr".to_owned(),
+                (Some(true), None) => format!("; it has ibv_reg_dmabuf_mr, at a symbol version these facts (of an older nvpeer) do not record: whether NCCL, which asks for {REG_DMABUF_MR_VERSION}, can load it is unknown"),
                 (Some(false), _) => "; it has no ibv_reg_dmabuf_mr (rdma-core < 34): no dma-buf registration".to_owned(),
                 (None, _) => String::new(),
             };

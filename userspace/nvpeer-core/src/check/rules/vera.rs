@@ -85,10 +85,16 @@ fn check(v: &VeraFacts) -> Check {
             f.name, f.address, f.kind, f.root_port
         ));
     }
+    let by_layout = if v.root_ports_by_layout.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", v.root_ports_by_layout.join("; "))
+    };
     let detail = format!(
-        "Vera platform (rdma_topo's NUMA-based shape: GPUs and NIC functions each below a CPU root port; {SOURCE}: each in its own IOMMU group, ATS off on the NIC functions, the kernel's ACS default on Vera root ports): root ports {}; {}",
+        "Vera platform (rdma_topo's NUMA-based shape: GPUs and NIC functions each below a CPU root port; {SOURCE}: each in its own IOMMU group, ATS off on the NIC functions, the kernel's ACS default on Vera root ports): root ports {}{by_layout}; {}{}",
         ports.join(", "),
-        if listed.is_empty() { "no GPU or ConnectX function below them".to_owned() } else { listed.join("; ") }
+        if listed.is_empty() { "no GPU or ConnectX function below them".to_owned() } else { listed.join("; ") },
+        boards(v)
     );
     let mut problems = Vec::new();
     let mut fixes = Vec::new();
@@ -122,6 +128,43 @@ fn check(v: &VeraFacts) -> Check {
         );
     }
     Check::ok("vera", detail)
+}
+
+/// The NIC functions grouped into boards by their VPD serial number, as rdma_topo groups them
+/// (`NVCX_Topo.Board`: the functions of one `vpd_sn`, whatever their parents; verified in
+/// rdma-core's `kernel-boot/rdma_topo_unit_test.py`, 2026, `TestNVCX_Topo_Constructor`): "; boards
+/// by VPD serial number: board SN X: mlx5_0, mlx5_1". A function whose serial is unknown is on a
+/// board of its own that is not named, never grouped with another by guess. Empty where no NIC
+/// function is below a Vera root port.
+fn boards(v: &VeraFacts) -> String {
+    let mut by_sn: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut unknown = Vec::new();
+    for f in v.functions.iter().filter(|f| f.kind != "gpu") {
+        match f.board_sn.as_deref() {
+            Some(sn) => match by_sn.iter_mut().find(|(s, _)| *s == sn) {
+                Some((_, names)) => names.push(&f.name),
+                None => by_sn.push((sn, vec![&f.name])),
+            },
+            None => unknown.push(f.name.as_str()),
+        }
+    }
+    let mut parts: Vec<String> = by_sn
+        .iter()
+        .map(|(sn, names)| format!("board SN {sn}: {}", names.join(", ")))
+        .collect();
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "board unknown (vpd absent, unreadable or without a serial number): {}",
+            unknown.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; boards by VPD serial number (rdma_topo's grouping): {}",
+        parts.join("; ")
+    )
 }
 
 /// The `acs` row on a Vera platform: no ACS advice, which would merge the IOMMU groups rdma_topo

@@ -86,15 +86,20 @@ impl KnownDevice {
     }
 }
 
-/// The V3 keyword (the board's UUID, which a ConnectX-8 PF and its DMA function share) and the
-/// identifier string of a `vpd` file (PCI VPD: small and large resource tags; VPD-R keywords).
-pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
+/// A VPD-R keyword (`SN`, `V3`) and its value.
+type VpdKeyword<'a> = ([u8; 2], &'a [u8]);
+
+/// The identifier string and the read-only section's (VPD-R) keywords of a `vpd` file (PCI VPD:
+/// small and large resource tags), as far as it is well-formed: as `rdma_topo`'s `parse_vpd`
+/// reads it, a tag or keyword whose length runs past the data ends the walk, and what came
+/// before it stays. Never panics on any input.
+fn vpd_fields(vpd: &[u8]) -> (Option<&[u8]>, Vec<VpdKeyword<'_>>) {
     const LARGE: u8 = 0x80;
     const END_SMALL: u8 = 0x78;
     const END_LARGE: u8 = 0x79;
     const ID_STRING: u8 = 0x82;
     const VPD_R: u8 = 0x90;
-    let (mut v3, mut name) = (None, None);
+    let (mut name, mut keywords) = (None, Vec::new());
     let mut rest = vpd;
     while let Some(&tag) = rest.first() {
         if tag == END_SMALL || tag == END_LARGE {
@@ -112,7 +117,7 @@ pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
             break;
         };
         if tag == ID_STRING {
-            name = std::str::from_utf8(item).ok().map(|s| s.trim().to_owned());
+            name = Some(item);
         }
         if tag == VPD_R {
             let mut kw = item;
@@ -121,15 +126,41 @@ pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
                 let Some(value) = kw.get(3..3 + klen) else {
                     break;
                 };
-                if &kw[..2] == b"V3" {
-                    v3 = std::str::from_utf8(value).ok().map(str::to_owned);
-                }
+                keywords.push(([kw[0], kw[1]], value));
                 kw = &kw[3 + klen..];
             }
         }
         rest = &rest[header + len..];
     }
+    (name, keywords)
+}
+
+/// The V3 keyword (the board's UUID, which a ConnectX-8 PF and its DMA function share) and the
+/// identifier string of a `vpd` file (PCI VPD: small and large resource tags; VPD-R keywords).
+pub fn parse_vpd(vpd: &[u8]) -> (Option<String>, Option<String>) {
+    let (name, keywords) = vpd_fields(vpd);
+    let v3 = keywords
+        .iter()
+        .rev()
+        .find(|(k, _)| k == b"V3")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok().map(str::to_owned));
+    let name = name.and_then(|n| std::str::from_utf8(n).ok().map(|s| s.trim().to_owned()));
     (v3, name)
+}
+
+/// The serial number (the `SN` keyword of the read-only section, PCI VPD's "Serial Number") of a
+/// `vpd` file: the board `rdma_topo` groups NIC functions into (`NVCX_Topo.Board`, its
+/// `vpd_sn`). `None` where the VPD has no such keyword, is malformed before it, or the value is
+/// not printable ASCII once trailing blanks and NULs are trimmed: unknown, never a guess.
+/// **[unverified]**: the `rdma_topo` revisions read (rdma-core, 2025-2026) parse only V3 and the
+/// identifier string, and its unit test mocks `vpd_sn`; reading it from VPD-R's `SN` keyword
+/// (what `lspci -vv` shows as "[SN] Serial number") is nvpeer's reading of the name.
+pub fn vpd_serial(vpd: &[u8]) -> Option<String> {
+    let (_, keywords) = vpd_fields(vpd);
+    let (_, value) = keywords.iter().rev().find(|(k, _)| k == b"SN")?;
+    let s = std::str::from_utf8(value).ok()?;
+    let s = s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\0');
+    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() || b == b' ')).then(|| s.to_owned())
 }
 
 #[cfg(test)]
@@ -150,6 +181,49 @@ mod tests {
         );
         assert_eq!(parse_vpd(&vpd[..5]), (None, None));
         assert_eq!(parse_vpd(&[]), (None, None));
+    }
+
+    /// A VPD with an identifier string and a VPD-R section of `keywords`.
+    fn vpd_with(keywords: &[u8]) -> Vec<u8> {
+        let mut vpd = vec![0x82, 10, 0];
+        vpd.extend_from_slice(b"ConnectX-9");
+        vpd.extend_from_slice(&[0x90, keywords.len() as u8, 0]);
+        vpd.extend_from_slice(keywords);
+        vpd.push(0x78);
+        vpd
+    }
+
+    #[test]
+    fn vpd_serial_number() {
+        let kw = [
+            b"PN".as_slice(),
+            &[3],
+            b"abc",
+            b"SN",
+            &[14],
+            b"MT2542X00001  ",
+        ]
+        .concat();
+        let vpd = vpd_with(&kw);
+        assert_eq!(vpd_serial(&vpd).as_deref(), Some("MT2542X00001"));
+        // Malformed: unknown, never a panic or a wrong serial.
+        assert_eq!(vpd_serial(&[]), None);
+        assert_eq!(vpd_serial(&vpd[..20]), None, "cut inside VPD-R");
+        let long = [b"SN".as_slice(), &[200], b"MT2542X00001"].concat();
+        assert_eq!(
+            vpd_serial(&vpd_with(&long)),
+            None,
+            "keyword longer than its section"
+        );
+        assert_eq!(
+            vpd_serial(&vpd_with(b"SN\x04\xff\xfe\x00\x01")),
+            None,
+            "not ASCII"
+        );
+        assert_eq!(vpd_serial(&vpd_with(b"SN\x03\x00\x00 ")), None, "blank");
+        assert_eq!(vpd_serial(&vpd_with(b"PN\x03abc")), None, "no SN");
+        // A large tag whose length runs past the file.
+        assert_eq!(vpd_serial(&[0x90, 0xff, 0xff, b'S', b'N', 1, b'x']), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub use acs::{
     acs, acs_matches, ats, ats_enabled, parse_acs, Acs, ACS_CAPABILITY_ID,
     ACS_P2P_COMPLETION_REDIRECT, ACS_P2P_EGRESS_CONTROL, ACS_P2P_REQUEST_REDIRECT,
 };
-pub use known::{parse_vpd, KnownDevice, MELLANOX_VENDOR};
+pub use known::{parse_vpd, vpd_serial, KnownDevice, MELLANOX_VENDOR};
 use link::read_link;
 pub use link::PcieLink;
 
@@ -531,6 +531,10 @@ mod tests {
         #[test]
         fn vpd_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = parse_vpd(&bytes);
+            // A serial, where one comes out of any bytes at all, is printable ASCII.
+            if let Some(sn) = vpd_serial(&bytes) {
+                prop_assert!(sn.bytes().all(|b| b.is_ascii_graphic() || b == b' '));
+            }
         }
 
         #[test]

@@ -87,6 +87,23 @@ fn nccl(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode {
         u8::from(e.dmabuf_enable),
         predicates::source(&e.dmabuf_enable_source)
     );
+    // dma-buf decided by the verb's symbol version, which these facts do not record: NCCL's
+    // mode is unknown between dma-buf and what it would use without it.
+    if let Some(w) = v
+        .why_not
+        .get(&GdrPath::Dmabuf)
+        .filter(|w| e.dmabuf_enable && super::dmabuf::version_unrecorded(w))
+    {
+        return mode(
+            format!(
+                "{net}, unknown ({} or {})",
+                gdr_words(Some(GdrPath::Dmabuf)),
+                gdr_words(v.preferred)
+            ),
+            w.reason.clone(),
+            None,
+        );
+    }
     match v.preferred {
         None => mode(
             format!("{net}, {}", gdr_words(None)),
@@ -148,6 +165,20 @@ fn nccl_gin(ctx: &Ctx, v: &PairVerdict) -> LibraryMode {
     let visible = ctx.f.modules.iter().any(|m| m.name == "nvidia_peermem");
     // GDAKI's memory: dma-buf, or peer memory of a module it sees.
     let accepted = dmabuf || (peer && visible);
+    // Without dma-buf GIN would be unavailable, and dma-buf is unknown (the verb's symbol
+    // version not recorded): unknown, never a failure.
+    if let Some(w) = v
+        .why_not
+        .get(&GdrPath::Dmabuf)
+        .filter(|w| !accepted && super::dmabuf::version_unrecorded(w))
+    {
+        return mode(
+            "unknown (GDAKI over dma-buf, or GIN unavailable)",
+            w.reason.clone(),
+            None,
+            false,
+        );
+    }
     if !accepted {
         let why = if peer {
             let names: Vec<&str> = ctx.f.modules.iter().map(|m| m.name.as_str()).collect();
