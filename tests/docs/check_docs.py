@@ -8,7 +8,8 @@
    (`--op write|read`) must be in `nvpeer [<cmd>] --help` of the built binary.
 2. Every field of the JSON schemas in userspace/README.md, as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
-   `failures` file, an empty procfs and NCCL variables set), selftest on this host, nccl-log on
+   `failures` file, one with an unparsable link file on a pair's path, an empty procfs and NCCL
+   variables set), selftest on this host, nccl-log on
    every tests/fixtures/nccl-logs/*.log; who, detach and attach (--dry-run) on a copy of the pix
    tree with the module's records and per-GPU totals. Fields that no
    run here can produce (all of bench; a few of check, listed in STATIC) are resolved instead
@@ -533,6 +534,12 @@ def outputs(binary, tmp):
         f.write("# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n"
                 "1 4242 train /slurm/job_1 GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab 0x7f0000000000 65536 "
                 "nv_mem 0000:04:00.0 mapped 10 1 65536 1\n")
+    # A link file on a pair's path that cannot be parsed (no fixture has one): `unknown_links`.
+    link_copy = os.path.join(tmp, "unknown-link-sys")
+    shutil.copytree(os.path.join(FIXTURES, "degraded-upstream", "sys"), link_copy, symlinks=True)
+    with open(os.path.join(link_copy, "bus/pci/devices/0000:03:00.0/current_link_width"), "w") as f:
+        f.write("x8?\n")
+    trees.append((link_copy, os.path.join(FIXTURES, "degraded-upstream", "proc")))
     empty_proc = os.path.join(tmp, "proc")
     os.mkdir(empty_proc)
     trees += [(sys_copy, os.path.join(FIXTURES, "pix", "proc")), (sys_copy, empty_proc)]
