@@ -6,7 +6,7 @@
    tests/README.md (code blocks and inline code), and every flag named in inline code under a
    command's section of userspace/README.md: the subcommand, each flag and each listed value
    (`--op write|read`) must be in `nvpeer [<cmd>] --help` of the built binary.
-2. Every field of the JSON schemas in userspace/README.md, as a path (`facts.acs[].acs.state`),
+2. Every field of the JSON schemas in userspace/README.md and userspace/CHECKS.md, as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
    `failures` file, one with an unparsable link file on a pair's path, an empty procfs and NCCL
    variables set), selftest on this host, nccl-log on
@@ -40,6 +40,9 @@ import tempfile
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 READMES = ["README.md", "kmod/README.md", "userspace/README.md", "userspace/CHECKS.md", "tests/README.md"]
 SCHEMA_DOC = "userspace/README.md"
+# The files whose code blocks hold the JSON schemas (check's is in CHECKS.md); their shapes
+# (`<name> = ...`) are shared.
+SCHEMA_DOCS = [SCHEMA_DOC, "userspace/CHECKS.md"]
 SRC = os.path.join(REPO, "userspace/nvpeer-core/src")
 FIXTURES = os.path.join(REPO, "tests/fixtures")
 
@@ -307,23 +310,23 @@ def parse_schema_block(text, where):
 
 
 def documented_schemas(root):
-    """{schema: (where, [field paths])} from the code blocks of userspace/README.md."""
-    path = os.path.join(root, SCHEMA_DOC)
-    blocks, cur, start = [], None, 0
-    for n, line in enumerate(open(path, encoding="utf-8"), 1):
-        if line.startswith("```"):
-            if cur is None:
-                cur, start = [], n
-            else:
-                blocks.append((start, "".join(cur)))
-                cur = None
-        elif cur is not None:
-            cur.append(line)
+    """{schema: (where, [field paths])} from the code blocks of SCHEMA_DOCS."""
+    blocks = []
+    for rel in SCHEMA_DOCS:
+        cur, start = None, 0
+        for n, line in enumerate(open(os.path.join(root, rel), encoding="utf-8"), 1):
+            if line.startswith("```"):
+                if cur is None:
+                    cur, start = [], n
+                else:
+                    blocks.append((f"{rel}:{start}", "".join(cur)))
+                    cur = None
+            elif cur is not None:
+                cur.append(line)
     parsed, shapes = [], {}
-    for start, text in blocks:
+    for where, text in blocks:
         if not re.search(r'^(\{ "schema": "nvpeer\.|<)', text):
             continue
-        where = f"{SCHEMA_DOC}:{start}"
         try:
             keys, refs, schema = parse_schema_block(text, where)
         except ValueError as e:
@@ -576,7 +579,7 @@ def check_schemas(binary, root, tmp):
     for schema in ("nvpeer.check/2", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
                    "nvpeer.nccl-log/1", "nvpeer.who/1", "nvpeer.detach/1", "nvpeer.attach/1"):
         if schema not in docs:
-            fail(f"{SCHEMA_DOC}: schema {schema} is not documented")
+            fail(f"{' or '.join(SCHEMA_DOCS)}: schema {schema} is not documented")
     seen = outputs(binary, tmp)
     types = rust_types()
     for schema, (where, fields) in sorted(docs.items()):
@@ -727,7 +730,7 @@ PLANTS = [
     ("README.md", "", "\n```sh\nnvpeer no-such-command --json\n```\n", "no-such-command"),
     ("userspace/README.md", "", "\n```sh\nnvpeer stats --json --no-such-flag\n```\n", "--no-such-flag"),
     ("userspace/README.md", "", "\n```sh\nnvpeer bench --op no-such-op\n```\n", "no-such-op"),
-    ("userspace/README.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
+    ("userspace/CHECKS.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
     ("userspace/README.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
     ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.
