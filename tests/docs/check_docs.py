@@ -6,9 +6,10 @@
    tests/README.md (code blocks and inline code), and every flag named in inline code under a
    command's section of userspace/README.md: the subcommand, each flag and each listed value
    (`--op write|read`) must be in `nvpeer [<cmd>] --help` of the built binary.
-2. Every field of the JSON schemas in userspace/README.md, as a path (`facts.acs[].acs.state`),
+2. Every field of the JSON schemas in userspace/README.md and userspace/CHECKS.md, as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
-   `failures` file, an empty procfs and NCCL variables set), selftest on this host, nccl-log on
+   `failures` file, one with an unparsable link file on a pair's path, an empty procfs and NCCL
+   variables set), selftest on this host, nccl-log on
    every tests/fixtures/nccl-logs/*.log; who, detach and attach (--dry-run) on a copy of the pix
    tree with the module's records and per-GPU totals. Fields that no
    run here can produce (all of bench; a few of check, listed in STATIC) are resolved instead
@@ -39,6 +40,9 @@ import tempfile
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 READMES = ["README.md", "kmod/README.md", "userspace/README.md", "userspace/CHECKS.md", "tests/README.md"]
 SCHEMA_DOC = "userspace/README.md"
+# The files whose code blocks hold the JSON schemas (check's is in CHECKS.md); their shapes
+# (`<name> = ...`) are shared.
+SCHEMA_DOCS = [SCHEMA_DOC, "userspace/CHECKS.md"]
 SRC = os.path.join(REPO, "userspace/nvpeer-core/src")
 FIXTURES = os.path.join(REPO, "tests/fixtures")
 
@@ -306,23 +310,23 @@ def parse_schema_block(text, where):
 
 
 def documented_schemas(root):
-    """{schema: (where, [field paths])} from the code blocks of userspace/README.md."""
-    path = os.path.join(root, SCHEMA_DOC)
-    blocks, cur, start = [], None, 0
-    for n, line in enumerate(open(path, encoding="utf-8"), 1):
-        if line.startswith("```"):
-            if cur is None:
-                cur, start = [], n
-            else:
-                blocks.append((start, "".join(cur)))
-                cur = None
-        elif cur is not None:
-            cur.append(line)
+    """{schema: (where, [field paths])} from the code blocks of SCHEMA_DOCS."""
+    blocks = []
+    for rel in SCHEMA_DOCS:
+        cur, start = None, 0
+        for n, line in enumerate(open(os.path.join(root, rel), encoding="utf-8"), 1):
+            if line.startswith("```"):
+                if cur is None:
+                    cur, start = [], n
+                else:
+                    blocks.append((f"{rel}:{start}", "".join(cur)))
+                    cur = None
+            elif cur is not None:
+                cur.append(line)
     parsed, shapes = [], {}
-    for start, text in blocks:
+    for where, text in blocks:
         if not re.search(r'^(\{ "schema": "nvpeer\.|<)', text):
             continue
-        where = f"{SCHEMA_DOC}:{start}"
         try:
             keys, refs, schema = parse_schema_block(text, where)
         except ValueError as e:
@@ -533,6 +537,12 @@ def outputs(binary, tmp):
         f.write("# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n"
                 "1 4242 train /slurm/job_1 GPU-d09b8d4e-daef-237f-dd2d-1f194bd911ab 0x7f0000000000 65536 "
                 "nv_mem 0000:04:00.0 mapped 10 1 65536 1\n")
+    # A link file on a pair's path that cannot be parsed (no fixture has one): `unknown_links`.
+    link_copy = os.path.join(tmp, "unknown-link-sys")
+    shutil.copytree(os.path.join(FIXTURES, "degraded-upstream", "sys"), link_copy, symlinks=True)
+    with open(os.path.join(link_copy, "bus/pci/devices/0000:03:00.0/current_link_width"), "w") as f:
+        f.write("x8?\n")
+    trees.append((link_copy, os.path.join(FIXTURES, "degraded-upstream", "proc")))
     empty_proc = os.path.join(tmp, "proc")
     os.mkdir(empty_proc)
     trees += [(sys_copy, os.path.join(FIXTURES, "pix", "proc")), (sys_copy, empty_proc)]
@@ -569,7 +579,7 @@ def check_schemas(binary, root, tmp):
     for schema in ("nvpeer.check/2", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
                    "nvpeer.nccl-log/1", "nvpeer.who/1", "nvpeer.detach/1", "nvpeer.attach/1"):
         if schema not in docs:
-            fail(f"{SCHEMA_DOC}: schema {schema} is not documented")
+            fail(f"{' or '.join(SCHEMA_DOCS)}: schema {schema} is not documented")
     seen = outputs(binary, tmp)
     types = rust_types()
     for schema, (where, fields) in sorted(docs.items()):
@@ -720,7 +730,7 @@ PLANTS = [
     ("README.md", "", "\n```sh\nnvpeer no-such-command --json\n```\n", "no-such-command"),
     ("userspace/README.md", "", "\n```sh\nnvpeer stats --json --no-such-flag\n```\n", "--no-such-flag"),
     ("userspace/README.md", "", "\n```sh\nnvpeer bench --op no-such-op\n```\n", "no-such-op"),
-    ("userspace/README.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
+    ("userspace/CHECKS.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
     ("userspace/README.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
     ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.

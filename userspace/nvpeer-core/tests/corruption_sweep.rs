@@ -24,7 +24,7 @@ use common::trees::copy_tree;
 
 /// The fixtures swept: every ready host of the acceptance list, and hosts not ready for
 /// different reasons (the verdict of those must not change either).
-const SWEPT: [&str; 8] = [
+const SWEPT: [&str; 9] = [
     "inbox-dmabuf",
     "doca",
     "gh200",
@@ -33,6 +33,7 @@ const SWEPT: [&str; 8] = [
     "pix",
     "degraded-link",
     "port-down",
+    "degraded-upstream",
 ];
 
 #[derive(Clone, Copy, Debug)]

@@ -249,6 +249,53 @@ fn degraded_upstream_fixture_reads_the_links_on_the_path_only() {
     assert!(pix.pairs[0].path_links.is_empty());
 }
 
+/// A link file on the pair's path that cannot be parsed leaves that link unknown, named with
+/// the file, never dropped: the degraded host is not taken for a ready one (the row and the
+/// verdict are `unknown`, naming the file), and the link's other files still read.
+#[test]
+fn an_unreadable_link_on_the_path_is_unknown_naming_the_file() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("degraded-upstream");
+    copy_tree(&fixtures().join("degraded-upstream"), &root);
+    let file = root.join("sys/bus/pci/devices/0000:03:00.0/current_link_width");
+    fs::write(&file, "x8?\n").unwrap();
+    let host = Host::new(root.join("sys"), root.join("proc"));
+    let f = check::gather(&host, &Inputs::fixture());
+    assert!(f.pairs[0].path_links.is_empty());
+    assert_eq!(f.pairs[0].unknown_links.len(), 1);
+    let said = &f.pairs[0].unknown_links[0];
+    assert!(
+        said.starts_with("link 0000:02:00.0 - 0000:03:00.0: ")
+            && said.contains(&file.display().to_string()),
+        "{said}"
+    );
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
+    assert!(
+        r.verdict
+            .text
+            .starts_with("unknown: gdr_used (GPU0-mlx5_0: link 0000:02:00.0 - 0000:03:00.0: ")
+            && r.verdict.text.contains("current_link_width"),
+        "{}",
+        r.verdict.text
+    );
+    let row = r.checks.iter().find(|c| c.id == "gdr_used").unwrap();
+    assert_eq!(row.status, Status::Unknown);
+    assert!(row.detail.contains("current_link_width"), "{}", row.detail);
+    // A link known to be degraded still says so beside an unknown one: the GPU's own link
+    // x8 of x16 makes the pair degraded whatever the unreadable link is.
+    fs::write(
+        root.join("sys/bus/pci/devices/0000:05:00.0/current_link_width"),
+        "8\n",
+    )
+    .unwrap();
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.degraded, "{}", r.verdict.text);
+    let row = r.checks.iter().find(|c| c.id == "gdr_used").unwrap();
+    assert_eq!(row.status, Status::Warn);
+    assert!(row.detail.contains("current_link_width"), "{}", row.detail);
+}
+
 /// The fixtures of the readiness paths: their matrices, and the facts the path rules read.
 #[test]
 fn path_fixtures() {

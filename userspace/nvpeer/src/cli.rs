@@ -108,10 +108,15 @@ pub enum Command {
     /// Measure RDMA transfers (write, read, send, write-with-immediate) per message size, from
     /// host or GPU memory; loopback on one device, or `--server` and `bench HOST` over TCP.
     Bench(Box<BenchArgs>),
-    /// Read an NCCL_DEBUG=INFO log: per NET device whether NCCL enabled GPU Direct RDMA and
-    /// why not, per connection whether it was GDRDMA, NCCL's warnings; exit 0 when every
-    /// network connection was GDRDMA, 1 when not (or NCCL fell back to sockets), 3 for a file
-    /// without NCCL lines, 4 for a log without a network connection.
+    /// Read an NCCL_DEBUG=INFO log: did NCCL use GPU Direct RDMA, per NET device and per
+    /// connection
+    ///
+    /// Per NET device whether NCCL enabled GPU Direct RDMA and why not, per connection whether
+    /// it was GDRDMA, and NCCL's warnings.
+    ///
+    /// Exit status: 0 when every network connection was GDRDMA; 1 when some or none was (or
+    /// NCCL fell back to NET/Socket); 2 for a usage error or an unreadable file; 3 for a file
+    /// without NCCL lines; 4 for an NCCL log without a network connection.
     NcclLog {
         /// The log file, or `-` for standard input.
         #[arg(value_name = "FILE")]

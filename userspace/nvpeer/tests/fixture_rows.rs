@@ -121,6 +121,10 @@ fn check_fixture(name: &str, file: &Path) -> usize {
                     "{what}: {id}'s fix is not {fix}: {got}"
                 );
             }
+            // The row it is folded under, where the fixture names one (one cause, one fix).
+            if let Some(cause) = want.get("cause") {
+                assert_eq!(got["cause"], *cause, "{what}: {id} is not folded: {got}");
+            }
             let line = format!("{status:<7}  {id} ");
             // A row that follows from another's cause is listed on that row, not as its own.
             let folded = got["cause"].as_str();

@@ -160,3 +160,46 @@ fn nccl_log_reads_stdin() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["source"], "-");
 }
+
+/// `nccl-log --help` says what it reads and every exit status in whole sentences (issue 46:
+/// its one-paragraph text lost its last word and period, "exit 0 only when every network
+/// connection was"); `nvpeer --help` lists it on one short line.
+#[test]
+fn nccl_log_help_has_whole_sentences() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .args(["nccl-log", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = stdout(&out);
+    let text: Vec<&str> = help.split("\n\n").take(3).collect();
+    assert_eq!(
+        text[0],
+        "Read an NCCL_DEBUG=INFO log: did NCCL use GPU Direct RDMA, per NET device and per \
+         connection"
+    );
+    assert!(
+        text[1].starts_with("Per NET device") && text[1].ends_with("and NCCL's warnings."),
+        "{help}"
+    );
+    assert_eq!(
+        text[2].split_whitespace().collect::<Vec<_>>().join(" "),
+        "Exit status: 0 when every network connection was GDRDMA; 1 when some or none was (or \
+         NCCL fell back to NET/Socket); 2 for a usage error or an unreadable file; 3 for a file \
+         without NCCL lines; 4 for an NCCL log without a network connection.",
+        "{help}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.trim_start().starts_with("nccl-log"))
+        .map(str::to_owned)
+        .unwrap();
+    assert!(
+        line.ends_with("did NCCL use GPU Direct RDMA, per NET device and per connection"),
+        "{line}"
+    );
+}

@@ -205,6 +205,11 @@ pub struct PairFacts {
     /// ends can (absent in facts of an older nvpeer).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path_links: Vec<PathLink>,
+    /// The links on the pair's path (the GPU's, the NIC's, and those between) whose files
+    /// could not be read or parsed, each with the file and why: whether the pair runs below
+    /// its devices' link is unknown (absent in facts of an older nvpeer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_links: Vec<String>,
 }
 
 /// A PCIe link on a GPU-NIC path between a downstream-facing port (a root port or a switch's

@@ -75,6 +75,7 @@ pub(super) fn ready_facts() -> Facts {
             gpu_link: None,
             nic_link: None,
             path_links: Vec::new(),
+            unknown_links: Vec::new(),
         }],
         grace: None,
         vera: None,

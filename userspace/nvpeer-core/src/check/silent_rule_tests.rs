@@ -63,6 +63,46 @@ fn iommu_dmabuf_595_is_named_on_that_release_with_a_translating_iommu() {
     }
 }
 
+/// One cause, one fix (issue 46): the IOMMU translating on 595.84 is said once, by the
+/// `silent_failures` row with its fix; the general `iommu` row is folded under it. Not where
+/// the class does not match, nor where another class shares the row (its cause is another).
+#[test]
+fn the_iommu_row_is_folded_under_iommu_dmabuf_595() {
+    let r = report(
+        u4("595.84", "7.0.0-12-generic", IommuMode::Translated),
+        &Options::default(),
+    );
+    let iommu = r.get("iommu").unwrap();
+    assert_eq!(
+        (iommu.status, iommu.cause),
+        (Status::Warn, Some("silent_failures")),
+        "{iommu:?}"
+    );
+    assert_eq!(row(&r).cause, None);
+    let fixes: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.applies && c.status != Status::Ok && c.cause.is_none())
+        .filter_map(|c| c.fix.as_deref())
+        .filter(|fix| fix.contains("iommu=pt"))
+        .collect();
+    assert_eq!(fixes.len(), 1, "{fixes:?}");
+    let r = report(
+        u4("580.159.04", "7.0.0-12-generic", IommuMode::Translated),
+        &Options::default(),
+    );
+    assert_eq!(r.get("iommu").unwrap().cause, None);
+    let mut f = u4("595.84", "7.0.0-12-generic", IommuMode::Translated);
+    f.hypervisor = Some(true);
+    let r = report(f, &Options::default());
+    assert!(
+        row(&r).detail.contains(" | vm_bar_mapping: "),
+        "{:?}",
+        row(&r)
+    );
+    assert_eq!(r.get("iommu").unwrap().cause, None);
+}
+
 fn mana(probe: Option<DmabufProbe>) -> Facts {
     let mut f = dmabuf_facts();
     f.pairs[0].nic = "mana_0".to_owned();

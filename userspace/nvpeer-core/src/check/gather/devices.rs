@@ -62,14 +62,42 @@ const PCI_BRIDGE_CLASS: u32 = 0x0604;
 /// links are (chain[0], chain[1]), (chain[2], chain[3]), ...; (chain[1], chain[2]) is a switch's
 /// internal bus. The device's own link (the last) is the pair's `gpu_link`/`nic_link`. A link
 /// whose two ends do not show the same speed and width now is not taken for one (a layout this
-/// reading does not know, or a file that could not be read): left out, never guessed.
-fn upstream_links(all: &[PciDevice], dev: &PciDevice, common: usize) -> Vec<PathLink> {
+/// reading does not know): left out, never guessed. One whose files could not be read or
+/// parsed is unknown: its two ends and the error go to `unknown`, never silently dropped.
+fn upstream_links(
+    host: &Host,
+    all: &[PciDevice],
+    dev: &PciDevice,
+    common: usize,
+    unknown: &mut Vec<String>,
+) -> Vec<PathLink> {
     let chain = &dev.path.chain;
     let find = |a: PciAddress| all.iter().find(|d| d.address == a);
-    let starts_at_root_port = chain
-        .first()
-        .and_then(|a| find(*a))
-        .is_some_and(|d| d.class >> 8 == PCI_BRIDGE_CLASS);
+    // A function on the path that `bus/pci/devices` names but that could not be read (its
+    // entry does not resolve): its links are unknown. One not named there at all is gone.
+    let unresolved = |a: PciAddress| {
+        let entry = host.sys_path(format!("bus/pci/devices/{a}"));
+        (find(a).is_none() && std::fs::symlink_metadata(&entry).is_ok())
+            .then(|| format!("{}: does not resolve to a PCI function", entry.display()))
+    };
+    let Some(&top) = chain.first() else {
+        return Vec::new();
+    };
+    if let Some(why) = unresolved(top) {
+        unknown.push(format!("links above {}: {why}", dev.address));
+        return Vec::new();
+    }
+    // Whether the top of the chain is a root port rests on its class: unknown, so are the
+    // links below it.
+    if let Some(d) = find(top).filter(|d| !d.unreadable_ids.is_empty()) {
+        unknown.push(format!(
+            "links above {}: {}",
+            dev.address,
+            d.unreadable_ids.join("; ")
+        ));
+        return Vec::new();
+    }
+    let starts_at_root_port = find(top).is_some_and(|d| d.class >> 8 == PCI_BRIDGE_CLASS);
     if !starts_at_root_port {
         return Vec::new();
     }
@@ -83,9 +111,24 @@ fn upstream_links(all: &[PciDevice], dev: &PciDevice, common: usize) -> Vec<Path
             // Both ends of the pair are below it: their traffic turns around lower down.
             continue;
         }
+        let (port_dev, below_dev) = (find(port), find(below));
+        let errors: Vec<String> = [port, below]
+            .into_iter()
+            .filter_map(unresolved)
+            .chain(
+                [port_dev, below_dev]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d.link_error.clone()),
+            )
+            .collect();
+        if !errors.is_empty() {
+            unknown.push(format!("link {port} - {below}: {}", errors.join("; ")));
+            continue;
+        }
         let (Some(p), Some(b)) = (
-            find(port).and_then(|d| d.link),
-            find(below).and_then(|d| d.link),
+            port_dev.and_then(|d| d.link),
+            below_dev.and_then(|d| d.link),
         ) else {
             continue;
         };
@@ -231,6 +274,15 @@ pub(super) fn pairs(
             let Some(class) = t.class(&gpu.label, &nic_name) else {
                 continue;
             };
+            // The links on the pair's path whose files could not be read: the GPU's and the
+            // NIC's own, then those between (below).
+            let mut unknown_links: Vec<String> = [
+                (gpu.pci.address, gpu.pci.link_error.as_deref()),
+                (nic.address, nic.link_error.as_deref()),
+            ]
+            .into_iter()
+            .filter_map(|(a, e)| Some(format!("{a}'s link: {}", e?)))
+            .collect();
             out.push(PairFacts {
                 gpu: gpu.label.clone(),
                 source,
@@ -256,10 +308,11 @@ pub(super) fn pairs(
                 nic_link: nic.link,
                 path_links: {
                     let common = common_bridges(&gpu.pci, nic);
-                    let mut links = upstream_links(all, &gpu.pci, common);
-                    links.extend(upstream_links(all, nic, common));
+                    let mut links = upstream_links(host, all, &gpu.pci, common, &mut unknown_links);
+                    links.extend(upstream_links(host, all, nic, common, &mut unknown_links));
                     links
                 },
+                unknown_links,
                 nic: nic_name,
             });
         }

@@ -11,12 +11,19 @@
 //! - a pair not used (`gdr_used` fails): the `modes` row that says it is staged, and for the port
 //!   the `rdma_devices` row that names the same port, for NCCL's distance rule the `topology`
 //!   and `nccl_gdr` rows that say the same distance;
-//! - no path (`paths` fails): the `modes` row that says each pair is staged.
+//! - no path (`paths` fails): the `modes` row that says each pair is staged;
+//! - the IOMMU translating where the only silent failure class is `iommu_dmabuf_595` (open
+//!   modules 595.84): both rows warn of the same cause, the `iommu` row in general and
+//!   `silent_failures` of its worst effect (peer writes dropped without an error), whose fix
+//!   is passthrough too, with how to prove it and the other ways out. The `iommu` row is folded
+//!   under `silent_failures`, so the table says the cause once, with one fix.
 //!
 //! A row already folded keeps its first cause; a cause folded under another (`module` under
 //! `nvidia_driver`) passes its rows on to that one.
 
 use super::super::{Check, Facts, Status};
+use super::predicates::IOMMU_DMABUF_595;
+use crate::host::kernel::IommuMode;
 
 /// The rows that follow from NVIDIA's driver not being loaded.
 const WITHOUT_NVIDIA: [&str; 12] = [
@@ -37,10 +44,14 @@ const WITHOUT_NVIDIA: [&str; 12] = [
 /// The rows that follow from no peer-memory module being loaded.
 const WITHOUT_MODULE: [&str; 3] = ["peer_clients", "nccl", "ucx"];
 
-fn failed(rows: &[Check], id: &str) -> Option<String> {
+fn with_status(rows: &[Check], id: &str, status: Status) -> Option<String> {
     rows.iter()
-        .find(|c| c.id == id && c.applies && c.status == Status::Fail)
+        .find(|c| c.id == id && c.applies && c.status == status)
         .map(|c| c.detail.clone())
+}
+
+fn failed(rows: &[Check], id: &str) -> Option<String> {
+    with_status(rows, id, Status::Fail)
 }
 
 /// Sets `cause` on every row that follows from another's (see the module's doc).
@@ -64,6 +75,18 @@ pub(super) fn fold(rows: &mut [Check], f: &Facts) {
     }
     if failed(rows, "paths").is_some() {
         rules.push(("paths", vec!["modes"]));
+    }
+    // The row names each class as `<class>: ...`, classes apart by ` | `.
+    let only_595 = with_status(rows, "silent_failures", Status::Warn).is_some_and(|d| {
+        d.split(" | ")
+            .all(|class| class.starts_with(&format!("{IOMMU_DMABUF_595}: ")))
+    });
+    let translating = f
+        .iommu
+        .as_ref()
+        .is_some_and(|i| i.mode == IommuMode::Translated);
+    if only_595 && translating && with_status(rows, "iommu", Status::Warn).is_some() {
+        rules.push(("silent_failures", vec!["iommu"]));
     }
     for (cause, follow) in rules {
         // A cause folded under an earlier one passes its rows on to that one.

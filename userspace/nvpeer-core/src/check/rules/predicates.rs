@@ -188,6 +188,10 @@ pub(super) fn nccl_gdr_of(e: &NcclEnv, p: &PairFacts) -> Result<&'static str, St
     }
 }
 
+/// The silent failure class of open modules 595.84 with the IOMMU translating (`silent.rs`);
+/// `fold.rs` folds the `iommu` row under the row that names it.
+pub(super) const IOMMU_DMABUF_595: &str = "iommu_dmabuf_595";
+
 /// NCCL's GDAKI handler setting.
 pub(super) const GPU_HANDLER_ENV: &str = "NCCL_GIN_GDAKI_NIC_HANDLER";
 

@@ -70,7 +70,7 @@ fn iommu_dmabuf_595(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
         None => "reported on kernel 7.0; this kernel unknown".to_owned(),
     };
     Some(Found {
-        class: "iommu_dmabuf_595",
+        class: predicates::IOMMU_DMABUF_595,
         status: Status::Warn,
         detail: format!(
             "{}: open modules {release} with the IOMMU translating and dma-buf the path used: the NIC gets raw BAR addresses and the IOMMU drops its peer writes without an error (open-gpu-kernel-modules#1324, root cause unconfirmed; {kernel})",
@@ -98,7 +98,7 @@ fn iommu_dmabuf_595(ctx: &Ctx, v: &PairVerdict) -> Option<Found> {
                 .as_ref()
                 .is_some_and(|c| c.peer_core.is_some());
             format!(
-                "prove it with `nvpeer bench --loopback-all` (it verifies the data moved); until NVIDIA fixes #1324, boot with the IOMMU in passthrough (`{param}` on the kernel command line: it costs the IOMMU's protection against stray DMA of host drivers' devices){}, or run another driver release",
+                "prove it with `nvpeer bench --loopback-all` (it verifies the data moved); until NVIDIA fixes #1324, boot with the IOMMU in passthrough (add `{param}` to the kernel command line, GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub or grub2-mkconfig, and reboot; it costs the IOMMU's protection against stray DMA of host drivers' devices){}, or run another driver release",
                 if core {
                     ", or use peer memory (NCCL_DMABUF_ENABLE=0 with nvidia_peermem loaded)"
                 } else {

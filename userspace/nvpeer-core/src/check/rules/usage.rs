@@ -86,6 +86,9 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     let mut unknown = Vec::new();
     let mut slow = Vec::new();
     let mut used = Vec::new();
+    // Links on a carried pair's path whose files could not be read: whether the pair runs at
+    // full bandwidth is unknown (never taken for a link at its best).
+    let mut links_unknown = Vec::new();
     for (v, p) in &carried {
         match &v.not_used {
             Some(why) => unused.push(format!("{}: {why}", v.name())),
@@ -96,6 +99,9 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         }
         for (what, warn) in degraded(p, gpu_address(ctx, p)) {
             slow.push((format!("{}: {what}", v.name()), warn));
+        }
+        for what in &p.unknown_links {
+            links_unknown.push(format!("{}: {what}", v.name()));
         }
     }
     let mut detail = if used.is_empty() {
@@ -111,6 +117,12 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     if !slow.is_empty() {
         let list: Vec<&str> = slow.iter().map(|(s, _)| s.as_str()).collect();
         detail.push_str(&format!("; below the device's link: {}", list.join("; ")));
+    }
+    if !links_unknown.is_empty() {
+        detail.push_str(&format!(
+            "; link width and speed unknown for {}",
+            links_unknown.join("; ")
+        ));
     }
     if !unused.is_empty() {
         // One cause, one fix: the first unused pair's.
@@ -135,6 +147,17 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
             Status::Unknown,
             detail,
             Some("the port's state file should be the kernel's text; check the tree (or report it as a bug)".to_owned()),
+        );
+    }
+    // A link known to be degraded is worth acting on whatever the unknown ones are; with none,
+    // an unknown link decides whether the pair is degraded, so the row (and the verdict) is
+    // unknown, naming the file.
+    if !links_unknown.is_empty() && !slow.iter().any(|(_, warn)| *warn) {
+        return Check::new(
+            "gdr_used",
+            Status::Unknown,
+            detail,
+            Some("the PCIe link files should be the kernel's text; check the tree (or report it as a bug); `lspci -vv` shows LnkSta against LnkCap".to_owned()),
         );
     }
     if slow.iter().any(|(_, warn)| *warn) {

@@ -54,16 +54,35 @@ fn parse_link_speed(text: &str) -> Option<u32> {
     ok.then(|| (v * 1000.0).round() as u32)
 }
 
+/// The four link files of a PCIe function, as sysfs names them.
+const LINK_FILES: [&str; 4] = [
+    "current_link_speed",
+    "max_link_speed",
+    "current_link_width",
+    "max_link_width",
+];
+
 /// The link of the function at `rel`: `Ok(None)` without link files (or a speed `Unknown`, as
-/// a link that is down shows), an error for files that are not the kernel's text.
+/// a link that is down shows), an error for files that are not the kernel's text, and for one
+/// absent beside the others (the kernel writes all four or none).
 pub(super) fn read_link(host: &Host, rel: &str) -> Result<Option<PcieLink>> {
-    let read = |file: &str| host.read_sys(format!("{rel}/{file}"));
-    let (Some(speed), Some(max_speed), Some(width), Some(max_width)) = (
-        read("current_link_speed")?,
-        read("max_link_speed")?,
-        read("current_link_width")?,
-        read("max_link_width")?,
-    ) else {
+    let mut texts = Vec::with_capacity(LINK_FILES.len());
+    for file in LINK_FILES {
+        texts.push(host.read_sys(format!("{rel}/{file}"))?);
+    }
+    if texts.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    if let Some(i) = texts.iter().position(Option::is_none) {
+        return Err(Error::Device(format!(
+            "{}: absent, though the function's other link files are there",
+            host.sys_path(format!("{rel}/{}", LINK_FILES[i])).display()
+        )));
+    }
+    let mut texts = texts.into_iter().flatten();
+    let (Some(speed), Some(max_speed), Some(width), Some(max_width)) =
+        (texts.next(), texts.next(), texts.next(), texts.next())
+    else {
         return Ok(None);
     };
     // A link that is down (an empty slot's root port) shows `Unknown` speeds or width 0.
@@ -150,5 +169,22 @@ mod tests {
         );
         assert!(link("fast\n", "32.0 GT/s PCIe\n", "16\n", "16\n").is_err());
         assert!(link("16.0 GT/s PCIe\n", "32.0 GT/s PCIe\n", "99\n", "16\n").is_err());
+    }
+
+    #[test]
+    fn one_link_file_absent_beside_the_others_is_an_error_naming_it() {
+        let (_dir, host) = host_with(&[
+            ("current_link_speed", "16.0 GT/s PCIe\n"),
+            ("max_link_speed", "32.0 GT/s PCIe\n"),
+            ("max_link_width", "16\n"),
+        ]);
+        let e = read_link(&host, "f").unwrap_err().to_string();
+        assert!(
+            e.contains("current_link_width") && e.contains("absent"),
+            "{e}"
+        );
+        // None of the four: no link (a VM, an integrated function).
+        let (_dir, host) = host_with(&[("vendor", "0x10de\n")]);
+        assert_eq!(read_link(&host, "f").unwrap(), None);
     }
 }

@@ -190,6 +190,10 @@ pub struct PciDevice {
     /// whether it is a GPU or a NIC, is unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_ids: Vec<String>,
+    /// Why the link files could not be read or parsed (also in [`Self::unreadable`]): `link`
+    /// is then unknown, not absent.
+    #[serde(skip)]
+    pub link_error: Option<String>,
 }
 
 impl PciDevice {
@@ -247,8 +251,10 @@ impl PciDevice {
             })
             .map(|s| s.trim().to_owned())
             .filter(|s| is_cpulist(s));
+        let mut link_error = None;
         let link = read_link(host, rel).unwrap_or_else(|e| {
             unreadable.push(e.to_string());
+            link_error = Some(e.to_string());
             None
         });
         Ok(Some(Self {
@@ -263,6 +269,7 @@ impl PciDevice {
             link,
             unreadable,
             unreadable_ids,
+            link_error,
         }))
     }
 

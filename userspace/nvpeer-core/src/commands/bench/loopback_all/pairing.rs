@@ -154,6 +154,7 @@ mod tests {
             link: None,
             unreadable: Vec::new(),
             unreadable_ids: Vec::new(),
+            link_error: None,
         }
     }
 
