@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 """The READMEs must not promise what the CLI does not have.
 
-1. Every `nvpeer ...` invocation in README.md, kmod/README.md, userspace/README.md and
-   tests/README.md (code blocks and inline code), and every flag named in inline code under a
-   command's section of userspace/README.md: the subcommand, each flag and each listed value
-   (`--op write|read`) must be in `nvpeer [<cmd>] --help` of the built binary.
-2. Every field of the JSON schemas in userspace/README.md and userspace/CHECKS.md, as a path (`facts.acs[].acs.state`),
+1. Every `nvpeer ...` invocation in README.md, kmod/README.md, userspace/README.md,
+   userspace/CHECKS.md, userspace/SCHEMAS.md and tests/README.md (code blocks and inline code),
+   and every flag named in inline code under a command's section of userspace/README.md: the
+   subcommand, each flag and each listed value (`--op write|read`) must be in
+   `nvpeer [<cmd>] --help` of the built binary.
+2. Every field of the JSON schemas in any of those files (userspace/SCHEMAS.md; check's in
+   userspace/CHECKS.md), as a path (`facts.acs[].acs.state`),
    must occur in the output of a run: check/topo/stats on every fixture tree (plus a tree with a
    `failures` file, one with an unparsable link file on a pair's path, an empty procfs and NCCL
    variables set), selftest on this host, nccl-log on
@@ -38,11 +40,13 @@ import sys
 import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-READMES = ["README.md", "kmod/README.md", "userspace/README.md", "userspace/CHECKS.md", "tests/README.md"]
-SCHEMA_DOC = "userspace/README.md"
-# The files whose code blocks hold the JSON schemas (check's is in CHECKS.md); their shapes
-# (`<name> = ...`) are shared.
-SCHEMA_DOCS = [SCHEMA_DOC, "userspace/CHECKS.md"]
+READMES = ["README.md", "kmod/README.md", "userspace/README.md", "userspace/CHECKS.md", "userspace/SCHEMAS.md",
+           "tests/README.md"]
+# The CLI's README: its command sections (flags named alone) and its check table.
+CLI_DOC = "userspace/README.md"
+# The JSON schemas are read from the code blocks of every doc, wherever they live (today
+# SCHEMAS.md, and check's in CHECKS.md); their shapes (`<name> = ...`) are shared.
+SCHEMA_DOCS = READMES
 SRC = os.path.join(REPO, "userspace/nvpeer-core/src")
 FIXTURES = os.path.join(REPO, "tests/fixtures")
 
@@ -210,12 +214,12 @@ def check_readme_flags(cli, root):
                 for m in INVOCATION.finditer(text):
                     check_invocation(cli, where, m.group(1))
                 # A flag named alone under a command's section of the CLI's README.
-                if not in_code and rel == SCHEMA_DOC and section is not None and text.startswith("-"):
+                if not in_code and rel == CLI_DOC and section is not None and text.startswith("-"):
                     check_flags(cli, where, section or None, split_invocation(text))
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. JSON schemas: the README's notation into field paths.
+# 2. JSON schemas: the docs' notation into field paths.
 
 TOKEN = re.compile(r'"[^"]*"|<[^>]+>|[{}\[\]:,|=?]|[A-Za-z_][\w.]*|\S')
 
@@ -332,7 +336,7 @@ def documented_schemas(root):
         except ValueError as e:
             fail(str(e))
             continue
-        # Shapes (<name> = ...) are shared by every schema of the file.
+        # Shapes (<name> = ...) are shared by every schema of the docs (topo's <pci device> is check's too).
         for k in keys:
             m = re.match(r"^<([^>]+)>\.(.*)$", k)
             if m:
@@ -360,6 +364,8 @@ def documented_schemas(root):
                 m = re.match(r"^<([^>]+)>\.?(.*)$", at2)
                 if m and m.group(1) == name:
                     pending.append((join(at, m.group(2)), name2))
+        if schema in out:
+            fail(f"{where}: schema {schema} is documented twice (also at {out[schema][0]})")
         out[schema] = (where, sorted(set(concrete)))
     return out
 
@@ -579,7 +585,7 @@ def check_schemas(binary, root, tmp):
     for schema in ("nvpeer.check/2", "nvpeer.topo/1", "nvpeer.stats/1", "nvpeer.bench/1", "nvpeer.selftest/1",
                    "nvpeer.nccl-log/1", "nvpeer.who/1", "nvpeer.detach/1", "nvpeer.attach/1"):
         if schema not in docs:
-            fail(f"{' or '.join(SCHEMA_DOCS)}: schema {schema} is not documented")
+            fail(f"docs: schema {schema} is not documented (no code block of {', '.join(SCHEMA_DOCS)} has it)")
     seen = outputs(binary, tmp)
     types = rust_types()
     for schema, (where, fields) in sorted(docs.items()):
@@ -670,7 +676,7 @@ def check_samples(binary, root, tmp, schemas_written):
 def check_table_ids(root):
     """The ids of the check table (`| Id | What it looks at |`) of userspace/README.md."""
     ids, inside = [], False
-    for line in open(os.path.join(root, SCHEMA_DOC), encoding="utf-8"):
+    for line in open(os.path.join(root, CLI_DOC), encoding="utf-8"):
         if line.startswith("| Id |"):
             inside = True
             continue
@@ -704,9 +710,9 @@ def check_man_pages(cli, binary, root, tmp):
     table = set(check_table_ids(root))
     count()
     for i in sorted(man_ids - table):
-        fail(f"{SCHEMA_DOC}: check id {i} (nvpeer-check(1), check::CHECK_IDS) has no row in the check table")
+        fail(f"{CLI_DOC}: check id {i} (nvpeer-check(1), check::CHECK_IDS) has no row in the check table")
     for i in sorted(table - man_ids):
-        fail(f"{SCHEMA_DOC}: the check table's row {i} is no check id of nvpeer-check(1)")
+        fail(f"{CLI_DOC}: the check table's row {i} is no check id of nvpeer-check(1)")
 
 
 
@@ -731,10 +737,12 @@ PLANTS = [
     ("userspace/README.md", "", "\n```sh\nnvpeer stats --json --no-such-flag\n```\n", "--no-such-flag"),
     ("userspace/README.md", "", "\n```sh\nnvpeer bench --op no-such-op\n```\n", "no-such-op"),
     ("userspace/CHECKS.md", '"schema": "nvpeer.check/2",', ' "no_such_field": str,', "no_such_field"),
-    ("userspace/README.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
-    ("userspace/README.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
+    ("userspace/SCHEMAS.md", '"schema": "nvpeer.bench/1",', ' "no_such_bench_field": int,', "no_such_bench_field"),
+    ("userspace/SCHEMAS.md", '"schema": "nvpeer.nccl-log/1",', ' "no_such_log_field": int,', "no_such_log_field"),
     # A real field name at a place where the output does not have it: paths, not names, count.
-    ("userspace/README.md", '"schema": "nvpeer.topo/1",', ' "root_complex": str,', "field root_complex"),
+    ("userspace/SCHEMAS.md", '"schema": "nvpeer.topo/1",', ' "root_complex": str,', "field root_complex"),
+    # A schema documented in a second place (the docs would disagree on which is meant).
+    ("userspace/README.md", "", '\n```\n{ "schema": "nvpeer.who/1", "module": str }\n```\n', "documented twice"),
     # A brief line the binary does not print, and a schema version it does not write.
     ("README.md", "", "\nThe brief line: `nvpeer: ready (dmabuf)`.\n", "ready (dmabuf)"),
     ("README.md", "", "\nSaved as `nvpeer.bench-loopback-all/1`.\n", "nvpeer.bench-loopback-all/1"),

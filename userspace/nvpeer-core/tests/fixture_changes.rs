@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Fixture trees changed in a copy: one file made wrong, odd or absent, and what `check` makes
-//! of it (the rest of the fixture tests are in fixtures.rs).
+//! of it (the rest of the fixture tests are in fixture_*.rs).
 
 use std::fs;
 

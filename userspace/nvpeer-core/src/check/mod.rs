@@ -81,7 +81,7 @@ pub const SCHEMA: &str = "nvpeer.check/2";
 pub const SCHEMAS_READ: [&str; 2] = [SCHEMA, "nvpeer.check/1"];
 
 /// Every row id `check` can print, in report order (the man page and the docs' table list
-/// them; `tests/fixtures.rs` holds every fixture's rows to this list).
+/// them; `tests/fixture_verdicts.rs` holds every fixture's rows to this list).
 pub const CHECK_IDS: [&str; 41] = [
     "gpus",
     "gpu_gdr",

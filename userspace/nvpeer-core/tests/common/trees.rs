@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use nvpeer_core::check::{self, Inputs};
+use nvpeer_core::host::topo;
 use nvpeer_core::host::Host;
 
 use super::fixtures;
@@ -67,4 +68,31 @@ pub fn copy_tree(from: &Path, to: &Path) {
             fs::copy(entry.path(), &target).unwrap();
         }
     }
+}
+
+/// `GPU NIC CLASS` lines of a fixture's expected-matrix.
+fn expected_matrix(name: &str) -> Vec<(String, String, String)> {
+    let text = fs::read_to_string(fixtures().join(name).join("expected-matrix")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_owned(), f[1].to_owned(), f[2].to_owned())
+        })
+        .collect()
+}
+
+/// `topo` of fixture `name` gives exactly its expected-matrix; returns the topology.
+pub fn assert_matrix(name: &str) -> topo::Topology {
+    let t = topo::discover(&host(name)).unwrap();
+    let expected = expected_matrix(name);
+    assert!(!expected.is_empty(), "{name} has no expected matrix");
+    assert_eq!(t.links.len(), expected.len(), "{name}: {:?}", t.links);
+    for (gpu, nic, class) in expected {
+        let got = t
+            .class(&gpu, &nic)
+            .unwrap_or_else(|| panic!("{name}: no link {gpu}-{nic}"));
+        assert_eq!(got.label(), class, "{name}: {gpu}-{nic}");
+    }
+    t
 }
