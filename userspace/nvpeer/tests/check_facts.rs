@@ -261,3 +261,58 @@ fn an_unversioned_reg_dmabuf_mr_in_older_facts_is_unknown_where_it_decides() {
     assert_eq!(r["verdict"]["text"], "ready (dma-buf)", "{}", r["verdict"]);
     assert_eq!(code, Some(0));
 }
+
+/// UCX and NVSHMEM do not load `ibv_reg_dmabuf_mr` by NCCL's symbol version: the inbox-dmabuf
+/// fixture's facts replayed with the version not recorded (an older nvpeer) or recorded as not
+/// `IBVERBS_1.12` leave NCCL unknown or staged, while UCX and NVSHMEM still register dma-bufs and
+/// say that the version does not decide it for them.
+#[test]
+fn replayed_facts_judge_ucx_and_nvshmem_dma_buf_without_the_verb_version() {
+    let live = on_fixture("inbox-dmabuf", &["--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let device =
+        serde_json::json!([{ "name": "mlx5_0", "dmabuf": { "result": "supported", "errno": 9 } }]);
+    for (versioned, nccl) in [
+        (None, "net IB, unknown (GDR, dma-buf or staged)"),
+        (Some(false), "net IB, staged"),
+    ] {
+        let mut facts = report["facts"].clone();
+        facts["verbs"] = serde_json::json!({
+            "state": "probed", "devices": device, "reg_dmabuf_mr": true
+        });
+        if let Some(v) = versioned {
+            facts["verbs"]["reg_dmabuf_mr_versioned"] = serde_json::json!(v);
+        }
+        let file = dir.path().join("facts.json");
+        std::fs::write(&file, serde_json::to_vec(&facts).unwrap()).unwrap();
+        let out = with_facts(file.to_str().unwrap(), &["--json"]);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let modes = r["pairs"][0]["modes"].as_array().unwrap();
+        let of = |library: &str| {
+            modes
+                .iter()
+                .find(|m| m["library"] == library)
+                .unwrap_or_else(|| panic!("no {library} in {modes:?}"))
+        };
+        assert_eq!(of("nccl")["mode"], nccl, "{versioned:?}");
+        assert_eq!(of("ucx")["mode"], "IB, GDR, dma-buf", "{versioned:?}");
+        assert!(
+            of("ucx")["decided_by"]
+                .as_str()
+                .unwrap()
+                .contains("UCX calls ibv_reg_dmabuf_mr directly, by its default symbol"),
+            "{}",
+            of("ucx")
+        );
+        assert_eq!(of("nvshmem")["mode"], "proxy (IBRC)", "{versioned:?}");
+        assert!(
+            of("nvshmem")["decided_by"]
+                .as_str()
+                .unwrap()
+                .contains("; dma-buf; NVSHMEM loads ibv_reg_dmabuf_mr by dlsym"),
+            "{}",
+            of("nvshmem")
+        );
+    }
+}

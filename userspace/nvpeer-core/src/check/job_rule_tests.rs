@@ -25,7 +25,7 @@ pub(super) fn gin() -> Options {
 }
 
 /// GPU0's `information` file with this model and device minor 0.
-fn information(f: &mut Facts, model: &str) {
+pub(super) fn information(f: &mut Facts, model: &str) {
     let text = format!(
         "Model: \t\t {model}\nBus Location: \t {}\nDevice Minor: \t 0\n",
         f.gpus[0].address

@@ -279,3 +279,139 @@ fn facts_of_an_older_nvpeer_load_without_the_library_settings() {
         .decided_by
         .starts_with("NVSHMEM_IB_ENABLE_IBGDA not recorded (facts of an older nvpeer"));
 }
+
+/// `f` with libibverbs' `ibv_reg_dmabuf_mr` exported and its version at `IBVERBS_1.12` as
+/// `versioned` says (`None`: not recorded, the facts of an older nvpeer).
+fn verb_version(mut f: Facts, versioned: Option<bool>) -> Facts {
+    let crate::host::verbs::Verbs::Probed {
+        reg_dmabuf_mr,
+        reg_dmabuf_mr_versioned,
+        ..
+    } = &mut f.verbs
+    else {
+        panic!("the facts probe libibverbs");
+    };
+    *reg_dmabuf_mr = Some(true);
+    *reg_dmabuf_mr_versioned = versioned;
+    f
+}
+
+/// UCX and libfabric call `ibv_reg_dmabuf_mr` directly (linked) and NVSHMEM loads it by `dlsym`:
+/// the symbol version NCCL asks for (`dlvsym` at `IBVERBS_1.12`) does not decide dma-buf for them.
+/// On a dma-buf-only host whose libibverbs exports the verb at another version, or whose facts
+/// do not record the version, NCCL is staged or unknown while UCX, NVSHMEM and libfabric EFA
+/// register dma-bufs, and say why; any other failing dma-buf condition still decides for them.
+#[test]
+fn dma_buf_by_the_default_symbol_is_not_judged_by_the_version_nccl_asks_for() {
+    let ibgda = [("NVSHMEM_IB_ENABLE_IBGDA", "1", None)];
+    for (versioned, nccl) in [
+        (Some(false), "net IB, staged"),
+        (None, "net IB, unknown (GDR, dma-buf or staged)"),
+    ] {
+        let state = if versioned.is_some() {
+            "(libibverbs exports it, not at IBVERBS_1.12)"
+        } else {
+            "(libibverbs exports it; these facts, of an older nvpeer, do not record at which version)"
+        };
+        let f = with(
+            verb_version(dmabuf_facts(), versioned),
+            &ibgda,
+            &[("ucx", "1.18.0"), ("nvshmem", "3.4.5")],
+        );
+        let r = report(f, &Options::default());
+        assert!(r.pairs[0].paths.is_empty(), "{versioned:?}");
+        assert_eq!(mode(&r, "nccl").mode, nccl, "{versioned:?}");
+        let m = mode(&r, "ucx");
+        assert_eq!(m.mode, "IB, GDR, dma-buf", "{versioned:?} {m:?}");
+        assert!(
+            m.decided_by
+                .contains("UCX calls ibv_reg_dmabuf_mr directly, by its default symbol")
+                && m.decided_by
+                    .contains("the version IBVERBS_1.12 NCCL asks for (dlvsym) does not decide it")
+                && m.decided_by.contains(state),
+            "{m:?}"
+        );
+        let m = mode(&r, "nvshmem");
+        assert_eq!(m.mode, "IBGDA, CPU-assisted", "{versioned:?} {m:?}");
+        assert!(
+            m.decided_by.contains(
+                "; dma-buf; NVSHMEM loads ibv_reg_dmabuf_mr by dlsym, its default symbol"
+            ) && m.decided_by.contains(state),
+            "{m:?}"
+        );
+        // libfabric's EFA provider on an EFA pair that only dma-buf carries.
+        let f = verb_version(
+            efa_facts(false, DmabufProbe::Supported { errno: 9 }),
+            versioned,
+        );
+        let r = report(f, &Options::default());
+        assert!(r.pairs[0].paths.is_empty(), "{versioned:?}");
+        let m = mode(&r, "libfabric");
+        assert_eq!(m.mode, "EFA, dma-buf", "{versioned:?} {m:?}");
+        assert!(
+            m.decided_by.contains(
+                "the EFA provider calls ibv_reg_dmabuf_mr directly, by its default symbol"
+            ) && m.decided_by.contains(state),
+            "{m:?}"
+        );
+        assert_eq!(mode(&r, "nvshmem").mode, "proxy (libfabric)");
+    }
+    // Recorded at IBVERBS_1.12: the same modes, with no word about the version.
+    let r = report(
+        verb_version(dmabuf_facts(), Some(true)),
+        &Options::default(),
+    );
+    let m = mode(&r, "ucx");
+    assert_eq!(m.mode, "IB, GDR, dma-buf");
+    assert!(!m.decided_by.contains("default symbol"), "{m:?}");
+
+    // Another condition fails: it decides for every caller, the version changes nothing.
+    let mut f = verb_version(dmabuf_facts(), Some(false));
+    if let crate::host::verbs::Verbs::Probed { devices, .. } = &mut f.verbs {
+        devices[0].dmabuf = DmabufProbe::Unsupported { errno: 95 };
+    }
+    let r = report(with(f, &ibgda, &[]), &Options::default());
+    assert_eq!(mode(&r, "ucx").mode, "IB, staged");
+    assert_eq!(mode(&r, "nvshmem").mode, "none (no GPUDirect RDMA)");
+    let mut f = verb_version(dmabuf_facts(), None);
+    if let crate::host::verbs::Verbs::Probed { reg_dmabuf_mr, .. } = &mut f.verbs {
+        *reg_dmabuf_mr = Some(false);
+    }
+    assert_eq!(
+        mode(&report(f, &Options::default()), "ucx").mode,
+        "IB, staged"
+    );
+    let f = verb_version(
+        efa_facts(false, DmabufProbe::Unsupported { errno: 95 }),
+        Some(false),
+    );
+    assert_eq!(
+        mode(&report(f, &Options::default()), "libfabric").mode,
+        "EFA, bounce buffers"
+    );
+    // What the platform forbids every path (a GeForce GPU) holds for them too.
+    let mut f = verb_version(dmabuf_facts(), Some(false));
+    super::job_rule_tests::information(&mut f, "NVIDIA GeForce RTX 4090");
+    let r = report(f, &Options::default());
+    assert_eq!(
+        mode(&r, "ucx").mode,
+        "IB, staged",
+        "{:?}",
+        r.pairs[0].why_not
+    );
+}
+
+/// GDRCopy uses no verbs: its mode is the same whatever libibverbs' verb and its version.
+#[test]
+fn gdrcopy_mode_does_not_depend_on_the_verb_or_its_version() {
+    let modes: Vec<rules::modes::LibraryMode> = [Some(true), Some(false), None]
+        .into_iter()
+        .map(|versioned| {
+            let mut f = verb_version(dmabuf_facts(), versioned);
+            f.gdrcopy = Some(super::job_rule_tests::gdrdrv_ok());
+            mode(&report(f, &Options::default()), "gdrcopy").clone()
+        })
+        .collect();
+    assert_eq!(modes[0].mode, "gdrdrv", "{:?}", modes[0]);
+    assert!(modes.iter().all(|m| *m == modes[0]), "{modes:?}");
+}

@@ -113,8 +113,19 @@ fn kernel(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
     }
 }
 
-/// libibverbs has the verb.
-fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
+/// How the caller gets `ibv_reg_dmabuf_mr` from libibverbs, which decides whether the symbol
+/// version counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// NCCL: `dlvsym` at [`REG_DMABUF_MR_VERSION`] (`src/misc/ibvsymbols.cc`).
+    Versioned,
+    /// UCX, libfabric (linked, a direct call) and NVSHMEM (`dlsym`): the default symbol, whatever
+    /// version it carries ([`super::modes`] names the sources).
+    DefaultSymbol,
+}
+
+/// libibverbs has the verb (`lookup`: at the version NCCL asks for, or any).
+fn libibverbs(ctx: &Ctx, r: &mut PathResult, lookup: Lookup) -> Result<(), WhyNot> {
     match &ctx.f.verbs {
         Verbs::Probed {
             reg_dmabuf_mr: Some(false),
@@ -127,7 +138,7 @@ fn libibverbs(ctx: &Ctx, r: &mut PathResult) -> Result<(), WhyNot> {
             reg_dmabuf_mr: Some(true),
             reg_dmabuf_mr_versioned: Some(false),
             ..
-        } => Err(why(
+        } if lookup == Lookup::Versioned => Err(why(
             format!("the installed libibverbs exports ibv_reg_dmabuf_mr, but not at symbol version {REG_DMABUF_MR_VERSION}, the version NCCL loads it by (dlvsym in src/misc/ibvsymbols.cc): NCCL gets no dma-buf registration"),
             "install rdma-core's libibverbs 34 or later (its symbol map puts ibv_reg_dmabuf_mr at IBVERBS_1.12), or MOFED/DOCA-OFED's userspace",
         )),
@@ -278,23 +289,33 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     Ok(())
 }
 
-/// Every condition in the order a registration meets them.
-fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> {
+/// Every condition in the order a registration meets them; the verb's symbol version only for
+/// a caller that looks it up by version.
+fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult, lookup: Lookup) -> Result<(), WhyNot> {
     driver(ctx)?;
     kernel(ctx, r)?;
-    libibverbs(ctx, r)?;
+    libibverbs(ctx, r, lookup)?;
     nic(ctx, p)?;
     topology(ctx, p, r)?;
-    libibverbs_version(ctx)
+    match lookup {
+        Lookup::Versioned => libibverbs_version(ctx),
+        Lookup::DefaultSymbol => Ok(()),
+    }
 }
 
 /// The first release whose `nv-dmabuf.c` exports CDMM memory (`MEMORY_DEVICE_COHERENT` pages).
 const CDMM_EXPORT_SINCE: [u32; 3] = [595, 0, 0];
 
-/// dma-buf for one pair: the conditions, then the mapping NCCL asks for at attach time.
+/// dma-buf for one pair as NCCL meets it: the conditions, then the mapping NCCL asks for at
+/// attach time.
 pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
+    pair_by(ctx, p, Lookup::Versioned)
+}
+
+/// dma-buf for one pair as a caller that looks the verb up by `lookup` meets it.
+pub(super) fn pair_by(ctx: &Ctx, p: &PairFacts, lookup: Lookup) -> PathResult {
     let mut r = PathResult::works(Mapping::Pcie);
-    match conditions(ctx, p, &mut r).and_then(|()| predicates::dmabuf_mapping(ctx, p)) {
+    match conditions(ctx, p, &mut r, lookup).and_then(|()| predicates::dmabuf_mapping(ctx, p)) {
         Ok(mapping) => {
             // After the probes' own entries, which the registration rests on first.
             let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");

@@ -24,11 +24,29 @@
 //!   (`../shared/FIELD.md` U11, libfabric PR#11865, PR#12311); `FI_HMEM_DISABLE_P2P=1`
 //!   (`hmem_disable_p2p`) turns P2P off. The first release that tries dma-buf by default is not
 //!   verified here.
+//! * dma-buf for these three is judged by `facts.verbs.reg_dmabuf_mr` alone, never by the symbol
+//!   version NCCL asks for (`dlvsym` at `IBVERBS_1.12`, [`crate::host::verbs::REG_DMABUF_MR_VERSION`]):
+//!   none of them looks the verb up by version. Read in their sources: UCX calls
+//!   `ibv_reg_dmabuf_mr` directly from `uct_ib_reg_mr` (`src/uct/ib/base/ib_md.c`, under
+//!   `HAVE_DECL_IBV_REG_DMABUF_MR`), linked to libibverbs; libfabric's EFA provider calls it
+//!   directly (`efa_mr_reg_ibv_dmabuf_mr`, `prov/efa/src/efa_mr.c`, under `HAVE_EFA_DMABUF_MR`);
+//!   NVSHMEM's IB transports `dlopen("libibverbs.so.1")` and load it with `LOAD_SYM`, which
+//!   `transport_common.h` defines as plain `dlsym` (`transport_ib_common.cpp`, NVIDIA/nvshmem; the
+//!   releases before that public repository are not checked). So where the verb is exported at
+//!   another version, or the facts of an older nvpeer do not record the version, dma-buf still
+//!   carries the pair for them when every other dma-buf condition holds ([`dmabuf_for`]).
+//!   **Not verified**, and not judged: whether the installed UCX or libfabric was built with the
+//!   call (configure found rdma-core >= 34), and which version node a linked build bound it to
+//!   (that of the libibverbs it was built against: a build against another libibverbs than the
+//!   installed one is not probed); NVSHMEM's Data Direct registration
+//!   (`mlx5dv_reg_dmabuf_mr` by `dlvsym` at `MLX5_1.25`), which nvpeer does not record. GDRCopy
+//!   uses no verbs (`predicates::mode`): its mode does not depend on libibverbs at all.
 
 use super::super::super::{Facts, LibraryFacts, PairFacts, Workload};
 use super::super::predicates::{self, Mode as GdrcopyMode};
-use super::super::{Ctx, GdrPath, PairVerdict};
+use super::super::{capability, dmabuf, Ctx, GdrPath, PairVerdict};
 use super::{LibraryMode, STAGED_COST};
+use crate::host::verbs::{Verbs, REG_DMABUF_MR_VERSION};
 
 const CPU_PROXY_COST: &str =
     "each doorbell is rung by a CPU proxy thread: added latency per operation and a busy CPU core";
@@ -92,6 +110,54 @@ fn mode(
         decided_by,
         cost: cost.map(str::to_owned),
         fails,
+    }
+}
+
+/// Whether dma-buf carries pair `p` for a library that calls `ibv_reg_dmabuf_mr` by its default
+/// symbol (`caller` says how, as the mode's words name it), and, where that differs from NCCL's
+/// `dmabuf` path (the verb not at [`REG_DMABUF_MR_VERSION`], or that version not recorded), the
+/// words that say so (`; <caller>: ...`); otherwise empty.
+fn dmabuf_for(ctx: &Ctx, p: &PairFacts, v: &PairVerdict, caller: &str) -> (bool, String) {
+    if v.paths.contains(&GdrPath::Dmabuf) {
+        return (true, String::new());
+    }
+    let state = match &ctx.f.verbs {
+        Verbs::Probed {
+            reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned: Some(false),
+            ..
+        } => format!("libibverbs exports it, not at {REG_DMABUF_MR_VERSION}"),
+        Verbs::Probed {
+            reg_dmabuf_mr: Some(true),
+            reg_dmabuf_mr_versioned: None,
+            ..
+        } => {
+            "libibverbs exports it; these facts, of an older nvpeer, do not record at which version"
+                .to_owned()
+        }
+        // The version is not what stands in the way: NCCL's path decides for every caller.
+        _ => return (false, String::new()),
+    };
+    // The same conditions without the version, and what the platform forbids every path.
+    let [(_, result), ..] = capability::restrict(
+        ctx,
+        p,
+        [
+            (
+                GdrPath::Dmabuf,
+                Some(dmabuf::pair_by(ctx, p, dmabuf::Lookup::DefaultSymbol)),
+            ),
+            (GdrPath::PeerMemory, None),
+            (GdrPath::Efa, None),
+        ],
+    );
+    if result.is_some_and(|r| r.works.is_ok()) {
+        (
+            true,
+            format!("; {caller}: the version {REG_DMABUF_MR_VERSION} NCCL asks for (dlvsym) does not decide it ({state})"),
+        )
+    } else {
+        (false, String::new())
     }
 }
 
@@ -186,9 +252,13 @@ pub(super) fn ucx(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Option<LibraryMo
         ""
     };
     let dmabuf_why = describe(f, "UCX_CUDA_COPY_DMABUF", "try");
-    let (m, why, cost) = if v.paths.contains(&GdrPath::Dmabuf)
-        && dmabuf_setting != Some(false)
-        && dmabuf_release != Some(false)
+    let (dmabuf, by_default_symbol) = dmabuf_for(
+        ctx,
+        p,
+        v,
+        "UCX calls ibv_reg_dmabuf_mr directly, by its default symbol (linked to libibverbs, uct/ib/base/ib_md.c)",
+    );
+    let (m, why, cost) = if dmabuf && dmabuf_setting != Some(false) && dmabuf_release != Some(false)
     {
         let rule = if version.is_none() {
             " (UCX 1.14 and later, taken as the first release that registers dma-bufs: unverified)"
@@ -197,7 +267,7 @@ pub(super) fn ucx(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Option<LibraryMo
         };
         (
             format!("IB, GDR, dma-buf{plus}"),
-            format!("{dmabuf_why}: UCX registers GPU memory as dma-buf{rule}; {installed}{gdr_copy_why}"),
+            format!("{dmabuf_why}: UCX registers GPU memory as dma-buf{rule}{by_default_symbol}; {installed}{gdr_copy_why}"),
             None,
         )
     } else if v.paths.contains(&GdrPath::PeerMemory) && f.ucx.peer_memory {
@@ -219,7 +289,7 @@ pub(super) fn ucx(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Option<LibraryMo
         let why = if v.paths.contains(&GdrPath::PeerMemory) {
             "only peer memory carries the pair and UCX's test finds none of the files it looks for"
                 .to_owned()
-        } else if v.paths.contains(&GdrPath::Dmabuf) {
+        } else if dmabuf {
             format!("only dma-buf carries the pair and UCX does not use it ({dmabuf_why})")
         } else {
             "no GPUDirect RDMA path carries the pair (see paths)".to_owned()
@@ -264,10 +334,16 @@ pub(super) fn nvshmem(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> LibraryMode 
     }
     let ibgda_env = value(f, "NVSHMEM_IB_ENABLE_IBGDA").and_then(truthy) == Some(true);
     let ibgda = ibgda_env || transport == "ibgda";
-    let memory = if v.paths.contains(&GdrPath::Dmabuf) {
-        Some("dma-buf")
+    let (dmabuf, by_default_symbol) = dmabuf_for(
+        ctx,
+        p,
+        v,
+        "NVSHMEM loads ibv_reg_dmabuf_mr by dlsym, its default symbol (transport_ib_common.cpp)",
+    );
+    let memory = if dmabuf {
+        Some(format!("dma-buf{by_default_symbol}"))
     } else if v.paths.contains(&GdrPath::PeerMemory) {
-        Some("peer memory")
+        Some("peer memory".to_owned())
     } else {
         None
     };
@@ -420,10 +496,16 @@ pub(super) fn libfabric_efa(ctx: &Ctx, p: &PairFacts, v: &PairVerdict) -> Option
         "dma-buf tried first (libfabric PR#11865; first release not verified)",
     );
     let peer = v.paths.contains(&GdrPath::Efa) || v.paths.contains(&GdrPath::PeerMemory);
-    let (m, why, cost) = if v.paths.contains(&GdrPath::Dmabuf) && dmabuf_env != Some(false) {
+    let (dmabuf, by_default_symbol) = dmabuf_for(
+        ctx,
+        p,
+        v,
+        "the EFA provider calls ibv_reg_dmabuf_mr directly, by its default symbol (linked to libibverbs, prov/efa/src/efa_mr.c)",
+    );
+    let (m, why, cost) = if dmabuf && dmabuf_env != Some(false) {
         (
             "EFA, dma-buf",
-            format!("{dmabuf_why}: its registration of a CUDA buffer at start goes through dma-buf; {installed}{rdma_read}"),
+            format!("{dmabuf_why}: its registration of a CUDA buffer at start goes through dma-buf{by_default_symbol}; {installed}{rdma_read}"),
             None,
         )
     } else if peer {
