@@ -109,6 +109,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "vera-board",
             "vera-shared-group",
             "vera-unknown-rp",
+            "vera-unlisted-nics",
             "vgpu",
             "vm"
         ]

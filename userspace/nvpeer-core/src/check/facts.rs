@@ -318,6 +318,12 @@ pub struct VeraFacts {
     /// facts of an older nvpeer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub root_ports_by_layout: Vec<String>,
+    /// The other NVIDIA root ports of an id this nvpeer does not list, not Grace's, with a
+    /// ConnectX function below them, each named with those functions: not shown to be Vera's
+    /// (the `vera` row is unknown for them). Absent when there is none, and in the facts of an
+    /// older nvpeer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_ports_unrecognised: Vec<String>,
     /// The GPUs and ConnectX NIC functions below a Vera root port.
     pub functions: Vec<VeraFunction>,
 }

@@ -288,7 +288,11 @@ fn name_of(t: &Topology, d: &PciDevice) -> String {
 /// directly below it (rdma_topo's NUMA-based shape), or a ConnectX function directly below it
 /// whose board (VPD serial number) also has a function below a Vera root port (rdma_topo's
 /// boards: one board's functions each on a root port of the same CPU). Each of the latter with
-/// why (the `vera` row), as [`grace_root_ports`] does for Grace.
+/// why (the `vera` row), as [`grace_root_ports`] does for Grace. Third: every other NVIDIA root
+/// port, not Grace's and of an id this nvpeer does not list, with a ConnectX function below it,
+/// each named with that function: nothing shows it is Vera's (a Vera CPU's root ports need not
+/// all share one id, but neither is any other NVIDIA root port ruled out), so the `vera` row is
+/// unknown for it rather than judging its NIC by rules that may not be its platform's.
 ///
 /// **[unverified]**: only FIELD.md U8 says Vera boards group NIC functions by VPD serial number
 /// and put GPUs and NIC functions each on a CPU root port; that a Rubin GPU below an NVIDIA root
@@ -300,7 +304,7 @@ fn vera_root_ports(
     t: &Topology,
     rubin_gpus: &[PciAddress],
     grace_ports: &[PciAddress],
-) -> (Vec<PciAddress>, Vec<String>) {
+) -> (Vec<PciAddress>, Vec<String>, Vec<String>) {
     let nvidia_rps: Vec<&PciDevice> = all
         .iter()
         .filter(|d| is_nvidia_root_port(d) && !grace_ports.contains(&d.address))
@@ -363,13 +367,34 @@ fn vera_root_ports(
             other.address
         ));
     }
+    // Every other unlisted NVIDIA root port with a ConnectX function anywhere below it: not
+    // shown to be Vera's (only on a host with a Vera root port: else there is no `vera` row).
+    let unrecognised = if ports.is_empty() {
+        Vec::new()
+    } else {
+        nvidia_rps
+            .iter()
+            .filter(unlisted)
+            .filter(|rp| !ports.contains(&rp.address))
+            .filter_map(|rp| {
+                let nics: Vec<String> = all
+                    .iter()
+                    .filter(|d| d.address != rp.address && d.path.chain.contains(&rp.address))
+                    .filter(|d| connectx_kind(d).is_some())
+                    .map(|d| format!("{} ({})", name_of(t, d), d.address))
+                    .collect();
+                (!nics.is_empty())
+                    .then(|| format!("{} with {} below it", unlisted_id(rp), nics.join(", ")))
+            })
+            .collect()
+    };
     // In the order of the PCI functions, as the ids alone give them.
     let ports = all
         .iter()
         .map(|d| d.address)
         .filter(|a| ports.contains(a))
         .collect();
-    (ports, by_layout)
+    (ports, by_layout, unrecognised)
 }
 
 /// `None` on a host without a Vera root port (10de:2f95, 2f96: [`KnownDevice::VeraRootPort`],
@@ -385,7 +410,8 @@ pub(super) fn vera(
     rubin_gpus: &[PciAddress],
     grace_ports: &[PciAddress],
 ) -> Result<Option<VeraFacts>> {
-    let (root_ports, root_ports_by_layout) = vera_root_ports(host, all, t, rubin_gpus, grace_ports);
+    let (root_ports, root_ports_by_layout, root_ports_unrecognised) =
+        vera_root_ports(host, all, t, rubin_gpus, grace_ports);
     if root_ports.is_empty() {
         return Ok(None);
     }
@@ -433,6 +459,7 @@ pub(super) fn vera(
     Ok(Some(VeraFacts {
         root_ports,
         root_ports_by_layout,
+        root_ports_unrecognised,
         functions,
     }))
 }

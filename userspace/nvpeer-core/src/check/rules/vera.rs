@@ -119,6 +119,22 @@ fn check(v: &VeraFacts) -> Check {
             fixes.join("; "),
         );
     }
+    if !v.root_ports_unrecognised.is_empty() {
+        let not_read = if unknown.is_empty() {
+            String::new()
+        } else {
+            format!("; not read: {}", unknown.join(", "))
+        };
+        return Check::new(
+            "vera",
+            Status::Unknown,
+            format!(
+                "{detail}; not known to be Vera's, rdma_topo's rules not judged for the NIC functions below them: {}{not_read}",
+                v.root_ports_unrecognised.join("; ")
+            ),
+            Some("run `rdma_topo check` (rdma-core master after v64.0), which knows these root ports, and report their ids to nvpeer".to_owned()),
+        );
+    }
     if !unknown.is_empty() {
         return Check::new(
             "vera",
