@@ -188,3 +188,57 @@ fn an_unreadable_link_on_the_path_is_unknown_naming_the_file() {
     assert_eq!(row.status, Status::Warn);
     assert!(row.detail.contains("current_link_width"), "{}", row.detail);
 }
+
+/// A NIC link whose speed the kernel prints `Unknown` beside a readable width (64 GT/s on a
+/// kernel without PCIe 6.0 support: ConnectX-8): the width is still judged, never taken for no
+/// link. Full width: whether it runs below its speed is unknown (the pair and the verdict are
+/// `unknown`, naming it); narrowed: degraded, the width decides.
+#[test]
+fn a_link_speed_printed_unknown_still_has_its_width_judged() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("degraded-link");
+    copy_tree(&fixtures().join("degraded-link"), &root);
+    let dev = |a: &str, file: &str| root.join(format!("sys/bus/pci/devices/{a}/{file}"));
+    // The GPU's link at full width; the NIC's speeds `Unknown`, x16 of x16.
+    fs::write(dev("0000:03:00.0", "current_link_width"), "16\n").unwrap();
+    for file in ["current_link_speed", "max_link_speed"] {
+        fs::write(dev("0000:04:00.0", file), "Unknown\n").unwrap();
+    }
+    let host = Host::new(root.join("sys"), root.join("proc"));
+    let f = check::gather(&host, &Inputs::fixture());
+    let nic = f.pairs[0]
+        .nic_link
+        .expect("the NIC's link: its width is readable");
+    assert_eq!((nic.speed, nic.width), (None, 16));
+    assert_eq!(
+        f.pairs[0].unknown_links.len(),
+        1,
+        "{:?}",
+        f.pairs[0].unknown_links
+    );
+    assert!(f.pairs[0].unknown_links[0].starts_with("0000:04:00.0's link: link speed Unknown"));
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
+    assert!(
+        r.verdict.text.contains("link speed Unknown"),
+        "{}",
+        r.verdict.text
+    );
+    // Narrowed: degraded by its width, its speed does not decide.
+    fs::write(dev("0000:04:00.0", "current_link_width"), "8\n").unwrap();
+    let f = check::gather(&host, &Inputs::fixture());
+    assert!(
+        f.pairs[0].unknown_links.is_empty(),
+        "{:?}",
+        f.pairs[0].unknown_links
+    );
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.degraded, "{}", r.verdict.text);
+    assert!(
+        r.verdict
+            .text
+            .contains("mlx5_0 link x8 of x16, unknown GT/s of unknown GT/s"),
+        "{}",
+        r.verdict.text
+    );
+}

@@ -39,6 +39,9 @@ pub(super) fn gpu_facts(host: &Host, gpus: &[PciDevice]) -> (Vec<GpuFacts>, Opti
     (facts, first_error)
 }
 
+/// Why a link's speed is unknown where sysfs prints `Unknown` beside a readable width.
+const SPEED_UNKNOWN: &str = "link speed Unknown in current_link_speed or max_link_speed (a kernel without PCIe 6.0 support prints that for 64 GT/s): whether it runs below its speed is unknown";
+
 /// How many bridges the two paths share from the root port down (0: none, or different root
 /// complexes).
 fn common_bridges(a: &PciDevice, b: &PciDevice) -> usize {
@@ -135,15 +138,21 @@ fn upstream_links(
         if p.speed != b.speed || p.width != b.width {
             continue;
         }
+        let link = pci::PcieLink {
+            speed: b.speed,
+            // The most both ends can; unknown where either end's is.
+            max_speed: p.max_speed.zip(b.max_speed).map(|(p, b)| p.min(b)),
+            width: b.width,
+            max_width: p.max_width.min(b.max_width),
+        };
+        // Narrowed, the link is degraded whatever its speed: its speed does not decide.
+        if link.speed_unknown() && !link.narrow() {
+            unknown.push(format!("link {port} - {below}: {SPEED_UNKNOWN}"));
+        }
         out.push(PathLink {
             port,
             device: below,
-            link: pci::PcieLink {
-                speed: b.speed,
-                max_speed: p.max_speed.min(b.max_speed),
-                width: b.width,
-                max_width: p.max_width.min(b.max_width),
-            },
+            link,
         });
     }
     out
@@ -283,6 +292,11 @@ pub(super) fn pairs(
             .into_iter()
             .filter_map(|(a, e)| Some(format!("{a}'s link: {}", e?)))
             .collect();
+            // The NIC's speed decides (below it warns) unless its width already degrades it;
+            // a GPU's speed is never judged (it trains down while idle).
+            if nic.link.is_some_and(|l| l.speed_unknown() && !l.narrow()) {
+                unknown_links.push(format!("{}'s link: {SPEED_UNKNOWN}", nic.address));
+            }
             out.push(PairFacts {
                 gpu: gpu.label.clone(),
                 source,
