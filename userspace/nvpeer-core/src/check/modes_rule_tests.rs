@@ -246,6 +246,10 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
     assert_eq!(dmabuf.status, Status::Unknown, "{dmabuf:?}");
     assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
     assert!(r.get("verbs").unwrap().detail.contains("do not record"));
+    // The table agrees: `paths` unknown (not "fail paths"), `modes` not folded under it.
+    let paths = r.get("paths").unwrap();
+    assert_eq!(paths.status, Status::Unknown, "{paths:?}");
+    assert_eq!(row(&r).cause, None, "{:?}", row(&r));
     // Peer memory carries the pair as well: ready over it; NCCL's choice still unknown.
     let (mut f, d) = (ready_facts(), dmabuf_facts());
     if let (Kallsyms::Read { found }, Kallsyms::Read { found: more }) =
