@@ -346,11 +346,25 @@ pub struct VeraFunction {
     /// config space not readable beyond 64 bytes (not root).
     pub ats: Option<bool>,
     /// NIC functions: the serial number of the board it is on (the `SN` keyword of its `vpd`'s
-    /// read-only section), by which rdma_topo groups NIC functions into boards. `None`: a GPU,
-    /// or `vpd` absent, unreadable (not root) or malformed: unknown; and in facts of an older
-    /// nvpeer.
-    #[serde(default)]
-    pub board_sn: Option<String>,
+    /// read-only section), by which rdma_topo groups NIC functions into boards. `Some(None)`
+    /// (JSON null): a GPU, or `vpd` absent, unreadable (not root) or malformed: unknown. `None`
+    /// (the key absent): not recorded, the facts of an older nvpeer.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "recorded"
+    )]
+    pub board_sn: Option<Option<String>>,
+}
+
+/// A field that is there, null or not: `Some` (with `#[serde(default)]`, an absent one is
+/// `None`), so that facts of an older nvpeer, without it, are told from a value it left unknown.
+fn recorded<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.

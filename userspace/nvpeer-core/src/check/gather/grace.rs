@@ -453,7 +453,7 @@ pub(super) fn vera(
             } else {
                 pci::ats(host, d.address)?
             },
-            board_sn: if gpu { None } else { vpd_sn(host, d) },
+            board_sn: Some(if gpu { None } else { vpd_sn(host, d) }),
         });
     }
     Ok(Some(VeraFacts {
