@@ -242,3 +242,33 @@ fn a_link_speed_printed_unknown_still_has_its_width_judged() {
         r.verdict.text
     );
 }
+
+/// The top of a pair's chain whose class cannot be read: the links below it are unknown only
+/// where the pair's traffic crosses one (PXB: the link between the switches), and said once,
+/// not once from the GPU's side and again from the NIC's; where the traffic turns below the
+/// top's links (PIX: one switch), nothing on the path is unknown.
+#[test]
+fn an_unreadable_top_of_the_chain_is_said_once_and_only_on_the_path() {
+    let work = tempfile::tempdir().unwrap();
+    let unknown_links = |name: &str| {
+        let root = work.path().join(name);
+        copy_tree(&fixtures().join(name), &root);
+        fs::write(
+            root.join("sys/bus/pci/devices/0000:00:01.0/class"),
+            "bridge?\n",
+        )
+        .unwrap();
+        let host = Host::new(root.join("sys"), root.join("proc"));
+        check::gather(&host, &Inputs::fixture()).pairs[0]
+            .unknown_links
+            .clone()
+    };
+    let pxb = unknown_links("degraded-upstream");
+    assert_eq!(pxb.len(), 1, "{pxb:?}");
+    assert!(
+        pxb[0].starts_with("links below 0000:00:01.0: ") && pxb[0].contains("class"),
+        "{pxb:?}"
+    );
+    let pix = unknown_links("degraded-link");
+    assert!(pix.is_empty(), "{pix:?}");
+}

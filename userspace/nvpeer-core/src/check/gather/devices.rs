@@ -86,18 +86,27 @@ fn upstream_links(
     let Some(&top) = chain.first() else {
         return Vec::new();
     };
+    // The links (chain[i], chain[i + 1]), i even, that the pair's traffic crosses: not the
+    // device's own (the last), nor one both ends sit below (`common`).
+    let on_path = (0..chain.len().saturating_sub(2))
+        .step_by(2)
+        .any(|i| i + 1 >= common);
+    // What the top of the chain is could not be read: the links on the path below it are
+    // unknown, said once for the pair (the GPU's side and the NIC's may share the top).
+    let mut top_unknown = |why: String| {
+        let said = format!("links below {top}: {why}");
+        if on_path && !unknown.contains(&said) {
+            unknown.push(said);
+        }
+    };
     if let Some(why) = unresolved(top) {
-        unknown.push(format!("links above {}: {why}", dev.address));
+        top_unknown(why);
         return Vec::new();
     }
     // Whether the top of the chain is a root port rests on its class: unknown, so are the
     // links below it.
     if let Some(d) = find(top).filter(|d| !d.unreadable_ids.is_empty()) {
-        unknown.push(format!(
-            "links above {}: {}",
-            dev.address,
-            d.unreadable_ids.join("; ")
-        ));
+        top_unknown(d.unreadable_ids.join("; "));
         return Vec::new();
     }
     let starts_at_root_port = find(top).is_some_and(|d| d.class >> 8 == PCI_BRIDGE_CLASS);
