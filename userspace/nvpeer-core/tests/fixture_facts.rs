@@ -12,7 +12,13 @@ use common::trees::{assert_matrix, host, ready_assuming};
 /// (VPD serial number).
 #[test]
 fn vera_fixtures() {
-    for name in ["vera", "vera-board", "vera-shared-group", "vera-unknown-rp"] {
+    for name in [
+        "vera",
+        "vera-board",
+        "vera-shared-group",
+        "vera-unknown-rp",
+        "vera-unlisted-nics",
+    ] {
         assert_matrix(name);
     }
     let f = check::gather(&host("vera"), &Inputs::fixture());
@@ -46,10 +52,10 @@ fn vera_fixtures() {
     // malformed (unknown, not guessed); the GPU has none. The `vera` fixture's NIC has no `vpd`.
     assert_eq!(
         by_name(&check::gather(&host("vera"), &Inputs::fixture()), "mlx5_0").board_sn,
-        None
+        Some(None)
     );
     let f = check::gather(&host("vera-board"), &Inputs::fixture());
-    let sn = |n: &str| by_name(&f, n).board_sn;
+    let sn = |n: &str| by_name(&f, n).board_sn.flatten();
     assert_eq!(
         [sn("GPU0"), sn("mlx5_0"), sn("mlx5_1"), sn("mlx5_2")],
         [
@@ -76,13 +82,33 @@ fn vera_fixtures() {
     assert!(v.root_ports_by_layout[1]
         .contains("mlx5_1 (0000:03:00.0), below it of board SN MT2542X00001"));
     assert!(v.functions.iter().all(|f| f.name != "mlx5_2"));
+    assert_eq!(
+        v.root_ports_unrecognised,
+        ["root port 0000:00:03.0 (10de:2f9f, an id this nvpeer does not list) with mlx5_2 (0000:04:00.0) below it"]
+    );
+    // Every NIC's root port unlisted: only the GPU's is shown to be Vera's (by its model); the
+    // board rule has no NIC below a Vera port to start from, so each NIC's port is named as not
+    // recognised (the row unknown), never silently left out.
+    let f = check::gather(&host("vera-unlisted-nics"), &Inputs::fixture());
+    let v = f.vera.as_ref().expect("Vera by the GPU's model");
+    let rps: Vec<String> = v.root_ports.iter().map(ToString::to_string).collect();
+    assert_eq!(rps, ["0000:00:00.0"]);
+    let unrecognised: Vec<&str> = v
+        .root_ports_unrecognised
+        .iter()
+        .map(|s| s.split(' ').nth(2).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        unrecognised,
+        ["0000:00:01.0", "0000:00:02.0", "0000:00:03.0"]
+    );
     // The listed fixture's facts carry no such reasons (and none in the JSON).
     let f = check::gather(&host("vera"), &Inputs::fixture());
     let v = f.vera.as_ref().expect("Vera by its ids");
     assert!(v.root_ports_by_layout.is_empty());
-    assert!(!serde_json::to_string(&f)
-        .expect("facts serialise")
-        .contains("root_ports_by_layout"));
+    assert!(v.root_ports_unrecognised.is_empty());
+    let json = serde_json::to_string(&f).expect("facts serialise");
+    assert!(!json.contains("root_ports_by_layout") && !json.contains("root_ports_unrecognised"));
     // Not a Vera host: no such facts, and none in the JSON.
     let f = check::gather(&host("gb300"), &Inputs::fixture());
     assert!(f.vera.is_none());

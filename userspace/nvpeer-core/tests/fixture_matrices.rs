@@ -109,6 +109,7 @@ fn every_fixture_with_a_matrix_is_tested() {
             "vera-board",
             "vera-shared-group",
             "vera-unknown-rp",
+            "vera-unlisted-nics",
             "vgpu",
             "vm"
         ]
@@ -186,4 +187,88 @@ fn an_unreadable_link_on_the_path_is_unknown_naming_the_file() {
     let row = r.checks.iter().find(|c| c.id == "gdr_used").unwrap();
     assert_eq!(row.status, Status::Warn);
     assert!(row.detail.contains("current_link_width"), "{}", row.detail);
+}
+
+/// A NIC link whose speed the kernel prints `Unknown` beside a readable width (64 GT/s on a
+/// kernel without PCIe 6.0 support: ConnectX-8): the width is still judged, never taken for no
+/// link. Full width: whether it runs below its speed is unknown (the pair and the verdict are
+/// `unknown`, naming it); narrowed: degraded, the width decides.
+#[test]
+fn a_link_speed_printed_unknown_still_has_its_width_judged() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("degraded-link");
+    copy_tree(&fixtures().join("degraded-link"), &root);
+    let dev = |a: &str, file: &str| root.join(format!("sys/bus/pci/devices/{a}/{file}"));
+    // The GPU's link at full width; the NIC's speeds `Unknown`, x16 of x16.
+    fs::write(dev("0000:03:00.0", "current_link_width"), "16\n").unwrap();
+    for file in ["current_link_speed", "max_link_speed"] {
+        fs::write(dev("0000:04:00.0", file), "Unknown\n").unwrap();
+    }
+    let host = Host::new(root.join("sys"), root.join("proc"));
+    let f = check::gather(&host, &Inputs::fixture());
+    let nic = f.pairs[0]
+        .nic_link
+        .expect("the NIC's link: its width is readable");
+    assert_eq!((nic.speed, nic.width), (None, 16));
+    assert_eq!(
+        f.pairs[0].unknown_links.len(),
+        1,
+        "{:?}",
+        f.pairs[0].unknown_links
+    );
+    assert!(f.pairs[0].unknown_links[0].starts_with("0000:04:00.0's link: link speed Unknown"));
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
+    assert!(
+        r.verdict.text.contains("link speed Unknown"),
+        "{}",
+        r.verdict.text
+    );
+    // Narrowed: degraded by its width, its speed does not decide.
+    fs::write(dev("0000:04:00.0", "current_link_width"), "8\n").unwrap();
+    let f = check::gather(&host, &Inputs::fixture());
+    assert!(
+        f.pairs[0].unknown_links.is_empty(),
+        "{:?}",
+        f.pairs[0].unknown_links
+    );
+    let r = check::run(&host, &Inputs::fixture(), &check::Options::default());
+    assert!(r.verdict.degraded, "{}", r.verdict.text);
+    assert!(
+        r.verdict
+            .text
+            .contains("mlx5_0 link x8 of x16, unknown GT/s of unknown GT/s"),
+        "{}",
+        r.verdict.text
+    );
+}
+
+/// The top of a pair's chain whose class cannot be read: the links below it are unknown only
+/// where the pair's traffic crosses one (PXB: the link between the switches), and said once,
+/// not once from the GPU's side and again from the NIC's; where the traffic turns below the
+/// top's links (PIX: one switch), nothing on the path is unknown.
+#[test]
+fn an_unreadable_top_of_the_chain_is_said_once_and_only_on_the_path() {
+    let work = tempfile::tempdir().unwrap();
+    let unknown_links = |name: &str| {
+        let root = work.path().join(name);
+        copy_tree(&fixtures().join(name), &root);
+        fs::write(
+            root.join("sys/bus/pci/devices/0000:00:01.0/class"),
+            "bridge?\n",
+        )
+        .unwrap();
+        let host = Host::new(root.join("sys"), root.join("proc"));
+        check::gather(&host, &Inputs::fixture()).pairs[0]
+            .unknown_links
+            .clone()
+    };
+    let pxb = unknown_links("degraded-upstream");
+    assert_eq!(pxb.len(), 1, "{pxb:?}");
+    assert!(
+        pxb[0].starts_with("links below 0000:00:01.0: ") && pxb[0].contains("class"),
+        "{pxb:?}"
+    );
+    let pix = unknown_links("degraded-link");
+    assert!(pix.is_empty(), "{pix:?}");
 }

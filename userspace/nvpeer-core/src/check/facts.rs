@@ -318,6 +318,12 @@ pub struct VeraFacts {
     /// facts of an older nvpeer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub root_ports_by_layout: Vec<String>,
+    /// The other NVIDIA root ports of an id this nvpeer does not list, not Grace's, with a
+    /// ConnectX function below them, each named with those functions: not shown to be Vera's
+    /// (the `vera` row is unknown for them). Absent when there is none, and in the facts of an
+    /// older nvpeer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_ports_unrecognised: Vec<String>,
     /// The GPUs and ConnectX NIC functions below a Vera root port.
     pub functions: Vec<VeraFunction>,
 }
@@ -340,11 +346,25 @@ pub struct VeraFunction {
     /// config space not readable beyond 64 bytes (not root).
     pub ats: Option<bool>,
     /// NIC functions: the serial number of the board it is on (the `SN` keyword of its `vpd`'s
-    /// read-only section), by which rdma_topo groups NIC functions into boards. `None`: a GPU,
-    /// or `vpd` absent, unreadable (not root) or malformed: unknown; and in facts of an older
-    /// nvpeer.
-    #[serde(default)]
-    pub board_sn: Option<String>,
+    /// read-only section), by which rdma_topo groups NIC functions into boards. `Some(None)`
+    /// (JSON null): a GPU, or `vpd` absent, unreadable (not root) or malformed: unknown. `None`
+    /// (the key absent): not recorded, the facts of an older nvpeer.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "recorded"
+    )]
+    pub board_sn: Option<Option<String>>,
+}
+
+/// A field that is there, null or not: `Some` (with `#[serde(default)]`, an absent one is
+/// `None`), so that facts of an older nvpeer, without it, are told from a value it left unknown.
+fn recorded<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// The gdrdrv module file that `modprobe gdrdrv` would load, as `modinfo` reads it.

@@ -246,6 +246,10 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
     assert_eq!(dmabuf.status, Status::Unknown, "{dmabuf:?}");
     assert!(r.verdict.unknown && !r.verdict.ready, "{}", r.verdict.text);
     assert!(r.get("verbs").unwrap().detail.contains("do not record"));
+    // The table agrees: `paths` unknown (not "fail paths"), `modes` not folded under it.
+    let paths = r.get("paths").unwrap();
+    assert_eq!(paths.status, Status::Unknown, "{paths:?}");
+    assert_eq!(row(&r).cause, None, "{:?}", row(&r));
     // Peer memory carries the pair as well: ready over it; NCCL's choice still unknown.
     let (mut f, d) = (ready_facts(), dmabuf_facts());
     if let (Kallsyms::Read { found }, Kallsyms::Read { found: more }) =
@@ -274,4 +278,32 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
     let r = report(f, &Options::default());
     assert_eq!(mode(&r, "nccl").mode, "net IB, staged");
     assert!(!r.verdict.unknown, "{}", r.verdict.text);
+    // So does one whose mapping fails (GB200/GB300: NCCL's Data Direct default with the DMA
+    // function outside the GPU's IOMMU group, the error-524 attach): the known failure and its
+    // fix, not "unknown: dmabuf (...)" for the unrecorded version.
+    let mut f = unversioned(dmabuf_facts());
+    f.pairs[0].coherent = true;
+    f.pairs[0].common_bridge = false;
+    let (gpu, nic) = (f.pairs[0].gpu.clone(), f.pairs[0].nic.clone());
+    let address = f.gpus[0].address;
+    f.grace = Some(crate::check::GraceFacts {
+        complexes: vec![crate::check::DmaDirectComplex {
+            gpu,
+            gpu_address: address,
+            dma_function: address,
+            nic: Some(nic),
+            nic_address: None,
+            dma_iommu_group: Some("8".to_owned()),
+            gpu_iommu_group: Some("7".to_owned()),
+        }],
+        ..Default::default()
+    });
+    let r = report(f, &Options::default());
+    let w = super::path_rule_tests::why_not(&r, GdrPath::Dmabuf);
+    assert!(
+        w.starts_with("NCCL registers through Data Direct") && w.contains("error 524"),
+        "{w}"
+    );
+    assert!(!r.verdict.unknown, "{}", r.verdict.text);
+    assert_ne!(r.get("dmabuf").unwrap().status, Status::Unknown);
 }

@@ -172,7 +172,13 @@ pub fn verdict(
             .find(|p| !carried(&p.paths, require))
             .map(|p| uncarried(p, require))
     };
-    let first_fail = checks.iter().find(|c| c.status == Status::Fail);
+    // A `paths` row unknown for an uncarried pair (older facts: only dma-buf's unrecorded verb
+    // version stands in the way) stands where its failure would: rows failing after it (the
+    // peer-memory rows dma-buf might make unneeded) do not decide the verdict.
+    let first_fail = checks.iter().find(|c| {
+        c.status == Status::Fail
+            || (c.id == "paths" && c.status == Status::Unknown && uncarried_reason.is_some())
+    });
     let deciding_unknown = checks
         .iter()
         .find(|c| c.status == Status::Unknown && decides_pairs(c.id));

@@ -39,6 +39,9 @@ pub(super) fn gpu_facts(host: &Host, gpus: &[PciDevice]) -> (Vec<GpuFacts>, Opti
     (facts, first_error)
 }
 
+/// Why a link's speed is unknown where sysfs prints `Unknown` beside a readable width.
+const SPEED_UNKNOWN: &str = "link speed Unknown in current_link_speed or max_link_speed (a kernel without PCIe 6.0 support prints that for 64 GT/s): whether it runs below its speed is unknown";
+
 /// How many bridges the two paths share from the root port down (0: none, or different root
 /// complexes).
 fn common_bridges(a: &PciDevice, b: &PciDevice) -> usize {
@@ -83,18 +86,27 @@ fn upstream_links(
     let Some(&top) = chain.first() else {
         return Vec::new();
     };
+    // The links (chain[i], chain[i + 1]), i even, that the pair's traffic crosses: not the
+    // device's own (the last), nor one both ends sit below (`common`).
+    let on_path = (0..chain.len().saturating_sub(2))
+        .step_by(2)
+        .any(|i| i + 1 >= common);
+    // What the top of the chain is could not be read: the links on the path below it are
+    // unknown, said once for the pair (the GPU's side and the NIC's may share the top).
+    let mut top_unknown = |why: String| {
+        let said = format!("links below {top}: {why}");
+        if on_path && !unknown.contains(&said) {
+            unknown.push(said);
+        }
+    };
     if let Some(why) = unresolved(top) {
-        unknown.push(format!("links above {}: {why}", dev.address));
+        top_unknown(why);
         return Vec::new();
     }
     // Whether the top of the chain is a root port rests on its class: unknown, so are the
     // links below it.
     if let Some(d) = find(top).filter(|d| !d.unreadable_ids.is_empty()) {
-        unknown.push(format!(
-            "links above {}: {}",
-            dev.address,
-            d.unreadable_ids.join("; ")
-        ));
+        top_unknown(d.unreadable_ids.join("; "));
         return Vec::new();
     }
     let starts_at_root_port = find(top).is_some_and(|d| d.class >> 8 == PCI_BRIDGE_CLASS);
@@ -135,15 +147,21 @@ fn upstream_links(
         if p.speed != b.speed || p.width != b.width {
             continue;
         }
+        let link = pci::PcieLink {
+            speed: b.speed,
+            // The most both ends can; unknown where either end's is.
+            max_speed: p.max_speed.zip(b.max_speed).map(|(p, b)| p.min(b)),
+            width: b.width,
+            max_width: p.max_width.min(b.max_width),
+        };
+        // Narrowed, the link is degraded whatever its speed: its speed does not decide.
+        if link.speed_unknown() && !link.narrow() {
+            unknown.push(format!("link {port} - {below}: {SPEED_UNKNOWN}"));
+        }
         out.push(PathLink {
             port,
             device: below,
-            link: pci::PcieLink {
-                speed: b.speed,
-                max_speed: p.max_speed.min(b.max_speed),
-                width: b.width,
-                max_width: p.max_width.min(b.max_width),
-            },
+            link,
         });
     }
     out
@@ -283,6 +301,11 @@ pub(super) fn pairs(
             .into_iter()
             .filter_map(|(a, e)| Some(format!("{a}'s link: {}", e?)))
             .collect();
+            // The NIC's speed decides (below it warns) unless its width already degrades it;
+            // a GPU's speed is never judged (it trains down while idle).
+            if nic.link.is_some_and(|l| l.speed_unknown() && !l.narrow()) {
+                unknown_links.push(format!("{}'s link: {SPEED_UNKNOWN}", nic.address));
+            }
             out.push(PairFacts {
                 gpu: gpu.label.clone(),
                 source,

@@ -4,7 +4,8 @@
 //! field it would have filled) for the rules to report.
 //!
 //! Sources: [`modules`] (`/sys/module`, `/sys/kernel/mm/memory_peers`), [`devices`] (the PCI
-//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), [`gdrcopy`]
+//! tree: GPUs, BARs, the GPU-NIC pairs, ACS), [`grace`] (Grace-Blackwell shapes), [`vera`] (Vera
+//! root ports, GPUs and NIC functions below them, boards), [`gdrcopy`]
 //! (gdrdrv, `/dev/gdrdrv`, libgdrapi), [`jobs`] (the processes that start jobs, and this one),
 //! [`capability`] (Tegra, confidential VMs, MIG instances), [`provenance`] (the installed
 //! module's build provenance, through the kmod tools), and here the
@@ -21,6 +22,7 @@ mod jobs;
 mod libraries;
 mod modules;
 mod provenance;
+mod vera;
 
 use std::collections::BTreeMap;
 
@@ -195,7 +197,7 @@ pub fn gather(host: &Host, inputs: &Inputs) -> Facts {
         .map(|g| g.root_ports.as_slice())
         .unwrap_or_default();
     let vera = match (&all_pci, &topology) {
-        (Ok(all), Some(t)) => grace::vera(host, all, t, &rubin_gpus, grace_ports)
+        (Ok(all), Some(t)) => vera::vera(host, all, t, &rubin_gpus, grace_ports)
             .inspect_err(|e| note(&mut unreadable, "vera", e))
             .ok()
             .flatten(),

@@ -289,18 +289,26 @@ fn topology(ctx: &Ctx, p: &PairFacts, r: &mut PathResult) -> Result<(), WhyNot> 
     Ok(())
 }
 
-/// Every condition in the order a registration meets them; the verb's symbol version only for
-/// a caller that looks it up by version.
-fn conditions(ctx: &Ctx, p: &PairFacts, r: &mut PathResult, lookup: Lookup) -> Result<(), WhyNot> {
+/// Every condition in the order a registration meets them, then the mapping NCCL asks for at
+/// attach time; last, the verb's symbol version where the facts do not record it (only for a
+/// caller that looks it up by version): unknown only where nothing else already fails.
+fn conditions(
+    ctx: &Ctx,
+    p: &PairFacts,
+    r: &mut PathResult,
+    lookup: Lookup,
+) -> Result<Mapping, WhyNot> {
     driver(ctx)?;
     kernel(ctx, r)?;
     libibverbs(ctx, r, lookup)?;
     nic(ctx, p)?;
     topology(ctx, p, r)?;
+    let mapping = predicates::dmabuf_mapping(ctx, p)?;
     match lookup {
-        Lookup::Versioned => libibverbs_version(ctx),
-        Lookup::DefaultSymbol => Ok(()),
+        Lookup::Versioned => libibverbs_version(ctx)?,
+        Lookup::DefaultSymbol => {}
     }
+    Ok(mapping)
 }
 
 /// The first release whose `nv-dmabuf.c` exports CDMM memory (`MEMORY_DEVICE_COHERENT` pages).
@@ -315,7 +323,7 @@ pub(super) fn pair(ctx: &Ctx, p: &PairFacts) -> PathResult {
 /// dma-buf for one pair as a caller that looks the verb up by `lookup` meets it.
 pub(super) fn pair_by(ctx: &Ctx, p: &PairFacts, lookup: Lookup) -> PathResult {
     let mut r = PathResult::works(Mapping::Pcie);
-    match conditions(ctx, p, &mut r, lookup).and_then(|()| predicates::dmabuf_mapping(ctx, p)) {
+    match conditions(ctx, p, &mut r, lookup) {
         Ok(mapping) => {
             // After the probes' own entries, which the registration rests on first.
             let cdmm = ctx.params.and_then(|p| p.coherent_gpu_memory_mode()) == Some("driver");

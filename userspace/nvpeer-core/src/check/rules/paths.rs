@@ -212,6 +212,21 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         .or_else(|| first.why_not.values().next())
         .map(|w| w.fix.clone())
         .unwrap_or_else(|| format!("--require {} is not met", require.label()));
+    // Facts of an older nvpeer (no `reg_dmabuf_mr_versioned`): where dma-buf, which the policy
+    // accepts, is missing from every uncarried pair only for the verb's unrecorded symbol
+    // version, whether the pairs are carried is unknown, not a failure (as the verdict says).
+    let unrecorded_only = require != Require::Peermem
+        && pairs
+            .iter()
+            .filter(|p| !carried(&p.paths, require))
+            .all(|p| {
+                p.why_not
+                    .get(&GdrPath::Dmabuf)
+                    .is_some_and(super::dmabuf::version_unrecorded)
+            });
+    if unrecorded_only {
+        return Check::new("paths", Status::Unknown, detail, Some(fix));
+    }
     Check::fail("paths", detail, fix)
 }
 

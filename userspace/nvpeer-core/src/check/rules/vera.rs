@@ -119,6 +119,22 @@ fn check(v: &VeraFacts) -> Check {
             fixes.join("; "),
         );
     }
+    if !v.root_ports_unrecognised.is_empty() {
+        let not_read = if unknown.is_empty() {
+            String::new()
+        } else {
+            format!("; not read: {}", unknown.join(", "))
+        };
+        return Check::new(
+            "vera",
+            Status::Unknown,
+            format!(
+                "{detail}; not known to be Vera's, rdma_topo's rules not judged for the NIC functions below them: {}{not_read}",
+                v.root_ports_unrecognised.join("; ")
+            ),
+            Some("run `rdma_topo check` (rdma-core master after v64.0), which knows these root ports, and report their ids to nvpeer".to_owned()),
+        );
+    }
     if !unknown.is_empty() {
         return Check::new(
             "vera",
@@ -139,13 +155,15 @@ fn check(v: &VeraFacts) -> Check {
 fn boards(v: &VeraFacts) -> String {
     let mut by_sn: Vec<(&str, Vec<&str>)> = Vec::new();
     let mut unknown = Vec::new();
+    let mut unrecorded = Vec::new();
     for f in v.functions.iter().filter(|f| f.kind != "gpu") {
-        match f.board_sn.as_deref() {
-            Some(sn) => match by_sn.iter_mut().find(|(s, _)| *s == sn) {
+        match &f.board_sn {
+            Some(Some(sn)) => match by_sn.iter_mut().find(|(s, _)| *s == sn) {
                 Some((_, names)) => names.push(&f.name),
                 None => by_sn.push((sn, vec![&f.name])),
             },
-            None => unknown.push(f.name.as_str()),
+            Some(None) => unknown.push(f.name.as_str()),
+            None => unrecorded.push(f.name.as_str()),
         }
     }
     let mut parts: Vec<String> = by_sn
@@ -156,6 +174,12 @@ fn boards(v: &VeraFacts) -> String {
         parts.push(format!(
             "board unknown (vpd absent, unreadable or without a serial number): {}",
             unknown.join(", ")
+        ));
+    }
+    if !unrecorded.is_empty() {
+        parts.push(format!(
+            "board not recorded (older facts: that nvpeer did not read the VPD serial number): {}",
+            unrecorded.join(", ")
         ));
     }
     if parts.is_empty() {
@@ -190,4 +214,48 @@ pub(super) fn check_iommu(i: &Iommu) -> Check {
         "iommu",
         format!("{mode} ({} groups); on a Vera platform what rdma_topo requires is every NIC function and GPU in its own IOMMU group (see `vera`), not a passthrough setting", i.groups),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Facts of an older nvpeer carry no `board_sn`: the board is "not recorded", not taken for
+    /// a VPD that could not be read; a null `board_sn` (this nvpeer's unknown) still says so.
+    #[test]
+    fn a_board_serial_absent_from_replayed_facts_is_not_recorded() {
+        let json = |board: &str| {
+            format!(
+                r#"{{"root_ports": ["0000:00:00.0"], "functions": [{{"address": "0000:02:00.0",
+                "name": "mlx5_0", "kind": "connectx9", "root_port": "0000:00:00.0",
+                "iommu_group": "4", "iommu_group_size": 1, "ats": false{board}}}]}}"#
+            )
+        };
+        let older: VeraFacts = serde_json::from_str(&json("")).unwrap();
+        assert_eq!(older.functions[0].board_sn, None);
+        let said = check(&older).detail;
+        assert!(
+            said.ends_with("board not recorded (older facts: that nvpeer did not read the VPD serial number): mlx5_0"),
+            "{said}"
+        );
+        let unknown: VeraFacts = serde_json::from_str(&json(r#", "board_sn": null"#)).unwrap();
+        assert_eq!(unknown.functions[0].board_sn, Some(None));
+        let said = check(&unknown).detail;
+        assert!(
+            said.ends_with(
+                "board unknown (vpd absent, unreadable or without a serial number): mlx5_0"
+            ),
+            "{said}"
+        );
+        let known: VeraFacts =
+            serde_json::from_str(&json(r#", "board_sn": "MT2542X00001""#)).unwrap();
+        assert!(check(&known)
+            .detail
+            .ends_with("board SN MT2542X00001: mlx5_0"));
+        // Round trip: this nvpeer's null stays null, an absent one stays absent.
+        let back = serde_json::to_string(&unknown).unwrap();
+        assert!(back.contains(r#""board_sn":null"#), "{back}");
+        let back = serde_json::to_string(&older).unwrap();
+        assert!(!back.contains("board_sn"), "{back}");
+    }
 }
