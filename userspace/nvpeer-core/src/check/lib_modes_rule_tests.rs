@@ -3,7 +3,7 @@
 //! [`Facts`].
 
 use super::job_rule_tests::gin;
-use super::modes_rule_tests::{mode, row};
+use super::modes_rule_tests::{mode, row, verb_version};
 use super::path_rule_tests::{dmabuf_facts, efa_facts, proc_580};
 use super::rule_tests::ready_facts;
 use super::*;
@@ -278,22 +278,6 @@ fn facts_of_an_older_nvpeer_load_without_the_library_settings() {
     assert!(mode(&r, "nvshmem")
         .decided_by
         .starts_with("NVSHMEM_IB_ENABLE_IBGDA not recorded (facts of an older nvpeer"));
-}
-
-/// `f` with libibverbs' `ibv_reg_dmabuf_mr` exported and its version at `IBVERBS_1.12` as
-/// `versioned` says (`None`: not recorded, the facts of an older nvpeer).
-fn verb_version(mut f: Facts, versioned: Option<bool>) -> Facts {
-    let crate::host::verbs::Verbs::Probed {
-        reg_dmabuf_mr,
-        reg_dmabuf_mr_versioned,
-        ..
-    } = &mut f.verbs
-    else {
-        panic!("the facts probe libibverbs");
-    };
-    *reg_dmabuf_mr = Some(true);
-    *reg_dmabuf_mr_versioned = versioned;
-    f
 }
 
 /// UCX and libfabric call `ibv_reg_dmabuf_mr` directly (linked) and NVSHMEM loads it by `dlsym`:

@@ -22,6 +22,22 @@ pub(super) fn row(r: &Report) -> &Check {
     r.get("modes").expect("a modes row")
 }
 
+/// `f` with libibverbs' `ibv_reg_dmabuf_mr` exported and its version at `IBVERBS_1.12` as
+/// `versioned` says (`None`: not recorded, the facts of an older nvpeer).
+pub(super) fn verb_version(mut f: Facts, versioned: Option<bool>) -> Facts {
+    let crate::host::verbs::Verbs::Probed {
+        reg_dmabuf_mr,
+        reg_dmabuf_mr_versioned,
+        ..
+    } = &mut f.verbs
+    else {
+        panic!("the facts probe libibverbs");
+    };
+    *reg_dmabuf_mr = Some(true);
+    *reg_dmabuf_mr_versioned = versioned;
+    f
+}
+
 #[test]
 fn nccl_mode_names_the_path_and_what_decides_it() {
     let r = report(dmabuf_facts(), &Options::default());
@@ -218,20 +234,7 @@ fn reg_dmabuf_mr_at_another_symbol_version_leaves_nccl_staged() {
 /// it and only which path NCCL takes is unknown.
 #[test]
 fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
-    let unversioned = |mut f: crate::check::Facts| {
-        let crate::host::verbs::Verbs::Probed {
-            reg_dmabuf_mr,
-            reg_dmabuf_mr_versioned,
-            ..
-        } = &mut f.verbs
-        else {
-            panic!("the facts probe libibverbs");
-        };
-        *reg_dmabuf_mr = Some(true);
-        *reg_dmabuf_mr_versioned = None;
-        f
-    };
-    let r = report(unversioned(dmabuf_facts()), &Options::default());
+    let r = report(verb_version(dmabuf_facts(), None), &Options::default());
     assert_eq!(
         mode(&r, "nccl").mode,
         "net IB, unknown (GDR, dma-buf or staged)"
@@ -258,7 +261,7 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
         found.extend(more.clone());
     }
     (f.nvidia_proc, f.verbs) = (d.nvidia_proc, d.verbs);
-    let r = report(unversioned(f), &Options::default());
+    let r = report(verb_version(f, None), &Options::default());
     assert!(
         r.verdict.ready,
         "{} {:?}",
@@ -271,7 +274,7 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
         r.pairs[0].why_not
     );
     // A pair that fails dma-buf for a known reason says that reason, not the version.
-    let mut f = unversioned(dmabuf_facts());
+    let mut f = verb_version(dmabuf_facts(), None);
     if let crate::host::verbs::Verbs::Probed { reg_dmabuf_mr, .. } = &mut f.verbs {
         *reg_dmabuf_mr = Some(false);
     }
@@ -281,7 +284,7 @@ fn reg_dmabuf_mr_of_unrecorded_version_is_unknown_where_it_decides() {
     // So does one whose mapping fails (GB200/GB300: NCCL's Data Direct default with the DMA
     // function outside the GPU's IOMMU group, the error-524 attach): the known failure and its
     // fix, not "unknown: dmabuf (...)" for the unrecorded version.
-    let mut f = unversioned(dmabuf_facts());
+    let mut f = verb_version(dmabuf_facts(), None);
     f.pairs[0].coherent = true;
     f.pairs[0].common_bridge = false;
     let (gpu, nic) = (f.pairs[0].gpu.clone(), f.pairs[0].nic.clone());
