@@ -116,6 +116,7 @@ class Cli:
     def __init__(self, binary):
         self.binary = binary
         self.helps = {}
+        self.help_texts = {}  # sub (None: the main help) -> the --help text, as printed
         self.main_flags, self.subs = self.help(None)
 
     def help(self, sub):
@@ -125,6 +126,7 @@ class Cli:
             if r.returncode != 0:
                 raise SystemExit(f"docs: {' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
             self.helps[sub] = parse_help(r.stdout)
+            self.help_texts[sub] = r.stdout
         return self.helps[sub]
 
 
@@ -658,9 +660,17 @@ def sample_regex(sample):
                                     else re.escape(p) for p in parts))
 
 
-def check_samples(binary, root, tmp, schemas_written):
+def check_samples(cli, binary, root, tmp, schemas_written):
     lines = brief_lines(binary, tmp)
     allowed = set(schemas_written) | set(STATIC) | READ_ONLY
+    # The binary's own --help names schemas too (`--json`'s line): each must be one it writes.
+    for sub in [None] + sorted(s for s in cli.subs if s != "help"):
+        cli.help(sub)
+        for name in SCHEMA_NAME.findall(cli.help_texts[sub]):
+            count()
+            if name not in allowed:
+                fail(f"nvpeer {sub or ''} --help: schema {name} is not one nvpeer writes "
+                     f"({', '.join(sorted(allowed))})".replace("  ", " "))
     for where, text in inline_codes(root):
         for name in SCHEMA_NAME.findall(text):
             count()
@@ -725,7 +735,7 @@ def main_check(root, binary):
     check_readme_flags(cli, root)
     with tempfile.TemporaryDirectory() as tmp:
         written = check_schemas(binary, root, tmp)
-        check_samples(binary, root, tmp, written)
+        check_samples(cli, binary, root, tmp, written)
         check_man_pages(cli, binary, root, tmp)
     print(f"docs: {checked} checked, {len(failures)} failed")
     return 1 if failures else 0

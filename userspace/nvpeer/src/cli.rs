@@ -419,7 +419,7 @@ pub struct BenchArgs {
     /// With --loopback-all: fail (exit 1) the pairs below this many Gb/s, one line each.
     #[arg(long, value_name = "GBPS", requires = "loopback_all", value_parser = parse_gbps)]
     pub min_gbps: Option<f64>,
-    /// Print JSON (schema nvpeer.bench/1; with --loopback-all nvpeer.bench-loopback-all/1).
+    /// Print JSON (schema nvpeer.bench/1; with --loopback-all nvpeer.bench-loopback-all/2).
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Text layout: our table or perftest's columns.
