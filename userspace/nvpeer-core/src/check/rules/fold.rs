@@ -11,6 +11,8 @@
 //! - a pair not used (`gdr_used` fails): the `modes` row that says it is staged, and for the port
 //!   the `rdma_devices` row that names the same port, for NCCL's distance rule the `topology`
 //!   and `nccl_gdr` rows that say the same distance;
+//! - no NVIDIA GPU (`gpus` fails), or no RDMA device (`rdma_devices` fails, none listed): no pair
+//!   can exist, so `paths` and `gdr_used` follow from it (the first of the two that fails);
 //! - no path (`paths` fails): the `modes` row that says each pair is staged;
 //! - the IOMMU translating where the only silent failure class is `iommu_dmabuf_595` (open
 //!   modules 595.84): both rows warn of the same cause, the `iommu` row in general and
@@ -62,6 +64,13 @@ pub(super) fn fold(rows: &mut [Check], f: &Facts) {
     }
     if f.modules.is_empty() && failed(rows, "module").is_some() {
         rules.push(("module", WITHOUT_MODULE.to_vec()));
+    }
+    // Without a GPU or an RDMA device no pair can exist (a cause already folded keeps its own).
+    if f.gpus.is_empty() && failed(rows, "gpus").is_some() {
+        rules.push(("gpus", vec!["paths", "gdr_used"]));
+    }
+    if f.rdma_devices.is_empty() && failed(rows, "rdma_devices").is_some() {
+        rules.push(("rdma_devices", vec!["paths", "gdr_used"]));
     }
     if let Some(detail) = failed(rows, "gdr_used") {
         let mut follow = vec!["modes"];
