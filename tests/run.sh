@@ -43,12 +43,11 @@ step "fleet: shellcheck dist/ and tests/fleet/" shellcheck dist/nhc/nvpeer.nhc d
     tests/fleet/test-k8s.sh kmod/packaging/nvpeer-rebuild kmod/scripts/gen-provenance.sh kmod/scripts/check-tail-call.sh \
     kmod/runtime/rust-flags.sh kmod/runtime/extract-object.sh tests/stock/headers-route.sh \
     tests/stock/vm-kernel.sh tests/foundation/check-ko.sh tests/scenarios/suites.sh tests/compat/test-callback-stall.sh tests/compat/plant-lib.sh tests/compat/test-wrong-shard.sh tests/install/test-units.sh tests/install/test-provenance.sh
-step "vm: clean run passes" tests/vm/run.sh --kdir "$KDIR" plant none
 step "vm: planted WARN fails the run" tests/vm/test-detector.sh "$KDIR" warn WARN
 step "vm: planted leak fails the run" tests/vm/test-detector.sh "$KDIR" leak kmemleak
 # Suites that leave nothing loaded share a boot (tests/scenarios/suites.sh): about 20 s each saved.
-step "vm: module-load; core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" \
-    tests/vm/run.sh --kdir "$KDIR" suites module-load core_detect
+step "vm: a clean run passes (the test module loaded without a plant); module-load; core generation detected at load; DOCA-OFED 24.07+ layout (ib_uverbs)" \
+    tests/vm/run.sh --kdir "$KDIR" suites "plant none" module-load core_detect
 step "vm: make install, modprobe, make uninstall; nvpeer-dkms dpkg -i builds through dkms, modprobe, dpkg -r; make dkms-install, dkms add, make dkms-uninstall" \
     tests/vm/run.sh --kdir "$KDIR" suites install deb
 step "vm: main job (nvpeer check in the VM); nvpeer selftest against the stand-ins (and without the module)" \
@@ -57,11 +56,10 @@ step "vm: over Soft-RoCE: nvpeer check/stats (module, stand-ins); nvpeer bench (
     tests/vm/run.sh --kdir "$KDIR" suites cli-check rdma-bench bench-loopback-all
 step "vm: the stand-ins: nv_p2p_sim behaves as CONTRACT 2, peer_core_sim as CONTRACT 1 (4x, 5x, 5.4-3, 24.04, 5x-unmaps)" \
     tests/vm/run.sh --kdir "$KDIR" suites nv-p2p-sim peer-core-sim
-step "vm: ours: conformance (every generation, driver flavour, parameter set), revocation at every point, stress (threads x random sizes x random revocations), fault injection (every provider call x errno)" \
+step "vm: ours: conformance (every generation, driver flavour, parameter set), revocation at every point, stress (threads x random sizes x random revocations), fault injection (every provider call x errno); 100 load/unload cycles and malformed registrations" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance ours" \
     "revocation ours ${NVPEER_RACE_ITERATIONS:-100} ${NVPEER_RACE_THREADS:-3}" \
-    "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}" faults
-step "vm: 100 load/unload cycles and malformed registrations (ours)" tests/vm/run.sh --kdir "$KDIR" lifecycle 100
+    "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}" faults "lifecycle 100"
 step "compat: kernel probes (7.2's sources, its artefacts alone, lookalikes)" tests/compat/test-probes.sh "$KDIR"
 # Issue 44: the module's two foundations. Our runtime (kmod/runtime/), forced on the test kernel, so
 # that its locks, allocations and references run under lockdep, kmemleak, KFENCE and refcount_t's
@@ -74,10 +72,12 @@ step "foundation: built on our runtime for the test kernel (forced): no Rust sym
 step "vm: ours on our runtime: conformance (quick), revocation, stress, under lockdep, kmemleak, KFENCE" \
     env NVPEER_OURS_KO="$OWN_KO" tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance ours --quick" \
     "revocation ours ${NVPEER_OWN_RACE_ITERATIONS:-30} ${NVPEER_RACE_THREADS:-3}" "stress ${NVPEER_STRESS_SECONDS:-10} ${NVPEER_STRESS_THREADS:-4}"
-# The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules: the
-# 7.2 test kernel with CONFIG_MODVERSIONS, built once and cached like the others (no kernel below
-# versions modules, and the suites load one build on every core generation, which versions forbid).
-step "modversions: the generation markers unversioned; build provenance judged before load (compatible, rebuild), on the 7.2 test kernel with CONFIG_MODVERSIONS" \
+# The generation markers unversioned (REVIEW-KMOD-2 T3-3) need a kernel that versions modules and
+# tolerates an unversioned import: the 7.2 test kernel with CONFIG_MODVERSIONS and
+# CONFIG_EXTENDED_MODVERSIONS, without Rust and the checkers (a lighter build), built once and
+# cached like the others (no kernel below versions modules, and the suites load one build on every
+# core generation, which versions forbid).
+step "modversions: the generation markers unversioned; build provenance judged before load (compatible, rebuild), on the 7.2 test kernel with CONFIG_MODVERSIONS and CONFIG_EXTENDED_MODVERSIONS (ours on our runtime)" \
     tests/compat/test-modversions.sh
 step "vm: NVIDIA's nvidia-peermem: conformance (differences named), revocation at every point (5x, 5.4-3, 24.04, 5x-unmaps), fault injection (5x, 5x-unmaps), basic (5x, 5x-unmaps)" \
     tests/vm/run.sh --memory 3G --kdir "$KDIR" suites "conformance reference" \

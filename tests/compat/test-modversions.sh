@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # test-modversions.sh: the generation markers carry no symbol version (REVIEW-KMOD-2 T3-3), proven
-# on a kernel with CONFIG_MODVERSIONS. Neither the 7.2 test kernel nor Debian's own Rust kernels
-# (7.2 and 7.3 in trixie-backports: MODVERSIONS off) version modules, so this builds (once, cached
-# like the others) the 7.2 test kernel with tests/kernel/nvpeer-modversions.config appended,
-# through a shadow copy of tests/kernel/ (build.sh's cache key covers its fragment: the default
-# kernel's key and cache stay untouched). Then, in build/modversions/: the stand-ins built for it,
+# on a kernel with CONFIG_MODVERSIONS and CONFIG_EXTENDED_MODVERSIONS. Neither the 7.2 test kernel
+# nor Debian's own Rust kernels (7.2 and 7.3 in trixie-backports: MODVERSIONS off) version
+# modules, and Debian 12's (classic MODVERSIONS) refuse an unversioned import, so this builds
+# (once, cached like the others) the 7.2 test kernel with tests/kernel/nvpeer-modversions.config
+# applied (without Rust: our module is built on our own runtime), through a shadow copy of
+# tests/kernel/ (build.sh's cache key covers its fragment: the default kernel's key and cache
+# stay untouched). Then, in build/modversions/: the stand-ins built for it,
 # our module built against ib_uverbs.ko's and nv_p2p_sim.ko's CRCs (OFA_DIR and NVIDIA_SRC,
 # as against MOFED's and NVIDIA's on a real host), and a control build of the same module that
 # keeps the markers' versions (NVPEER_UNVERSIONED set to a name no core exports); one boot runs
@@ -29,14 +31,19 @@ stop() { echo "FAIL  $1"; echo "modversions: cannot run"; exit 1; }
     || stop "the release CLI is built (cd userspace && cargo build --release --locked)"
 rm -rf "$work"; mkdir -p "$work/shadow/tests/kernel" "$work/src/tests" "$work/ko/control"
 cp "$repo/tests/kernel/build.sh" "$repo/tests/kernel/nvpeer-x86_64.config" "$work/shadow/tests/kernel/"
-# The fragment's options replace nvpeer.config's own lines for them (build.sh checks each line).
-opts=$(sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=.*/\1/p' "$repo/tests/kernel/nvpeer-modversions.config" | paste -sd'|')
-{ grep -Ev "^(# )?($opts)[= ]" "$repo/tests/kernel/nvpeer.config"
-  cat "$repo/tests/kernel/nvpeer-modversions.config"; } > "$work/shadow/tests/kernel/nvpeer.config"
+# The fragment's options replace nvpeer.config's own lines for them, and one it turns off takes
+# its sub-options (CONFIG_RUST: CONFIG_RUST_OVERFLOW_CHECKS) along (build.sh checks each line).
+fragment=$repo/tests/kernel/nvpeer-modversions.config
+set_opts=$(sed -nE 's/^(CONFIG_[A-Z0-9_]*)=.*/\1/p' "$fragment" | paste -sd'|')
+off_opts=$(sed -nE 's/^# (CONFIG_[A-Z0-9_]*) is not set$/\1/p' "$fragment" | paste -sd'|')
+{ grep -Ev "^(# )?(($set_opts)|($off_opts)(_[A-Z0-9_]+)?)[= ]" "$repo/tests/kernel/nvpeer.config"
+  cat "$fragment"; } > "$work/shadow/tests/kernel/nvpeer.config"
 ln -s "$repo/tests/setup" "$work/shadow/tests/setup"
 kdir=$("$work/shadow/tests/kernel/build.sh" 7.2) || stop "the 7.2 test kernel with CONFIG_MODVERSIONS builds"
-grep -qx CONFIG_MODVERSIONS=y "$kdir/.config" || stop "... with CONFIG_MODVERSIONS=y ($kdir)"
-echo "ok    the 7.2 test kernel with CONFIG_MODVERSIONS and CONFIG_GENDWARFKSYMS: $kdir"
+for o in MODVERSIONS EXTENDED_MODVERSIONS GENDWARFKSYMS; do
+    grep -qx "CONFIG_$o=y" "$kdir/.config" || stop "... with CONFIG_$o=y ($kdir)"
+done
+echo "ok    the 7.2 test kernel with CONFIG_MODVERSIONS, CONFIG_EXTENDED_MODVERSIONS and CONFIG_GENDWARFKSYMS: $kdir"
 
 # A copy of the sources, laid out as the tree (the stand-ins include ../../../include).
 cp -r "$repo/include" "$repo/kmod" "$work/src/"
@@ -64,6 +71,8 @@ build() {  # build OUTDIR [MAKE ARGS...]
 }
 build "$work/ko" || stop "our module builds against the stand-ins' CRCs"
 echo "ok    our module builds against the stand-ins' CRCs"
+check "... on our own runtime (the kernel has no Rust)" \
+    "$repo/tests/foundation/check-ko.sh" "$work/ko/nvidia_peermem.ko" own
 build "$work/ko/control" NVPEER_UNVERSIONED=nvpeer_no_such_symbol \
     || stop "the control (markers versioned) builds"
 echo "ok    the control (markers versioned) builds"
