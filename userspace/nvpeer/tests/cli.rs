@@ -508,6 +508,44 @@ fn nagios_exit_codes() {
     assert_eq!(stdout(&missing).lines().count(), 1);
 }
 
+/// `check --brief --exit-codes nagios` on the trees below `root`: exit code and the line.
+fn nagios_line(root: &std::path::Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .arg("--sysfs-root")
+        .arg(root.join("sys"))
+        .arg("--procfs-root")
+        .arg(root.join("proc"))
+        .args(["check", "--brief", "--exit-codes", "nagios"])
+        .output()
+        .unwrap();
+    (out.status.code(), stdout(&out))
+}
+
+/// Issue 46: in the Nagios line an `unknown` row is named as unknown, not as a warning (efa and
+/// mana are ready with `silent_failures` unknown; the state stays WARNING: the verdict is ready).
+#[test]
+fn nagios_names_unknown_rows_unknown() {
+    let (code, efa) = nagios_line(&fixture("efa"));
+    assert_eq!(code, Some(1), "{efa}");
+    assert!(
+        efa.starts_with(
+            "NVPEER WARNING - ready (EFA); warn: gin_gdrcopy (GDRCopy not usable); unknown: silent_failures (vm_bar_mapping) | "
+        ),
+        "{efa}"
+    );
+    let (code, mana) = nagios_line(&fixture("mana"));
+    assert_eq!(code, Some(1), "{mana}");
+    assert!(
+        mana.starts_with(
+            "NVPEER WARNING - ready (dma-buf); unknown: silent_failures (mana_dmabuf) | "
+        ),
+        "{mana}"
+    );
+    for l in [&efa, &mana] {
+        assert!(l.trim_end().ends_with(" unknown=1 fail=0"), "{l}");
+    }
+}
+
 /// Review R2: a tree that is not this host's, by either root, gets neither the libibverbs
 /// probe nor this process's memlock limit (they describe another host); `--as-job` measures the
 /// limit still (the caller is the job judged).

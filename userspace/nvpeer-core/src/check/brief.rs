@@ -86,8 +86,8 @@ pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
 }
 
 /// `--brief --exit-codes nagios`: the Nagios plugin format, `NVPEER <STATE> - <verdict>[; warn:
-/// <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N` (the rows that apply), with the
-/// state of [`exit_code`].
+/// <id> (<reason>), ...][; unknown: <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N`
+/// (the rows that apply), with the state of [`exit_code`].
 pub fn nagios_line(report: &Report, strict: bool) -> String {
     let state = match exit_code(report, strict, ExitCodes::Nagios) {
         0 => "OK",
@@ -97,22 +97,23 @@ pub fn nagios_line(report: &Report, strict: bool) -> String {
     };
     let mut text = report.verdict.text.clone();
     if report.ready {
-        let said: Vec<String> = report
-            .checks
-            .iter()
-            .filter(|c| {
-                c.applies && c.cause.is_none() && matches!(c.status, Status::Warn | Status::Unknown)
-            })
-            .map(|c| {
-                format!(
-                    "{} ({})",
-                    c.id,
-                    reason(c, &report.facts, &report.pairs, report.require)
-                )
-            })
-            .collect();
-        if !said.is_empty() {
-            text.push_str(&format!("; warn: {}", said.join(", ")));
+        // Each row under its own status: an unknown row is not a warning.
+        for status in [Status::Warn, Status::Unknown] {
+            let said: Vec<String> = report
+                .checks
+                .iter()
+                .filter(|c| c.applies && c.cause.is_none() && c.status == status)
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.id,
+                        reason(c, &report.facts, &report.pairs, report.require)
+                    )
+                })
+                .collect();
+            if !said.is_empty() {
+                text.push_str(&format!("; {}: {}", status.label(), said.join(", ")));
+            }
         }
     }
     let count = |s: Status| {
