@@ -546,6 +546,36 @@ fn nagios_names_unknown_rows_unknown() {
     }
 }
 
+/// Issue 46: a reason cut from a detail ends at a word boundary, never inside a word: a GPU's
+/// model made long (`NVIDIA A100-SXM4-80GB`, which a cut at 40 characters made `NVIDIA A10`,
+/// another GPU), with a bridge's `vendor` unreadable so that `gpus` is unknown on a ready host
+/// and named in the Nagios line by the first clause of its detail.
+#[test]
+fn nagios_cuts_a_long_model_between_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    common::trees::copy_tree(&fixture("inbox-dmabuf"), root);
+    let info = common::trees::first_information(&root.join("proc"));
+    let text = std::fs::read_to_string(&info)
+        .unwrap()
+        .replace("NVIDIA H200", "NVIDIA A100-SXM4-80GB");
+    std::fs::write(&info, text).unwrap();
+    std::fs::write(
+        root.join("sys/bus/pci/devices/0000:02:01.0/vendor"),
+        "zzz\n",
+    )
+    .unwrap();
+    let (code, long) = nagios_line(root);
+    assert_eq!(code, Some(1), "{long}");
+    assert!(
+        long.starts_with(
+            "NVPEER WARNING - ready (dma-buf); unknown: gpus (GPU0 0000:03:00.0 [10de:2335] NVIDIA…) | "
+        ),
+        "{long}"
+    );
+    assert!(!long.contains("A10…"), "{long}");
+}
+
 /// Review R2: a tree that is not this host's, by either root, gets neither the libibverbs
 /// probe nor this process's memlock limit (they describe another host); `--as-job` measures the
 /// limit still (the caller is the job judged).
