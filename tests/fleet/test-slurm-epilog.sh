@@ -10,7 +10,8 @@
 # stays, exactly one drain with the reason (naming the holders when the module's records say);
 # nvpeer missing, one clear log line and no retry loop; a shared node is judged only by the last
 # job; a prolog problem never fails the job; a host without the module logs check's verdict (a
-# dma-buf host: ready).
+# dma-buf host: ready) and `who` says nothing is held there (exit 0); a module gone before `who`
+# leaves the reason the counters alone.
 # Needs the built CLI (userspace/target/release/nvpeer, or $NVPEER_BIN).
 # shellcheck disable=SC2015  # `a && b || fail`: fail is what should run when either fails
 set -uo pipefail
@@ -31,7 +32,8 @@ stats=$tmp/sys/module/nvidia_peermem/nvpeer/stats
 set_counters() { printf '%s\n' "$1" >"$stats/live_contexts"; printf '%s\n' "$2" >"$stats/pinned_bytes"; }
 
 # nvpeer: the real CLI on that tree. With $tmp/settle-after holding N, the Nth call and later
-# first put the counters back to 0 (a teardown that lags the job). Bash builtins only (no PATH).
+# first put the counters back to 0 (a teardown that lags the job); with $tmp/unload-at holding N,
+# the Nth call first moves the module away (unloaded meanwhile). Bash builtins only (no PATH).
 cat >"$tmp/nvpeer" <<EOF
 #!/bin/bash
 n=0
@@ -43,6 +45,12 @@ if [[ -f $tmp/settle-after ]]; then
     if ((n >= after)); then
         printf '0\n' >"$stats/live_contexts"
         printf '0\n' >"$stats/pinned_bytes"
+    fi
+fi
+if [[ -f $tmp/unload-at ]]; then
+    read -r at <"$tmp/unload-at"
+    if ((n == at)); then
+        /bin/mv "$tmp/sys/module/nvidia_peermem" "$tmp/sys/module/unloaded"
     fi
 fi
 exec "$real_bin" --sysfs-root "$tmp/sys" --procfs-root "$tmp/proc" "\$@"
@@ -75,7 +83,7 @@ slurm() {
     ! grep -q 'command not found' "$tmp/log" || fail "$(basename "$2") ran a command by name: $(cat "$tmp/log")"
     return $rc
 }
-reset() { rm -rf "$tmp/state" "$tmp/calls" "$tmp/settle-after" "$tmp/scontrol.calls" "$tmp/log"; set_counters 0 0; }
+reset() { rm -rf "$tmp/state" "$tmp/calls" "$tmp/settle-after" "$tmp/unload-at" "$tmp/scontrol.calls" "$tmp/log"; set_counters 0 0; }
 calls() { [ -f "$tmp/calls" ] && cat "$tmp/calls" || echo 0; }
 drains() { [ -f "$tmp/scontrol.calls" ] && wc -l <"$tmp/scontrol.calls" || echo 0; }
 # job ID LIVE PINNED: prolog, the job leaves LIVE/PINNED behind, epilog; both must exit 0.
@@ -131,6 +139,14 @@ job 109 1 65536
 grep -q 'reason=nvpeer: leak after job 109: live_contexts +1 pinned_bytes +65536$' "$tmp/scontrol.calls" \
     || fail "broken records: $(cat "$tmp/scontrol.calls" 2>/dev/null)"
 rm -rf "$tmp/sys/kernel/debug"
+# The module unloaded between the last read and `who` (which then says "no registrations: no
+# peer-memory module loaded" and exits 0): the reason is the counters alone, no "held by".
+reset
+echo 7 >"$tmp/unload-at"
+job 110 1 65536
+mv "$tmp/sys/module/unloaded" "$tmp/sys/module/nvidia_peermem" || fail "who ran with the module still there"
+[ "$(cat "$tmp/scontrol.calls")" = 'update nodename=node001 state=drain reason=nvpeer: leak after job 110: live_contexts +1 pinned_bytes +65536' ] \
+    || fail "module gone before who: $(cat "$tmp/scontrol.calls" 2>/dev/null)"
 # Only pinned bytes left behind: drained too, live_contexts +0.
 reset
 job 104 0 65536
@@ -200,6 +216,9 @@ slurm prolog_slurmd "$prolog" 302 || fail "prolog on a dma-buf host exited $?"
 grep -q "the nvpeer module is not loaded (nvpeer check --brief: nvpeer: ready (dma-buf)): nothing of ours to track: job 302 not tracked" "$tmp/log" \
     || fail "dma-buf host: log '$(cat "$tmp/log")'"
 [ ! -e "$tmp/state/302" ] || fail "a dma-buf host saved state"
+# There `nvpeer who` says nothing is held (no peer-memory module can hold any) and exits 0.
+held=$("$tmp/nvpeer-dmabuf" who --brief 2>&1) || fail "who on a dma-buf host exited $?: $held"
+[ "$held" = "no registrations: no peer-memory module loaded" ] || fail "who on a dma-buf host: '$held'"
 write_conf
 
 # The harness is not blind: the fake scontrol records calls, the PATH finds nothing.

@@ -336,6 +336,9 @@ expect_eq "[gpus] nothing pinned any more, the directories kept" "0 0 0 0" \
 expect "[who] no registrations" test "$("$nvpeer" who --brief)" = "no registrations"
 expect "[detach] unloads the module once no registration is live" "$nvpeer" detach --wait 10
 expect "[detach] ... it is gone" test ! -d /sys/module/nvidia_peermem
+# No peer-memory module loaded: nothing can be held through one (exit 0, not an error).
+expect "[who] without the module: nothing held, exit 0" \
+    test "$("$nvpeer" who --brief)" = "no registrations: no peer-memory module loaded"
 expect "insmod nvidia_peermem.ko again" insmod "$ko"
 
 # ---------------------------------------------------------------- two implementations

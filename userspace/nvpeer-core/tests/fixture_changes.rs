@@ -308,3 +308,67 @@ fn a_pcie_gpu_below_a_grace_root_port_is_not_coherent() {
     assert!(!pair.coherent, "{pair:?}");
     assert_eq!(report.pairs[0].mapping, Some(check::Mapping::Pcie));
 }
+
+/// Issue 46: a dangling or looping `/sys/class/infiniband/mlx5_0` on the dma-buf-only host. The
+/// verdict is unknown naming the link; no row fails: the rows of the peer-memory path, which this
+/// host does not need where dma-buf carries the pair, and `paths`, whose pair is unknown, are
+/// unknown and folded under `rdma_devices`. Where peer memory is demanded (`--require peermem`)
+/// its rows still fail; where a peer-memory module is loaded (pix) nothing of it changes.
+#[test]
+fn an_unreadable_nic_on_a_dma_buf_host_fails_no_row() {
+    let peer_rows = ["module", "peer_clients", "ib_core", "nccl", "ucx"];
+    for target in ["no-such-target", "mlx5_0"] {
+        let (_dir, sys, proc) = fixture_copy("inbox-dmabuf");
+        let link = sys.join("class/infiniband/mlx5_0");
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        let host = Host::new(&sys, &proc);
+        let report = check::run(&host, &Inputs::fixture(), &check::Options::default());
+        assert!(
+            report.verdict.unknown
+                && report.verdict.text.starts_with("unknown: rdma_devices (")
+                && report.verdict.text.contains("class/infiniband/mlx5_0"),
+            "{target}: {}",
+            report.verdict.text
+        );
+        let failing: Vec<_> = report
+            .checks
+            .iter()
+            .filter(|c| c.applies && c.status == Status::Fail)
+            .collect();
+        assert!(failing.is_empty(), "{target}: {failing:#?}");
+        for id in peer_rows.iter().chain(&["paths"]) {
+            let c = report.get(id).unwrap();
+            assert_eq!(
+                (c.status, c.cause),
+                (Status::Unknown, Some("rdma_devices")),
+                "{target}: {c:?}"
+            );
+        }
+        assert!(
+            report
+                .get("module")
+                .unwrap()
+                .detail
+                .starts_with("needed only if dma-buf does not carry a pair of mlx5_0"),
+            "{:?}",
+            report.get("module")
+        );
+        let peermem = check::Options {
+            require: check::Require::Peermem,
+            ..check::Options::default()
+        };
+        let report = check::run(&host, &Inputs::fixture(), &peermem);
+        assert_eq!(report.get("module").unwrap().status, Status::Fail);
+    }
+    let (_dir, sys, proc) = fixture_copy("pix");
+    let link = sys.join("class/infiniband/mlx5_1");
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("no-such-target", &link).unwrap();
+    let report = check::run(
+        &Host::new(&sys, &proc),
+        &Inputs::fixture(),
+        &check::Options::default(),
+    );
+    assert_eq!(report.get("module").unwrap().status, Status::Ok);
+}

@@ -224,3 +224,26 @@ fn every_row_id_is_listed() {
         seen.len()
     );
 }
+
+/// Issue 46 ("fixes that assume a source checkout"): what `check` says works on an installed
+/// system. The Debian package installs the binary, its man pages and completions, no README or
+/// other Markdown file: no row or pair of any fixture may send the reader to one.
+#[test]
+fn no_row_points_to_a_file_the_package_does_not_install() {
+    let mut wrong = Vec::new();
+    for name in fixture_names() {
+        let report = check::run(&host(&name), &Inputs::fixture(), &check::Options::default());
+        let said = serde_json::to_string(&(&report.checks, &report.pairs)).unwrap();
+        for word in ["README", ".md"] {
+            if let Some(at) = said.find(word) {
+                let from = said[..at]
+                    .char_indices()
+                    .rev()
+                    .nth(80)
+                    .map_or(0, |(i, _)| i);
+                wrong.push(format!("{name}: ...{}", &said[from..at + word.len()]));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

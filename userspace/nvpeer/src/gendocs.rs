@@ -178,8 +178,14 @@ fn extra_sections(name: &str) -> String {
             ],
         ),
         "who" => (
-            &["0 :: printed", "2 :: usage error or a failure to run"],
-            &["sudo nvpeer who :: who holds pinned GPU memory"],
+            &[
+                "0 :: printed; also where no peer-memory module is loaded (nothing held, and why)",
+                "2 :: usage error, records that cannot be read, or another's peer-memory module loaded (it keeps no records)",
+            ],
+            &[
+                "sudo nvpeer who :: who holds pinned GPU memory",
+                "sudo nvpeer who --brief :: one line for a drain reason or a log",
+            ],
         ),
         "topo" => (
             &["0 :: printed", "2 :: usage error or a malformed sysfs file"],

@@ -508,6 +508,74 @@ fn nagios_exit_codes() {
     assert_eq!(stdout(&missing).lines().count(), 1);
 }
 
+/// `check --brief --exit-codes nagios` on the trees below `root`: exit code and the line.
+fn nagios_line(root: &std::path::Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvpeer"))
+        .arg("--sysfs-root")
+        .arg(root.join("sys"))
+        .arg("--procfs-root")
+        .arg(root.join("proc"))
+        .args(["check", "--brief", "--exit-codes", "nagios"])
+        .output()
+        .unwrap();
+    (out.status.code(), stdout(&out))
+}
+
+/// Issue 46: in the Nagios line an `unknown` row is named as unknown, not as a warning (efa and
+/// mana are ready with `silent_failures` unknown; the state stays WARNING: the verdict is ready).
+#[test]
+fn nagios_names_unknown_rows_unknown() {
+    let (code, efa) = nagios_line(&fixture("efa"));
+    assert_eq!(code, Some(1), "{efa}");
+    assert!(
+        efa.starts_with(
+            "NVPEER WARNING - ready (EFA); warn: gin_gdrcopy (GDRCopy not usable); unknown: silent_failures (vm_bar_mapping) | "
+        ),
+        "{efa}"
+    );
+    let (code, mana) = nagios_line(&fixture("mana"));
+    assert_eq!(code, Some(1), "{mana}");
+    assert!(
+        mana.starts_with(
+            "NVPEER WARNING - ready (dma-buf); unknown: silent_failures (mana_dmabuf) | "
+        ),
+        "{mana}"
+    );
+    for l in [&efa, &mana] {
+        assert!(l.trim_end().ends_with(" unknown=1 fail=0"), "{l}");
+    }
+}
+
+/// Issue 46: a reason cut from a detail ends at a word boundary, never inside a word: a GPU's
+/// model made long (`NVIDIA A100-SXM4-80GB`, which a cut at 40 characters made `NVIDIA A10`,
+/// another GPU), with a bridge's `vendor` unreadable so that `gpus` is unknown on a ready host
+/// and named in the Nagios line by the first clause of its detail.
+#[test]
+fn nagios_cuts_a_long_model_between_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    common::trees::copy_tree(&fixture("inbox-dmabuf"), root);
+    let info = common::trees::first_information(&root.join("proc"));
+    let text = std::fs::read_to_string(&info)
+        .unwrap()
+        .replace("NVIDIA H200", "NVIDIA A100-SXM4-80GB");
+    std::fs::write(&info, text).unwrap();
+    std::fs::write(
+        root.join("sys/bus/pci/devices/0000:02:01.0/vendor"),
+        "zzz\n",
+    )
+    .unwrap();
+    let (code, long) = nagios_line(root);
+    assert_eq!(code, Some(1), "{long}");
+    assert!(
+        long.starts_with(
+            "NVPEER WARNING - ready (dma-buf); unknown: gpus (GPU0 0000:03:00.0 [10de:2335] NVIDIA…) | "
+        ),
+        "{long}"
+    );
+    assert!(!long.contains("A10…"), "{long}");
+}
+
 /// Review R2: a tree that is not this host's, by either root, gets neither the libibverbs
 /// probe nor this process's memlock limit (they describe another host); `--as-job` measures the
 /// limit still (the caller is the job judged).

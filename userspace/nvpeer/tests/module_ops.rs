@@ -170,15 +170,53 @@ fn who_names_both_processes_with_their_bytes_per_gpu() {
     );
 }
 
+/// Issue 46: with no peer-memory module loaded (a dma-buf host) nothing can be held through
+/// one: `who` says so and exits 0, in every form (a Slurm epilog reads "nothing held" there).
+#[test]
+fn who_says_nothing_is_held_without_a_peer_memory_module() {
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(bare.path().join("sys/module/ib_core")).unwrap();
+    std::fs::create_dir_all(bare.path().join("proc")).unwrap();
+    let o = nvpeer(bare.path(), &["who"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(o.stderr.is_empty(), "{o:?}");
+    assert_eq!(
+        stdout(&o),
+        "nothing held: no peer-memory module loaded (neither nvidia_peermem nor nv_peer_mem)\n"
+    );
+    let o = nvpeer(bare.path(), &["who", "--brief"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        "no registrations: no peer-memory module loaded\n"
+    );
+    let o = nvpeer(bare.path(), &["who", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "nvpeer.who/1");
+    assert!(j["module"].is_null(), "{j}");
+    assert_eq!(j["registrations"], 0);
+    assert_eq!(j["holders"], serde_json::json!([]));
+    assert!(j["notes"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("nothing held: no peer-memory module loaded"));
+}
+
 #[test]
 fn who_refuses_clearly_when_there_are_no_records() {
-    let bare = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(bare.path().join("sys")).unwrap();
-    std::fs::create_dir_all(bare.path().join("proc")).unwrap();
+    // Another's module may hold pins that it keeps no records of: that is not "nothing held".
+    let foreign = tempfile::tempdir().unwrap();
+    write(
+        &foreign.path().join("sys"),
+        "module/nvidia_peermem/version",
+        "580.159.04\n",
+    );
+    std::fs::create_dir_all(foreign.path().join("proc")).unwrap();
     one_line(
-        &nvpeer(bare.path(), &["who"]),
+        &nvpeer(foreign.path(), &["who"]),
         2,
-        "no nvpeer module is loaded",
+        "nvidia_peermem is NVIDIA nvidia-peermem, which keeps no registration records",
     );
     let h = host(0, None);
     one_line(&nvpeer(h.path(), &["who"]), 2, "debugfs is not mounted at");

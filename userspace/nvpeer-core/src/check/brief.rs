@@ -86,8 +86,8 @@ pub fn exit_code(report: &Report, strict: bool, codes: ExitCodes) -> u8 {
 }
 
 /// `--brief --exit-codes nagios`: the Nagios plugin format, `NVPEER <STATE> - <verdict>[; warn:
-/// <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N` (the rows that apply), with the
-/// state of [`exit_code`].
+/// <id> (<reason>), ...][; unknown: <id> (<reason>), ...] | ok=N info=N warn=N unknown=N fail=N`
+/// (the rows that apply), with the state of [`exit_code`].
 pub fn nagios_line(report: &Report, strict: bool) -> String {
     let state = match exit_code(report, strict, ExitCodes::Nagios) {
         0 => "OK",
@@ -97,22 +97,23 @@ pub fn nagios_line(report: &Report, strict: bool) -> String {
     };
     let mut text = report.verdict.text.clone();
     if report.ready {
-        let said: Vec<String> = report
-            .checks
-            .iter()
-            .filter(|c| {
-                c.applies && c.cause.is_none() && matches!(c.status, Status::Warn | Status::Unknown)
-            })
-            .map(|c| {
-                format!(
-                    "{} ({})",
-                    c.id,
-                    reason(c, &report.facts, &report.pairs, report.require)
-                )
-            })
-            .collect();
-        if !said.is_empty() {
-            text.push_str(&format!("; warn: {}", said.join(", ")));
+        // Each row under its own status: an unknown row is not a warning.
+        for status in [Status::Warn, Status::Unknown] {
+            let said: Vec<String> = report
+                .checks
+                .iter()
+                .filter(|c| c.applies && c.cause.is_none() && c.status == status)
+                .map(|c| {
+                    format!(
+                        "{} ({})",
+                        c.id,
+                        reason(c, &report.facts, &report.pairs, report.require)
+                    )
+                })
+                .collect();
+            if !said.is_empty() {
+                text.push_str(&format!("; {}: {}", status.label(), said.join(", ")));
+            }
         }
     }
     let count = |s: Status| {
@@ -261,7 +262,9 @@ pub fn reason(check: &Check, facts: &Facts, pairs: &[PairVerdict], require: Requ
         .unwrap_or_else(|| check.status.label().to_owned())
 }
 
-/// The detail up to its first `:`, `;`, `,` or ` (`, cut to [`REASON_MAX`] characters.
+/// The detail up to its first `:`, `;`, `,` or ` (`, cut to [`REASON_MAX`] characters at a
+/// word boundary, with `…` where words were left out: never inside a word (a GPU model `NVIDIA
+/// H200` cut to `NVIDIA H20` names another GPU). A first word longer than that is kept whole.
 fn first_clause(detail: &str) -> String {
     let end = [": ", "; ", ", ", " ("]
         .iter()
@@ -269,9 +272,17 @@ fn first_clause(detail: &str) -> String {
         .min()
         .unwrap_or(detail.len());
     let clause = detail[..end].trim();
-    let mut out: String = clause.chars().take(REASON_MAX).collect();
-    if clause.chars().count() > REASON_MAX {
-        out.push('…');
+    let mut out = String::new();
+    for word in clause.split_whitespace() {
+        let more = usize::from(!out.is_empty()) + word.chars().count();
+        if !out.is_empty() && out.chars().count() + more > REASON_MAX {
+            out.push('…');
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
     }
     // Parentheses would make the `id (reason)` list ambiguous.
     out.replace(['(', ')'], "")
@@ -400,8 +411,29 @@ mod tests {
         assert_eq!(first_clause("no port is ACTIVE"), "no port is ACTIVE");
         assert_eq!(first_clause("a: b"), "a");
         assert_eq!(first_clause("x (y)"), "x");
+        // A single word is never cut.
         let long = "w".repeat(100);
-        assert_eq!(first_clause(&long).chars().count(), REASON_MAX + 1);
+        assert_eq!(first_clause(&long), long);
+        // Cut at a word boundary, with the ellipsis, never inside a GPU's or NIC's model.
+        let gpu =
+            "GPU0 0000:03:00.0 [10de:2bb5] NVIDIA RTX PRO 6000 Blackwell Server Edition NUMA 0";
+        assert_eq!(
+            first_clause(gpu),
+            "GPU0 0000:03:00.0 [10de:2bb5] NVIDIA RTX…"
+        );
+        let h200 = "GPU0 0000:03:00.0 [10de:2335] NVIDIA H200 NUMA 0; could not read: x";
+        assert_eq!(first_clause(h200), "GPU0 0000:03:00.0 [10de:2335] NVIDIA…");
+        let nic = "mlx5_0 MT2910 Family ConnectX-7 VPI adapter card 400Gb/s OSFP single-port";
+        assert_eq!(first_clause(nic), "mlx5_0 MT2910 Family ConnectX-7 VPI…");
+        for d in [gpu, h200, nic] {
+            let r = first_clause(d);
+            assert!(r.chars().count() <= REASON_MAX + 1, "{r}");
+            let kept = r.trim_end_matches('…');
+            assert!(d.starts_with(kept), "{r}");
+            // The last word kept is whole: the detail goes on with a space.
+            assert_eq!(d[kept.len()..].chars().next(), Some(' '), "{r}");
+        }
+        assert_eq!(first_clause("  a   b  "), "a b");
         assert!(!first_clause("odd(name) here").contains(['(', ')']));
         assert_eq!(first_clause(""), "");
     }

@@ -421,6 +421,8 @@ fn modprobe_target_warns_when_the_next_load_is_not_ours() {
     );
     assert_eq!(s, Status::Ok);
     assert!(d.contains("loads nvpeer"), "{d}");
+    // Nothing the package does not install (README, *.md) is named.
+    assert!(!d.contains(".md") && !d.contains("README"), "{d}");
     let (s, d) = status(
         Some("kernel/nvidia-peermem.ko"),
         Some(TargetKind::Other),

@@ -101,6 +101,7 @@ fn holders(host: &Host, implementation: Implementation) -> (String, Vec<who::Hol
     }
     match who::gather(host) {
         Ok(w) if w.registrations > 0 => (who::brief(&w, 5), w.holders),
+        Ok(w) if w.module.is_none() => ("none: the module is gone".to_owned(), Vec::new()),
         Ok(_) => (
             "none recorded (registrations in flight)".to_owned(),
             Vec::new(),

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::host::limits::human_bytes;
 use crate::host::pci::{self, PciAddress};
+use crate::host::peermem::{self, Implementation};
 use crate::host::records::{self, GpuTotals, Record, RecordsError};
 use crate::host::Host;
 use crate::host::{nvidia_proc, rdma};
@@ -56,7 +57,9 @@ pub struct GpuUse {
 #[derive(Clone, Debug, Serialize)]
 pub struct Who {
     pub schema: &'static str,
-    pub module: String,
+    /// Our loaded module; `None` where no peer-memory module is loaded at all (nothing can be
+    /// held through one: [`NOTHING_LOADED`] is the note).
+    pub module: Option<String>,
     pub registrations: usize,
     pub holders: Vec<Holder>,
     pub gpus: Vec<GpuUse>,
@@ -246,7 +249,7 @@ pub fn build(
     }
     Who {
         schema: SCHEMA,
-        module: module.to_owned(),
+        module: Some(module.to_owned()),
         registrations: records.len(),
         holders,
         gpus: gpu_uses,
@@ -255,9 +258,36 @@ pub fn build(
     }
 }
 
-/// Reads everything `who` shows for our loaded module.
+/// Why `who` shows nothing on a host without a peer-memory module (a dma-buf host).
+pub const NOTHING_LOADED: &str =
+    "nothing held: no peer-memory module loaded (neither nvidia_peermem nor nv_peer_mem)";
+
+/// Reads everything `who` shows for our loaded module. No peer-memory module loaded: nothing is
+/// held, an empty `Who` saying why. Another's module loaded: [`RecordsError::NotOurs`] (it may
+/// hold pins `who` cannot list).
 pub fn gather(host: &Host) -> Result<Who, RecordsError> {
-    let module = records::our_module(host)?.ok_or(RecordsError::NotLoaded)?;
+    let loaded = peermem::loaded_modules(host)?;
+    let Some(ours) = loaded
+        .iter()
+        .find(|m| m.implementation == Implementation::Nvpeer)
+    else {
+        return match loaded.first() {
+            None => Ok(Who {
+                schema: SCHEMA,
+                module: None,
+                registrations: 0,
+                holders: Vec::new(),
+                gpus: Vec::new(),
+                records: Vec::new(),
+                notes: vec![NOTHING_LOADED.to_owned()],
+            }),
+            Some(m) => Err(RecordsError::NotOurs {
+                name: m.name.clone(),
+                what: m.implementation.describe(),
+            }),
+        };
+    };
+    let module = ours.name.clone();
     let records = records::read(host, &module)?;
     let (totals, mut notes) = records::gpu_totals(host, &module);
     let gpus = GpuMap::read(host, &mut notes);
@@ -301,7 +331,10 @@ pub fn brief(who: &Who, limit: usize) -> String {
         }
     }
     if merged.is_empty() {
-        return "no registrations".to_owned();
+        return match who.module {
+            Some(_) => "no registrations".to_owned(),
+            None => "no registrations: no peer-memory module loaded".to_owned(),
+        };
     }
     // A holder of several GPUs sums their bytes: sorted again (stable: ties keep who's order).
     merged.sort_by_key(|m| std::cmp::Reverse(m.3));

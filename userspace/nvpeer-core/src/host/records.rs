@@ -75,8 +75,11 @@ pub struct Record {
 /// Why the records cannot be had.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordsError {
-    #[error("no nvpeer module is loaded (nothing keeps records)")]
-    NotLoaded,
+    /// Another peer-memory module is loaded: it may hold pins, and keeps no records of them.
+    #[error(
+        "{name} is {what}, which keeps no registration records: what it holds cannot be listed (`nvpeer detach --dry-run` says whether any registration is live)"
+    )]
+    NotOurs { name: String, what: &'static str },
     #[error("debugfs is not mounted at {path} (mount -t debugfs none /sys/kernel/debug)")]
     NoDebugfs { path: PathBuf },
     #[error(

@@ -10,8 +10,12 @@ use nvpeer_core::host::Host;
 
 use crate::output::{to_json, Out};
 
-/// The holders (process, cgroup, GPU), then the GPUs with their pinned bytes against BAR1.
+/// The holders (process, cgroup, GPU), then the GPUs with their pinned bytes against BAR1;
+/// without a peer-memory module, why nothing is held.
 fn table(w: &Who) -> String {
+    let Some(module) = &w.module else {
+        return format!("{}\n", who::NOTHING_LOADED);
+    };
     let mut t = Table::new();
     t.row([
         "Process",
@@ -85,11 +89,12 @@ fn table(w: &Who) -> String {
     } else {
         "registrations"
     };
-    out.push_str(&format!("{}: {} live {regs}\n", w.module, w.registrations));
+    out.push_str(&format!("{module}: {} live {regs}\n", w.registrations));
     out
 }
 
-/// Exit 0 with the records shown, 2 when they cannot be read (one line).
+/// Exit 0 with the records shown, or nothing held where no peer-memory module is loaded; 2
+/// when they cannot be read, or another's module is loaded (one line).
 pub fn run(host: &Host, json: bool, brief: bool, out: &mut Out) -> std::io::Result<ExitCode> {
     let w = match who::gather(host) {
         Ok(w) => w,

@@ -188,6 +188,19 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
             }
             _ => "no GPU has a NIC `topo` can place",
         };
+        // A device that could not be read may be the NIC of a pair: unknown, not "no pair".
+        let unread = predicates::unread_nics(ctx.f);
+        if !ctx.f.gpus.is_empty() && !unread.is_empty() {
+            return Check::new(
+                "paths",
+                Status::Unknown,
+                format!(
+                    "no GPU-NIC pair known: {} could not be read (see `rdma_devices`), so whether it pairs with a GPU is unknown; of the rest: {why}",
+                    unread.join(", ")
+                ),
+                Some("see `rdma_devices`".to_owned()),
+            );
+        }
         return Check::fail(
             "paths",
             format!("no GPU-NIC pair: {why}"),
@@ -230,6 +243,32 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     Check::fail("paths", detail, fix)
 }
 
+/// No pair, because an RDMA device could not be read ([`predicates::unread_nics`]): where
+/// dma-buf works on this host (its row ok) and the policy does not demand peer memory, a
+/// peer-memory row's failure decides nothing unless dma-buf does not carry that device's pair,
+/// which is unknown: the row is unknown, not failing (`fold` folds it under `rdma_devices`).
+fn settle_unread(rows: &mut [Check], require: Require, f: &Facts) {
+    let unread = predicates::unread_nics(f);
+    let dmabuf_ok = rows
+        .iter()
+        .any(|r| r.id == "dmabuf" && r.status == Status::Ok);
+    if unread.is_empty() || !dmabuf_ok || require == Require::Peermem {
+        return;
+    }
+    for row in rows
+        .iter_mut()
+        .filter(|r| predicates::is_peer_memory_row(r.id) && r.applies && r.status == Status::Fail)
+    {
+        row.status = Status::Unknown;
+        row.detail = format!(
+            "{}{} (not readable; dma-buf works on this host): {}",
+            predicates::NEEDED_IF_UNREAD,
+            unread.join(", "),
+            row.detail
+        );
+    }
+}
+
 /// Rows of a path that another path makes unneeded: when dma-buf or EFA carries every pair
 /// (and the policy does not demand peer memory), the peer-memory rows stop failing ("not
 /// needed"; with a peer-memory module loaded its problems stay warnings); when peer memory or
@@ -239,6 +278,7 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
 /// `UCX_IB_GPU_DIRECT_RDMA=no`.
 pub fn settle(rows: &mut [Check], pairs: &[PairVerdict], require: Require, f: &Facts) {
     if pairs.is_empty() {
+        settle_unread(rows, require, f);
         return;
     }
     let module_loaded = !f.modules.is_empty();

@@ -21,7 +21,7 @@ pub(super) fn check_modprobe_target(
         "install ours so that depmod prefers it: the nvpeer-dkms package (its dkms.conf installs under /lib/modules/{0}/updates, which depmod ranks before the driver's directories), then `depmod -a {0}`",
         t.release
     );
-    let operator = "the GPU Operator's peer-memory container runs `modprobe nvidia-peermem` in its driver container's /lib/modules, not this one (kmod/README.md, Kubernetes)";
+    let operator = "the GPU Operator's peer-memory container runs `modprobe nvidia-peermem` in its driver container's /lib/modules, not this one";
     Some(match (&t.path, &t.kind) {
         (None, _) if ours_loaded => Check::warn(
             "modprobe",

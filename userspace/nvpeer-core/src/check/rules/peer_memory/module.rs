@@ -48,7 +48,7 @@ pub(super) fn check_module(
                 Check::info(
                     "module",
                     detail,
-                    "GPUDirect RDMA works with it; nvpeer's statistics and fixes need nvpeer's module (README 'Replacing nv_peer_mem / nvidia-peermem')",
+                    "GPUDirect RDMA works with it; nvpeer's statistics and fixes need nvpeer's module: install the nvpeer-dkms package, and once the `modprobe` row (`nvpeer check --all`) says `modprobe nvidia-peermem` loads nvpeer, `nvpeer detach` then `nvpeer attach` (nvpeer-detach(1), nvpeer-attach(1))",
                 )
             }
         }
