@@ -311,12 +311,34 @@ fn a_pcie_gpu_below_a_grace_root_port_is_not_coherent() {
 
 /// Issue 46: a dangling or looping `/sys/class/infiniband/mlx5_0` on the dma-buf-only host. The
 /// verdict is unknown naming the link; no row fails: the rows of the peer-memory path, which this
-/// host does not need where dma-buf carries the pair, and `paths`, whose pair is unknown, are
-/// unknown and folded under `rdma_devices`. Where peer memory is demanded (`--require peermem`)
-/// its rows still fail; where a peer-memory module is loaded (pix) nothing of it changes.
+/// host does not need where dma-buf carries the pair, and the rows that judge pairs (`paths`,
+/// `gdr_used`, `topology`, `acs`, `nccl_gdr`, `modes`, `silent_failures`; `gin_umem` under
+/// `--for gin`), whose pair is unknown, are unknown, naming mlx5_0, and folded under
+/// `rdma_devices`; no row says "no pair" as a fact. `rdma_devices` says mlx5_0's ports are unknown and its fix is for the link
+/// (`ls -l` of it, why the kernel leaves none such, the driver reload), not "check its
+/// permissions". Where peer memory is demanded (`--require peermem`) its rows still fail;
+/// where a peer-memory module is loaded and a pair formed (pix) nothing of it changes.
 #[test]
 fn an_unreadable_nic_on_a_dma_buf_host_fails_no_row() {
     let peer_rows = ["module", "peer_clients", "ib_core", "nccl", "ucx"];
+    let pair_rows = [
+        "gdr_used",
+        "topology",
+        "acs",
+        "nccl_gdr",
+        "modes",
+        "silent_failures",
+    ];
+    let says_no_pair = |c: &check::Check| {
+        [
+            "no GPU-NIC pair:",
+            "no pair",
+            "no RDMA NIC",
+            "no GPU-NIC path",
+        ]
+        .iter()
+        .any(|s| c.detail.contains(s))
+    };
     for target in ["no-such-target", "mlx5_0"] {
         let (_dir, sys, proc) = fixture_copy("inbox-dmabuf");
         let link = sys.join("class/infiniband/mlx5_0");
@@ -354,6 +376,64 @@ fn an_unreadable_nic_on_a_dma_buf_host_fails_no_row() {
             "{:?}",
             report.get("module")
         );
+        for id in pair_rows {
+            let c = report.get(id).unwrap();
+            assert_eq!(
+                (c.status, c.cause, c.applies),
+                (Status::Unknown, Some("rdma_devices"), true),
+                "{target}: {c:?}"
+            );
+            assert!(
+                c.detail.contains(
+                    "is unknown: mlx5_0 could not be read (see `rdma_devices`), so whether it pairs with a GPU is unknown"
+                ),
+                "{target}: {c:?}"
+            );
+        }
+        let stated: Vec<_> = report
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Ok && says_no_pair(c))
+            .collect();
+        assert!(stated.is_empty(), "{target}: {stated:#?}");
+        // Not asked for, GIN's umem row does not apply, but does not say "no pair" either.
+        let umem = report.get("gin_umem").unwrap();
+        assert!(
+            !umem.applies && umem.detail.contains("mlx5_0 could not be read"),
+            "{target}: {umem:?}"
+        );
+        let rdma = report.get("rdma_devices").unwrap();
+        assert!(
+            rdma.detail
+                .starts_with("mlx5_0 (not readable: ports unknown): no port known to be ACTIVE;"),
+            "{target}: {rdma:?}"
+        );
+        let fix = rdma.fix.as_deref().unwrap();
+        let ls = format!("`ls -l {}`", link.display());
+        for says in [
+            ls.as_str(),
+            "the kernel removes this link with its device",
+            "compare `ibv_devices` and `rdma dev`",
+            "reload the RDMA driver of mlx5_0 (mlx5_ib;",
+            "drain the node first",
+        ] {
+            assert!(fix.contains(says), "{target}: {says:?} not in {fix}");
+        }
+        assert!(!fix.contains("permissions"), "{target}: {fix}");
+        // Under `--for gin` `gin_umem` judges the pair: unknown and folded, not failing.
+        let gin = check::Options {
+            workload: Some(check::Workload::Gin),
+            ..check::Options::default()
+        };
+        let report = check::run(&host, &Inputs::fixture(), &gin);
+        for id in ["gin_umem", "modes"] {
+            let c = report.get(id).unwrap();
+            assert_eq!(
+                (c.status, c.cause),
+                (Status::Unknown, Some("rdma_devices")),
+                "{target}: {c:?}"
+            );
+        }
         let peermem = check::Options {
             require: check::Require::Peermem,
             ..check::Options::default()
@@ -371,4 +451,14 @@ fn an_unreadable_nic_on_a_dma_buf_host_fails_no_row() {
         &check::Options::default(),
     );
     assert_eq!(report.get("module").unwrap().status, Status::Ok);
+    // A pair formed: no row is unknown for want of one.
+    let unpaired: Vec<_> = report
+        .checks
+        .iter()
+        .filter(|c| {
+            c.detail
+                .contains("so whether it pairs with a GPU is unknown")
+        })
+        .collect();
+    assert!(unpaired.is_empty(), "{unpaired:#?}");
 }

@@ -7,7 +7,7 @@ use crate::check::nccl::{self, NcclEnv, PeerMemoryVerdict, Source};
 use crate::host::topo;
 
 use super::super::{Check, PairFacts};
-use super::predicates::{nccl_gdr_of, source};
+use super::predicates::{self, nccl_gdr_of, source};
 use super::Ctx;
 
 /// `nccl_env`, the NCCL version ranges, `nccl_gdr`, `ucx`.
@@ -27,7 +27,10 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         Some(ranges) => check_nccl_versions(&ranges),
         None => Check::not_examined("nccl", "the facts have no verdict for every NCCL release"),
     });
-    rows.push(check_nccl_gdr(&f.nccl_env, &f.pairs));
+    rows.push(
+        predicates::unknown_pair_row(f, "nccl_gdr", "NCCL's distance rule on a GPU-NIC pair")
+            .unwrap_or_else(|| check_nccl_gdr(&f.nccl_env, &f.pairs)),
+    );
     rows.push(check_ucx(&f.ucx, f.ucx_gpu_direct_rdma));
     rows
 }

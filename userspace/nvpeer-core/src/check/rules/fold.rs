@@ -14,8 +14,10 @@
 //! - no NVIDIA GPU (`gpus` fails), or no RDMA device (`rdma_devices` fails, none listed): no pair
 //!   can exist, so `paths` and `gdr_used` follow from it (the first of the two that fails);
 //! - no pair formed while an RDMA device could not be read (`rdma_devices` unknown): whether a
-//!   pair exists is unknown, so `paths` (unknown) follows from it, and so do the peer-memory
-//!   rows that `settle` made unknown (needed only if dma-buf does not carry that device's pair);
+//!   pair exists is unknown, so the rows that judge pairs (`paths`, `gdr_used`, `topology`,
+//!   `acs`, `nccl_gdr`, `gin_umem` under `--for gin`, `modes`, `silent_failures`: unknown)
+//!   follow from it, and so do the peer-memory rows that `settle` made unknown (needed only if
+//!   dma-buf does not carry that device's pair);
 //! - no path (`paths` fails): the `modes` row that says each pair is staged;
 //! - the IOMMU translating where the only silent failure class is `iommu_dmabuf_595` (open
 //!   modules 595.84): both rows warn of the same cause, the `iommu` row in general and
@@ -27,7 +29,7 @@
 //! `nvidia_driver`) passes its rows on to that one.
 
 use super::super::{Check, Facts, Status};
-use super::predicates::{unread_nics, IOMMU_DMABUF_595, NEEDED_IF_UNREAD};
+use super::predicates::{unread_nics, IOMMU_DMABUF_595, NEEDED_IF_UNREAD, PAIR_ROWS};
 use crate::host::kernel::IommuMode;
 
 /// The rows that follow from NVIDIA's driver not being loaded.
@@ -76,7 +78,7 @@ pub(super) fn fold(rows: &mut [Check], f: &Facts) {
         rules.push(("rdma_devices", vec!["paths", "gdr_used"]));
     }
     if !unread_nics(f).is_empty() && with_status(rows, "rdma_devices", Status::Unknown).is_some() {
-        let mut follow: Vec<&'static str> = vec!["paths", "gdr_used"];
+        let mut follow: Vec<&'static str> = PAIR_ROWS.to_vec();
         follow.extend(
             rows.iter()
                 .filter(|r| r.detail.starts_with(NEEDED_IF_UNREAD))

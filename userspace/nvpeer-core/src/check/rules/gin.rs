@@ -46,12 +46,25 @@ fn judged(
         Ok(detail) if asked || gin => Check::ok(id, detail),
         Err((detail, fix)) if gin => Check::fail(id, detail, fix),
         Err((detail, fix)) if asked => Check::warn(id, detail, fix),
-        Ok(detail) | Err((detail, _)) => Check::not_applicable(
-            id,
-            format!(
-                "{detail} (only GPU-initiated networking needs it: `check --for gin` judges it)"
-            ),
-        ),
+        Ok(detail) | Err((detail, _)) => not_asked(id, &detail),
+    }
+}
+
+/// Row `id` where GIN is not asked for: not applicable, saying what it found.
+fn not_asked(id: &'static str, detail: &str) -> Check {
+    Check::not_applicable(
+        id,
+        format!("{detail} (only GPU-initiated networking needs it: `check --for gin` judges it)"),
+    )
+}
+
+/// `gin_umem`; unknown where whether a pair exists is (an RDMA device that could not be read).
+fn gin_umem(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
+    let what = "the umem path (dma-buf or a non-invalidating peer-memory client)";
+    match predicates::unknown_pair_row(ctx.f, "gin_umem", what) {
+        Some(row) if ctx.options.workload == Some(Workload::Gin) => row,
+        Some(row) => not_asked("gin_umem", &row.detail),
+        None => judged(ctx, "gin_umem", false, umem(ctx, pairs)),
     }
 }
 
@@ -59,7 +72,7 @@ fn judged(
 pub(super) fn rows(ctx: &Ctx, pairs: &[PairVerdict]) -> Vec<Check> {
     vec![
         gin_driver(ctx, pairs),
-        judged(ctx, "gin_umem", false, umem(ctx, pairs)),
+        gin_umem(ctx, pairs),
         judged(
             ctx,
             "gin_gdrcopy",

@@ -189,15 +189,11 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
             _ => "no GPU has a NIC `topo` can place",
         };
         // A device that could not be read may be the NIC of a pair: unknown, not "no pair".
-        let unread = predicates::unread_nics(ctx.f);
-        if !ctx.f.gpus.is_empty() && !unread.is_empty() {
+        if let Some(unknown) = predicates::pair_unknown(ctx.f) {
             return Check::new(
                 "paths",
                 Status::Unknown,
-                format!(
-                    "no GPU-NIC pair known: {} could not be read (see `rdma_devices`), so whether it pairs with a GPU is unknown; of the rest: {why}",
-                    unread.join(", ")
-                ),
+                format!("no GPU-NIC pair known: {unknown}; of the rest: {why}"),
                 Some("see `rdma_devices`".to_owned()),
             );
         }

@@ -9,7 +9,7 @@ use crate::host::pci::{acs_matches, Acs};
 use crate::host::topo::{self, PathClass, Topology};
 
 use super::super::{AcsFinding, AcsRole, Check, GpuFacts, GraceFacts, PairFacts, PairSource};
-use super::predicates::config_acs;
+use super::predicates::{self, config_acs};
 use super::{vera, Ctx};
 
 /// The `gpus` row.
@@ -40,6 +40,10 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
     };
     const NO_TOPOLOGY: &str = "PCI or RDMA devices could not be read (see `gpus`, `rdma_devices`)";
     let topology = match &f.topology {
+        Some(t) if t.nics.iter().all(|n| n.pci.is_none()) => {
+            predicates::unknown_pair_row(f, "topology", "the nearest NIC per GPU")
+                .unwrap_or_else(|| check_topology(t, &f.pairs))
+        }
         Some(t) => check_topology(t, &f.pairs),
         None => Check::not_examined("topology", NO_TOPOLOGY),
     };
@@ -55,7 +59,13 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         (Some(_), _, Some(g)) => grace_acs(g),
         (Some(_), _, None) if f.vera.is_some() => vera::check_acs(),
         (Some(_), Some(e), None) => Check::error("acs", e),
-        (Some(_), None, None) => check_acs(&f.acs, f.kernel_release.as_deref()),
+        (Some(_), None, None) => predicates::unknown_pair_row(
+            f,
+            "acs",
+            "whether ACS redirects traffic between a GPU and its NIC",
+        )
+        .filter(|_| f.acs.is_empty())
+        .unwrap_or_else(|| check_acs(&f.acs, f.kernel_release.as_deref())),
     };
     let mut rows = vec![bar1, topology, iommu, acs];
     rows.extend(unread_details(ctx));

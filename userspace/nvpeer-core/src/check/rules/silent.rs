@@ -181,6 +181,11 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         .flatten()
         .collect();
     let Some(worst) = found.iter().map(|f| f.status).max() else {
+        // Each class is judged per pair: none known is no answer where one may exist.
+        let what = "whether a known silent failure class (iommu_dmabuf_595, mana_dmabuf, vm_bar_mapping) matches a GPU-NIC pair";
+        if let Some(row) = predicates::unknown_pair_row(ctx.f, "silent_failures", what) {
+            return row;
+        }
         return Check::not_applicable(
             "silent_failures",
             "no known silent failure class matches (iommu_dmabuf_595, mana_dmabuf, vm_bar_mapping)",

@@ -9,6 +9,7 @@ use crate::host::rdma::RdmaDevice;
 use crate::host::verbs::{Verbs, REG_DMABUF_MR_VERSION};
 
 use super::super::Check;
+use super::predicates::is_unread;
 use super::Ctx;
 
 /// `nvidia_driver`, `rdma_devices` and `verbs`, in that order.
@@ -26,11 +27,30 @@ pub(super) fn rows(ctx: &Ctx) -> Vec<Check> {
         (None, None) => check_rdma_devices(&f.rdma_devices),
         (None, Some(e)) => {
             let found = check_rdma_devices(&f.rdma_devices);
+            let broken: Vec<(&str, &str)> = f
+                .rdma_devices
+                .iter()
+                .filter_map(|d| Some((d.name.as_str(), broken_entry(d)?)))
+                .collect();
+            const FILE_FIX: &str = "the file should be the kernel's text; check its permissions (some need root) or report the content as a bug";
+            // A device whose entry leads nowhere has one cause, whatever else of it is unread.
+            let others = f
+                .rdma_devices
+                .iter()
+                .any(|d| !d.unreadable.is_empty() && broken_entry(d).is_none());
+            let fix = match (broken.is_empty(), others) {
+                (true, _) => FILE_FIX.to_owned(),
+                (false, false) => broken_entry_fix(&broken),
+                (false, true) => format!(
+                    "{}; for the other files: {FILE_FIX}",
+                    broken_entry_fix(&broken)
+                ),
+            };
             Check::new(
                 "rdma_devices",
                 super::super::Status::Unknown,
                 format!("{}; could not read: {e}", found.detail),
-                Some("the file should be the kernel's text; check its permissions (some need root) or report the content as a bug".to_owned()),
+                Some(fix),
             )
         }
     };
@@ -91,6 +111,43 @@ fn check_nvidia_driver(ctx: &Ctx) -> Check {
     Check::ok("nvidia_driver", detail)
 }
 
+/// The entry `class/infiniband/<name>` of `dev` when it is a link to nothing or a loop, as its
+/// error names it (the path read, under `--sysfs-root` too).
+fn broken_entry(dev: &RdmaDevice) -> Option<&str> {
+    let entry = format!("class/infiniband/{}", dev.name);
+    dev.unreadable.iter().find_map(|e| {
+        let end = e.find(&format!("{entry}: "))? + entry.len();
+        let why = &e[end + 2..];
+        // `host::rdma::devices` writes the first; the second is ELOOP's text.
+        (why == "a link to nothing" || why.ends_with("(os error 40)"))
+            .then(|| e[..end].strip_prefix("cannot read ").unwrap_or(&e[..end]))
+    })
+}
+
+/// The fix for class entries that lead nowhere (`broken`: name, path). The kernel creates and
+/// removes `/sys/class/infiniband/<name>` together with the device (`device_add`/`device_del`
+/// -> `device_remove_class_symlinks`), so on a live /sys such a link is a device being removed
+/// while it was read, or a tree that is not the kernel's whole /sys.
+fn broken_entry_fix(broken: &[(&str, &str)]) -> String {
+    let names: Vec<&str> = broken.iter().map(|(n, _)| *n).collect();
+    let paths: Vec<&str> = broken.iter().map(|(_, p)| *p).collect();
+    let names = names.join(", ");
+    let (it, was, them) = if broken.len() == 1 {
+        ("it points", "was", "it")
+    } else {
+        ("they point", "were", "them")
+    };
+    let driver = if broken.iter().all(|(n, _)| n.starts_with("mlx5_")) {
+        " (mlx5_ib; with MLNX_OFED or DOCA-OFED `/etc/init.d/openibd restart`)"
+    } else {
+        ""
+    };
+    format!(
+        "`ls -l {}` shows where {it}: the kernel removes this link with its device, so a link to nothing or a loop means {names} {was} being removed as nvpeer read {them} (a driver unload, a hot unplug, a VF torn down) or this is not the kernel's whole /sys (a copy, a partial bind mount); run the check again; if it stays, compare `ibv_devices` and `rdma dev`, then reload the RDMA driver of {names}{driver}, which drops every RDMA connection through {them} (drain the node first), or reboot",
+        paths.join(" ")
+    )
+}
+
 fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
     if devices.is_empty() {
         return Check::fail(
@@ -109,7 +166,12 @@ fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
             (None, _) => " (software device)".to_owned(),
         };
         if dev.ports.is_empty() {
-            parts.push(format!("{}{at} no ports", dev.name));
+            // A device that could not be read has ports nobody saw: unknown, not "no ports".
+            parts.push(if is_unread(dev) {
+                format!("{} (not readable: ports unknown)", dev.name)
+            } else {
+                format!("{}{at} no ports", dev.name)
+            });
         }
         for port in &dev.ports {
             active += usize::from(port.is_active());
@@ -121,10 +183,19 @@ fn check_rdma_devices(devices: &[RdmaDevice]) -> Check {
         }
     }
     let detail = parts.join(", ");
+    // A port whose state could not be read may be the ACTIVE one.
+    let unsure = devices.iter().any(|d| {
+        (d.ports.is_empty() && is_unread(d)) || d.ports.iter().any(|p| p.state == "unknown")
+    });
     if active == 0 {
+        let none = if unsure {
+            "no port known to be ACTIVE"
+        } else {
+            "no port is ACTIVE"
+        };
         Check::warn(
             "rdma_devices",
-            format!("{detail}: no port is ACTIVE"),
+            format!("{detail}: {none}"),
             // The device with a PCI function first: a software device's port is rarely the one.
             devices
                 .iter()

@@ -5,7 +5,7 @@
 //! width (or a NIC below its speed) degrades it. The `gdr_used` row names each such pair.
 
 use super::super::{Check, PairFacts, Status};
-use super::predicates::not_used;
+use super::predicates::{self, not_used};
 use super::{Ctx, PairVerdict};
 
 /// A link of pair `p` that runs below what its devices can: (what, worth a warning). Fewer
@@ -77,6 +77,13 @@ pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
         .filter_map(|v| Some((v, facts_of(v)?)))
         .collect();
     if carried.is_empty() {
+        if let Some(row) = predicates::unknown_pair_row(
+            ctx.f,
+            "gdr_used",
+            "whether NCCL uses GPUDirect RDMA on a GPU-NIC pair",
+        ) {
+            return row;
+        }
         return Check::not_applicable(
             "gdr_used",
             "no pair has a GPUDirect RDMA path (see `paths`)",

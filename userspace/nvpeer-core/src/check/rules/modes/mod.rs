@@ -279,6 +279,14 @@ fn gin_asked(ctx: &Ctx) -> bool {
 /// only where GIN is asked for); under `--for gin` a failure where GDAKI would fail.
 pub(super) fn row(ctx: &Ctx, pairs: &[PairVerdict]) -> Check {
     if pairs.is_empty() {
+        let what = "how NCCL, UCX and NVSHMEM move GPU memory between nodes";
+        if let Some(mut row) = predicates::unknown_pair_row(ctx.f, "modes", what) {
+            if let Some(g) = gdrcopy(ctx) {
+                row.detail
+                    .push_str(&format!("; gdrcopy {} ({})", g.mode, g.decided_by));
+            }
+            return row;
+        }
         let mut detail = "no GPU-NIC pair: NCCL between nodes would run over sockets, staged through host memory; no GIN".to_owned();
         if let Some(g) = gdrcopy(ctx) {
             detail.push_str(&format!("; gdrcopy {} ({})", g.mode, g.decided_by));

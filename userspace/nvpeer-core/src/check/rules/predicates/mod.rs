@@ -4,6 +4,8 @@
 //!
 //! - the GPU's kind (consumer, vGPU, MIG): [`kind`], [`is_vgpu`], [`refuses_persistent`];
 //! - peer memory: the concern's row ids, which modules pin invalidating, CDMM's refusal;
+//! - an RDMA device that could not be read where no pair was formed ([`unread`]): the rows
+//!   that then cannot tell whether a pair exists;
 //! - NCCL: its GPUDirect RDMA decision per pair ([`nccl_gdr_of`]), why a carried pair is not
 //!   used ([`not_used`]), how a setting was set ([`source`]), the GIN handler variable;
 //! - GDRCopy: versions, the dummy build, the backend it picks ([`mode`]), whether it is usable;
@@ -20,10 +22,13 @@ use crate::host::pci::PciAddress;
 use crate::host::rdma::RdmaDevice;
 use crate::host::topo::{self, PathClass};
 
-use super::super::{
-    AcsRole, Facts, GdrapiLibrary, GdrcopyFacts, GraceFacts, PairFacts, PairSource,
-};
+use super::super::{AcsRole, GdrapiLibrary, GdrcopyFacts, GraceFacts, PairFacts, PairSource};
 use super::{Ctx, Mapping, WhyNot};
+
+mod unread;
+pub(super) use unread::{
+    is_unread, pair_unknown, unknown_pair_row, unread_nics, NEEDED_IF_UNREAD, PAIR_ROWS,
+};
 
 // The GPU's kind.
 
@@ -131,24 +136,6 @@ pub(super) fn is_peer_memory_row(id: &str) -> bool {
 pub(super) fn is_nccl_row(id: &str) -> bool {
     id == "nccl"
 }
-
-/// Where no GPU-NIC pair was formed, the RDMA devices that could not be read (a dangling or
-/// looping `class/infiniband/<name>`, an unreadable `device` link): each may be a NIC on PCI
-/// whose pair is unknown, so whether a path is needed at all is unknown too.
-pub(super) fn unread_nics(f: &Facts) -> Vec<&str> {
-    if !f.pairs.is_empty() {
-        return Vec::new();
-    }
-    f.rdma_devices
-        .iter()
-        .filter(|d| d.pci.is_none() && !d.unreadable.is_empty())
-        .map(|d| d.name.as_str())
-        .collect()
-}
-
-/// How [`super::settle`] begins a peer-memory row it makes unknown because of
-/// [`unread_nics`] (`fold` folds such a row under `rdma_devices`).
-pub(super) const NEEDED_IF_UNREAD: &str = "needed only if dma-buf does not carry a pair of ";
 
 /// NVIDIA's `nv-p2p.h` of 580.65.06 on `nvidia_p2p_get_pages`: "This API does not support
 /// Coherent Driver-based Memory Management(CDMM) mode"; the sentence is gone in 590.44.01.
