@@ -39,19 +39,22 @@ pub fn ready(report: &Report, strict: bool) -> bool {
     report.ready && blocking(report, strict).next().is_none()
 }
 
+/// A row as the brief lines name it: `<id> (<reason>)`.
+fn named(check: &Check, report: &Report) -> String {
+    format!(
+        "{} ({})",
+        check.id,
+        reason(check, &report.facts, &report.pairs, report.require)
+    )
+}
+
 /// The one line of `--brief`: `nvpeer: ready (dma-buf)` (the verdict), or
 /// `nvpeer: not ready: <id> (<reason>), ...` naming every blocking check, the verdict's first.
 /// Warnings are not named in the ready line: they would split the healthy hosts into groups
 /// by harmless differences; `--strict` turns them into reasons not to be ready instead.
 pub fn line(report: &Report, strict: bool) -> String {
     let mut causes: Vec<String> = blocking_causes(report, strict)
-        .map(|c| {
-            format!(
-                "{} ({})",
-                c.id,
-                reason(c, &report.facts, &report.pairs, report.require)
-            )
-        })
+        .map(|c| named(c, report))
         .collect();
     if report.verdict.unknown || (report.verdict.degraded && causes.is_empty()) {
         return format!("nvpeer: {}\n", report.verdict.text);
@@ -103,13 +106,7 @@ pub fn nagios_line(report: &Report, strict: bool) -> String {
                 .checks
                 .iter()
                 .filter(|c| c.applies && c.cause.is_none() && c.status == status)
-                .map(|c| {
-                    format!(
-                        "{} ({})",
-                        c.id,
-                        reason(c, &report.facts, &report.pairs, report.require)
-                    )
-                })
+                .map(|c| named(c, report))
                 .collect();
             if !said.is_empty() {
                 text.push_str(&format!("; {}: {}", status.label(), said.join(", ")));
