@@ -57,18 +57,19 @@
 //! - RM -> `mapping_lock` (4.x: the per-client mutex): the free callback calls the core's
 //!   invalidate.
 //! - `mapping_lock` -> shard, RM -> shard, shard -> NVIDIA's per-table mapping semaphore
-//!   (`dma_unmap_pages`, which takes no RM lock), shard -> the glue's GPU table spinlock (a
-//!   GPU's first pin, `records`), shard -> the workqueue's pool lock (`schedule_work` in the
-//!   free callback's `defer_drop`, `pin`; nothing of ours is taken under it, the work function
-//!   takes a shard only after the pool lock is dropped).
+//!   (`dma_unmap_pages`, which takes no RM lock), shard -> the workqueue's pool lock
+//!   (`schedule_work` in the free callback's `defer_drop`, `pin`; nothing of ours is taken
+//!   under it, the work function takes a shard only after the pool lock is dropped).
+//! - A GPU's first pin, after its critical section: the registry's GPU lock -> nothing; then
+//!   the glue's directory mutex -> kernfs (`gpus`).
 //! - The readers (`records`): the records file's seq_file `m->lock` and debugfs' file
-//!   reference -> shard (`nvpeer_records_next`), the per-GPU sysfs files' kernfs active
-//!   reference -> shard (`nvpeer_gpu_totals`), one shard at a time; the path of a record's
+//!   reference -> shard (`nvpeer_records_at`), the per-GPU sysfs files' kernfs active
+//!   reference -> shard (`records::gpu_totals`), one shard at a time; the path of a record's
 //!   cgroup (`cgroup_mutex`, `css_set_lock`) and everything else they print is read with no
-//!   shard held.
+//!   shard held (`show`).
 //!
-//! No cycle: nothing above is ever taken under a shard but the semaphore, the two spinlocks
-//! and the pool lock, under which nothing of ours or the core's is taken.
+//! No cycle: nothing above is ever taken under a shard but the semaphore and the pool lock,
+//! under which nothing of ours or the core's is taken.
 //!
 //! A registration's `inner` is locked by the shard lock of its pin key (`pin`), its pin's too: one
 //! lock for a pin and its registrations, taken one section at a time (never two shards, never

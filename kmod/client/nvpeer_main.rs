@@ -20,6 +20,7 @@ mod compat;
 mod context;
 mod core_gen;
 mod ffi;
+mod gpus;
 mod log;
 mod module_ref;
 mod owner;
@@ -28,6 +29,7 @@ mod params;
 mod pin;
 mod records;
 mod sg;
+mod show;
 mod stats;
 
 use client::{ClientKind, Form, Registration};

@@ -108,7 +108,8 @@ use crate::log::{nv_dbg, nv_pin_err, nv_pin_warn};
 use crate::module_ref::ModuleRef;
 use crate::owner::Owner;
 use crate::p2p::{self, Api, DmaMapping, GPU_PAGE_SIZE};
-use crate::records::{self, Gpu};
+use crate::gpus;
+use crate::records;
 use crate::stats::{self, Op, Stat};
 
 /// An NVIDIA page table, by address.
@@ -232,6 +233,18 @@ pub(crate) fn with_shard<R>(index: usize, f: impl FnOnce(&mut Chain) -> R) -> Op
     Some(f(&mut guard))
 }
 
+/// For the per-GPU table (`gpus`): runs `f` under the lock that serialises adding a GPU; `None`
+/// when there is no registry. Called by a registration, whose module reference keeps the
+/// registry installed (see [`Registry::get`]), with no shard held (`gpus`' Locks).
+pub(crate) fn with_gpu_lock<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let registry = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
+    // SAFETY: null or installed and not dropped while a registration holds a module reference
+    // (the caller is one).
+    let lock = unsafe { registry.as_ref() }.map(|r| &r.gpu_lock)?;
+    let _guard = lock.lock();
+    Some(f())
+}
+
 /// State under a registry shard's lock: [`kernel::sync::LockedBy`] without the owner's address,
 /// which neither a registration nor a pin has the 8 bytes for. Each records its [`Shard`],
 /// which says the lock.
@@ -315,6 +328,8 @@ pub(crate) struct Registry {
     /// [`SHARDS`] locks, each boxed so that its address is stable.
     shards: KVec<Pin<KBox<ShardLock>>>,
     sharing: Sharing,
+    /// Serialises adding a GPU to the per-GPU table (`gpus`), which is read without it.
+    gpu_lock: Pin<KBox<Mutex<()>>>,
 }
 
 /// `share_pins`: which pins registrations of one range and process share.
@@ -390,7 +405,8 @@ impl RegistryOwner {
             let chain = KBox::pin_init(new_mutex!(Chain { head: None, shard, records: records::List::new() }), GFP_KERNEL)?;
             shards.push(chain, GFP_KERNEL)?;
         }
-        let registry = Arc::new(Registry { shards, sharing }, GFP_KERNEL)?;
+        let gpu_lock = KBox::pin_init(new_mutex!(()), GFP_KERNEL)?;
+        let registry = Arc::new(Registry { shards, sharing, gpu_lock }, GFP_KERNEL)?;
         // INVARIANT: the reference from `into_raw` is this owner's.
         REGISTRY.store(Arc::into_raw(registry).cast_mut().cast(), Release);
         Ok(Self(()))
@@ -534,7 +550,7 @@ struct PinInner<'a> {
 /// - `flags`' [`CALLBACK_RAN`] is set in the critical section in which the free callback moves
 ///   the pin to `Revoked` (from any state but `Revoked` and `Unpinned`), and only there; its
 ///   [`COUNTED`] is the per-GPU totals' mark, written only under the shard's lock
-///   (`records::nvpeer_gpu_totals`).
+///   (`records::gpu_totals`).
 /// - In `LeftToCallback` and `UnpinFailed`, `links.first` is the registration that left last
 ///   (held: `RegContext::hold_locked`) when the pin has a free callback, which revokes it.
 pub(crate) struct SharedPin {
@@ -905,7 +921,7 @@ impl SharedPin {
         // registration's `PinRef` inside it.)
         let shard = self.shard;
         let mut chain = shard.lock();
-        let mut new_gpu = None;
+        let mut gpu = None;
         let go_live = |inner: PinInner<'_>| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
@@ -922,9 +938,9 @@ impl SharedPin {
                 *inner.state = PinState::Live { users: 1, nvidia_ref };
                 stats::add(Stat::PinnedPages, self.range().pages());
                 stats::inc(Stat::LivePins);
-                // A GPU seen for the first time gets its directory of totals once unlocked.
+                // Its GPU, noted for the per-GPU totals once unlocked (`gpus`).
                 // SAFETY: the table of a pin that is not revoked, under its shard's lock.
-                new_gpu = unsafe { p2p::gpu_uuid(table.0) }.and_then(|uuid| Gpu::add_if_new(&uuid));
+                gpu = unsafe { p2p::gpu_uuid(table.0) };
                 (Ok(()), if listable { ChainOp::List } else { ChainOp::Keep })
             }
             Err(e) => {
@@ -944,8 +960,8 @@ impl SharedPin {
         // its member (`first`) (caller); `chain` locks the pin's shard, which is `ctx`'s.
         let published = unsafe { publish(chain, ctx, pin) };
         // Unlocked now (`publish` dropped the guard).
-        if let Some(gpu) = new_gpu {
-            gpu.publish();
+        if let Some(uuid) = gpu {
+            gpus::note(&uuid);
         }
         published
     }
@@ -1150,7 +1166,7 @@ impl SharedPin {
         false
     }
 
-    /// For the per-GPU totals (`records::nvpeer_gpu_totals`): clears the pin's mark
+    /// For the per-GPU totals (`records::gpu_totals`): clears the pin's mark
     /// (`mark: false`), or sets it and says whether it was clear (`mark: true`: count the pin
     /// now, once per walk).
     ///

@@ -18,7 +18,7 @@
 //! reader, which reads it from the registration under the same lock, one registration at a time.
 //!
 //! The file and the directories are the C glue's (6.12 has no Rust debugfs, and 7.2's makes
-//! neither a 0400 file nor one read a line at a time).
+//! neither a 0400 file nor one read a line at a time); what they show is formatted in `show`.
 //!
 //! # Locks
 //!
@@ -27,15 +27,15 @@
 //! seq_file `m->lock` and debugfs' file reference, or a per-GPU file's kernfs active
 //! reference: `m->lock -> shard`, `kernfs active -> shard`) and, under it, only takes references
 //! (a `struct pid`'s and a cgroup's: atomic increments), copies and, for the per-GPU totals,
-//! marks pins; it formats (a cgroup's path takes `cgroup_mutex`) with no lock held. A GPU's
-//! first pin takes the glue's GPU table lock (a spinlock) inside the shard lock: `shard ->
-//! nvpeer_gpus_lock`, and nothing is taken inside that. The full list is `context`'s.
+//! marks pins; it formats (`show`; a cgroup's path takes `cgroup_mutex`) with no lock held.
+//! The full list is `context`'s.
 
 use core::ptr::NonNull;
 
 use crate::atomic::{Atomic, Relaxed};
 use crate::context::RegContext;
 use crate::ffi;
+use crate::gpus::Totals;
 use crate::pin::{self, Chain, ShardLocked};
 
 /// A registration's record: what is fixed at `acquire`, and its links in its shard's list.
@@ -183,25 +183,30 @@ pub(crate) unsafe fn unlink(ctx: &RegContext, chain: &mut Chain) {
     }
 }
 
-/// For the reader (C glue, `records_at`): the first registration of shard `cursor.shard` with
-/// an id of at least `cursor.id`, else the first of a later shard: fills `view` (taking
-/// references for its `rec`), moves `cursor` there and returns true; false after the last.
+/// Where a reader of the records file is, as a seq_file position: 0 the header (the glue's),
+/// else `((shard + 1) << 56) | id`, the first registration of `shard` with an id of at least
+/// `id`, else the first of a later shard (ids stay below 2^56, see `IDS`); a position below
+/// 2^56 is shard 0's, so the glue steps with `+ 1` from the header on.
+const POS_SHARD_SHIFT: u32 = 56;
+const POS_ID_MASK: u64 = (1 << POS_SHARD_SHIFT) - 1;
+
+/// For the records file (C glue, `records_at`): the registration at or after position `*pos`
+/// (see [`POS_SHARD_SHIFT`]; not 0): fills `view` (taking references for its `rec`), moves
+/// `*pos` to it and returns true; false after the last.
 ///
 /// # Safety
 ///
-/// `cursor` and `view` are valid for reads and writes; called with no lock held, between
+/// `pos` and `view` are valid for reads and writes; called with no lock held, between
 /// `nvpeer_glue_records_init` and `_exit` (which run with the registry installed).
 #[no_mangle]
-pub(crate) unsafe extern "C" fn nvpeer_records_next(
-    cursor: *mut ffi::nvpeer_records_cursor,
-    view: *mut ffi::nvpeer_record_view,
-) -> bool {
+pub(crate) unsafe extern "C" fn nvpeer_records_at(pos: *mut i64, view: *mut ffi::nvpeer_record_view) -> bool {
     // SAFETY: valid (caller), and ours for the call.
-    let (cursor, view) = unsafe { (&mut *cursor, &mut *view) };
-    let mut shard = cursor.shard as usize;
-    let mut min_id = cursor.id;
+    let (pos, view) = unsafe { (&mut *pos, &mut *view) };
+    let at = *pos as u64;
+    let mut shard = (at >> POS_SHARD_SHIFT).saturating_sub(1);
+    let mut min_id = at & POS_ID_MASK;
     loop {
-        let found = pin::with_shard(shard, |chain| {
+        let found = pin::with_shard(shard as usize, |chain| {
             let mut cur = chain.records.head;
             while let Some(ptr) = cur {
                 // SAFETY: listed in this shard, so live (`List` invariant), its lock held.
@@ -223,8 +228,7 @@ pub(crate) unsafe extern "C" fn nvpeer_records_next(
             // Past the last shard (or the registry is gone: not reached, see Safety).
             None => return false,
             Some(Some(id)) => {
-                cursor.shard = shard as u32;
-                cursor.id = id;
+                *pos = (((shard + 1) << POS_SHARD_SHIFT) | (id & POS_ID_MASK)) as i64;
                 return true;
             }
             Some(None) => {
@@ -235,24 +239,16 @@ pub(crate) unsafe extern "C" fn nvpeer_records_next(
     }
 }
 
-/// For a GPU's sysfs files (C glue): the pins, their bytes and the registrations on them, of
-/// the GPU whose NVIDIA UUID is at `uuid`, summed over every shard's listed registrations (held
-/// ones included: a pin NVIDIA still holds after its last registration left). A pin is counted
-/// once: a pin's registrations are all in its shard, whose list is walked twice under its lock,
-/// first clearing each held pin's mark, then counting a pin where its mark was clear and
-/// setting it: O(listed registrations), so that anyone reading these files (mode 0444) holds a
-/// shard lock, which NVIDIA's free callback may wait for, only for one walk of its list
-/// (REVIEW-KMOD-3 T4-5).
-///
-/// # Safety
-///
-/// `uuid` is readable for 16 bytes and `totals` writable; called with no lock held while the
-/// registry is installed (the directories go before it).
-#[no_mangle]
-pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut ffi::nvpeer_gpu_totals) {
-    // SAFETY: 16 readable bytes (caller).
-    let uuid = unsafe { uuid.cast::<[u8; 16]>().read_unaligned() };
-    let mut sum = ffi::nvpeer_gpu_totals::default();
+/// The pins, their bytes and the registrations on them of the GPU of NVIDIA's UUID `uuid`
+/// (`gpus`), summed over every shard's listed registrations (held ones included: a pin NVIDIA
+/// still holds after its last registration left). A pin is counted once: a pin's registrations
+/// are all in its shard, whose list is walked twice under its lock, first clearing each held
+/// pin's mark, then counting a pin where its mark was clear and setting it: O(listed
+/// registrations), so that anyone reading a GPU's files (mode 0444) holds a shard lock, which
+/// NVIDIA's free callback may wait for, only for one walk of its list (REVIEW-KMOD-3 T4-5).
+/// Called with no lock held while the registry is installed.
+pub(crate) fn gpu_totals(uuid: &[u8; 16]) -> Totals {
+    let mut sum = Totals::default();
     let mut shard = 0;
     while let Some(()) = pin::with_shard(shard, |chain| {
         for counting in [false, true] {
@@ -262,7 +258,7 @@ pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut 
                 let ctx = unsafe { ptr.as_ref() };
                 // SAFETY: `chain` is `ctx`'s shard's.
                 let held = unsafe { ctx.pin_locked(chain) };
-                if let Some(held) = held.filter(|h| h.gpu == Some(uuid)) {
+                if let Some(held) = held.filter(|h| h.gpu.as_ref() == Some(uuid)) {
                     // SAFETY: the pin `ctx` holds, live while it does (the lock is held), of
                     // `ctx`'s shard, whose lock `chain` is, held across both walks.
                     let first = unsafe { held.pin.as_ref().mark_locked(chain, counting) };
@@ -281,8 +277,7 @@ pub(crate) unsafe extern "C" fn nvpeer_gpu_totals(uuid: *const u8, totals: *mut 
     }) {
         shard += 1;
     }
-    // SAFETY: writable (caller).
-    unsafe { *totals = sum };
+    sum
 }
 
 /// What a registration holds now (`RegContext::pin_locked`): its pin, the pin's bytes and its
@@ -291,26 +286,4 @@ pub(crate) struct Held {
     pub(crate) pin: NonNull<pin::SharedPin>,
     pub(crate) bytes: u64,
     pub(crate) gpu: Option<[u8; 16]>,
-}
-
-/// A GPU of the per-GPU totals (an index into the glue's table, kept until unload).
-#[derive(Clone, Copy)]
-pub(crate) struct Gpu(i32);
-
-impl Gpu {
-    /// Finds the GPU of NVIDIA's UUID `uuid`, adding it at its first pin; `Some` only when it
-    /// was added: the caller then calls [`Gpu::publish`] once it holds no lock. Neither sleeps
-    /// nor allocates: callable under a shard lock.
-    pub(crate) fn add_if_new(uuid: &[u8; 16]) -> Option<Self> {
-        let mut added = false;
-        // SAFETY: 16 readable bytes and a writable flag.
-        let index = unsafe { ffi::nvpeer_glue_gpu_find(uuid.as_ptr(), &mut added) };
-        (added && index >= 0).then_some(Self(index))
-    }
-
-    /// Creates the GPU's directory. May sleep: no lock held.
-    pub(crate) fn publish(self) {
-        // SAFETY: no precondition (an index of the table; sleeps only on the glue's own mutex).
-        unsafe { ffi::nvpeer_glue_gpu_publish(self.0) };
-    }
 }

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The module's own statistics, readable without MOFED's `memory_peers` sysfs (absent on new
-//! kernels): `/sys/module/<name>/nvpeer/stats/*` and `.../nvpeer/failures`, shown by the C glue.
+//! kernels): `/sys/module/<name>/nvpeer/stats/*` and `.../nvpeer/failures` (their text: `show`).
 //!
 //! The counters are global atomics in two cache lines that every registration writes: cheap
 //! against a registration's other costs at the rates measured (tests/BENCHMARKS.md), a shared
 //! line on a many-core host under heavy registration traffic; per-CPU counters would remove that
 //! (REVIEW-KMOD-2 T3-11, not done).
+
+use core::ffi::CStr;
 
 use kernel::error::Error;
 
@@ -14,44 +16,128 @@ use crate::atomic::{Atomic, Relaxed};
 use crate::ffi;
 use crate::p2p::GPU_PAGE_SIZE;
 
-/// A counter; the discriminants are the C glue's `enum nvpeer_stat`.
+/// A counter, by its index in `nvpeer/stats/`'s files (the glue creates one per index).
 #[derive(Clone, Copy)]
 #[repr(u32)]
 pub(crate) enum Stat {
-    LiveContexts = ffi::nvpeer_stat_NVPEER_STAT_LIVE_CONTEXTS,
-    Acquired = ffi::nvpeer_stat_NVPEER_STAT_ACQUIRED,
-    Declined = ffi::nvpeer_stat_NVPEER_STAT_DECLINED,
-    PinCalls = ffi::nvpeer_stat_NVPEER_STAT_PIN_CALLS,
-    UnpinCalls = ffi::nvpeer_stat_NVPEER_STAT_UNPIN_CALLS,
-    PinnedPages = ffi::nvpeer_stat_NVPEER_STAT_PINNED_PAGES,
+    LiveContexts,
+    Acquired,
+    Declined,
+    PinCalls,
+    UnpinCalls,
+    PinnedPages,
     /// Not counted: shown as `PinnedPages` times the GPU page size (one atomic less per pin).
-    PinnedBytes = ffi::nvpeer_stat_NVPEER_STAT_PINNED_BYTES,
-    Registrations = ffi::nvpeer_stat_NVPEER_STAT_REGISTRATIONS,
-    Deregistrations = ffi::nvpeer_stat_NVPEER_STAT_DEREGISTRATIONS,
-    SgEntries = ffi::nvpeer_stat_NVPEER_STAT_SG_ENTRIES,
-    Revocations = ffi::nvpeer_stat_NVPEER_STAT_REVOCATIONS,
-    InvalidateCalls = ffi::nvpeer_stat_NVPEER_STAT_INVALIDATE_CALLS,
-    Failures = ffi::nvpeer_stat_NVPEER_STAT_FAILURES,
-    PinShares = ffi::nvpeer_stat_NVPEER_STAT_PIN_SHARES,
-    LivePins = ffi::nvpeer_stat_NVPEER_STAT_LIVE_PINS,
-    UnpinsLeftToCallback = ffi::nvpeer_stat_NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK,
+    PinnedBytes,
+    Registrations,
+    Deregistrations,
+    SgEntries,
+    Revocations,
+    InvalidateCalls,
+    Failures,
+    PinShares,
+    LivePins,
+    UnpinsLeftToCallback,
 }
 
-/// The operation a failure is counted under; the discriminants are `enum nvpeer_op`.
+const STATS: usize = ffi::NVPEER_STATS as usize;
+
+impl Stat {
+    /// Every counter, by index.
+    const ALL: [Stat; STATS] = [
+        Stat::LiveContexts,
+        Stat::Acquired,
+        Stat::Declined,
+        Stat::PinCalls,
+        Stat::UnpinCalls,
+        Stat::PinnedPages,
+        Stat::PinnedBytes,
+        Stat::Registrations,
+        Stat::Deregistrations,
+        Stat::SgEntries,
+        Stat::Revocations,
+        Stat::InvalidateCalls,
+        Stat::Failures,
+        Stat::PinShares,
+        Stat::LivePins,
+        Stat::UnpinsLeftToCallback,
+    ];
+
+    /// The counter of the glue's file `index`.
+    pub(crate) fn from_index(index: u32) -> Option<Self> {
+        Self::ALL.get(index as usize).copied()
+    }
+
+    /// Its file's name under `nvpeer/stats/`.
+    pub(crate) fn file_name(self) -> &'static CStr {
+        match self {
+            Stat::LiveContexts => c"live_contexts",
+            Stat::Acquired => c"acquired",
+            Stat::Declined => c"declined",
+            Stat::PinCalls => c"pin_calls",
+            Stat::UnpinCalls => c"unpin_calls",
+            Stat::PinnedPages => c"pinned_pages",
+            Stat::PinnedBytes => c"pinned_bytes",
+            Stat::Registrations => c"registrations",
+            Stat::Deregistrations => c"deregistrations",
+            Stat::SgEntries => c"sg_entries",
+            Stat::Revocations => c"revocations",
+            Stat::InvalidateCalls => c"invalidate_calls",
+            Stat::Failures => c"failures",
+            Stat::PinShares => c"pin_shares",
+            Stat::LivePins => c"live_pins",
+            Stat::UnpinsLeftToCallback => c"unpins_left_to_callback",
+        }
+    }
+}
+
+// `ALL` lists each counter at its own index (the glue's files are made by index).
+const _: () = {
+    let mut i = 0;
+    while i < STATS {
+        assert!(Stat::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+/// The operation a failure is counted under.
 #[derive(Clone, Copy, Debug)]
 #[repr(u32)]
 pub(crate) enum Op {
-    Acquire = ffi::nvpeer_op_NVPEER_OP_ACQUIRE,
-    GetPages = ffi::nvpeer_op_NVPEER_OP_GET_PAGES,
-    DmaMap = ffi::nvpeer_op_NVPEER_OP_DMA_MAP,
-    DmaUnmap = ffi::nvpeer_op_NVPEER_OP_DMA_UNMAP,
-    PutPages = ffi::nvpeer_op_NVPEER_OP_PUT_PAGES,
-    FreeCallback = ffi::nvpeer_op_NVPEER_OP_FREE_CALLBACK,
+    Acquire,
+    GetPages,
+    DmaMap,
+    DmaUnmap,
+    PutPages,
+    FreeCallback,
 }
 
-const STATS: usize = ffi::nvpeer_stat_NVPEER_STAT_COUNT as usize;
-const OPS: usize = ffi::nvpeer_op_NVPEER_OP_COUNT as usize;
-const BUCKETS: usize = ffi::NVPEER_ERRNO_BUCKETS as usize;
+const OPS: usize = 6;
+
+impl Op {
+    const ALL: [Op; OPS] = [Op::Acquire, Op::GetPages, Op::DmaMap, Op::DmaUnmap, Op::PutPages, Op::FreeCallback];
+
+    /// The callback's name in `nvpeer/failures`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::GetPages => "get_pages",
+            Op::DmaMap => "dma_map",
+            Op::DmaUnmap => "dma_unmap",
+            Op::PutPages => "put_pages",
+            Op::FreeCallback => "free_callback",
+        }
+    }
+}
+
+const _: () = {
+    let mut i = 0;
+    while i < OPS {
+        assert!(Op::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+const BUCKETS: usize = 10;
 /// Errnos counted separately; everything else lands in the last bucket (errno 0 = "other").
 const BUCKET_ERRNOS: [i32; BUCKETS] = [
     kernel::bindings::EINVAL as i32,
@@ -93,26 +179,20 @@ pub(crate) fn failure(op: Op, err: Error) {
     inc(Stat::Failures);
 }
 
-/// For the C glue's sysfs `show`.
-#[no_mangle]
-pub(crate) extern "C" fn nvpeer_stat_value(stat: u32) -> u64 {
-    if stat == Stat::PinnedBytes as u32 {
-        return nvpeer_stat_value(Stat::PinnedPages as u32).wrapping_mul(GPU_PAGE_SIZE);
+/// The value of a counter now.
+pub(crate) fn value(stat: Stat) -> u64 {
+    match stat {
+        Stat::PinnedBytes => COUNTERS[Stat::PinnedPages as usize].load(Relaxed).wrapping_mul(GPU_PAGE_SIZE),
+        _ => COUNTERS[stat as usize].load(Relaxed),
     }
-    COUNTERS.get(stat as usize).map_or(0, |c| c.load(Relaxed))
 }
 
-/// For the C glue's sysfs `show`.
-#[no_mangle]
-pub(crate) extern "C" fn nvpeer_failure_count(op: u32, bucket: u32) -> u64 {
-    FAILURES
-        .get(op as usize)
-        .and_then(|row| row.get(bucket as usize))
-        .map_or(0, |c| c.load(Relaxed))
-}
-
-/// For the C glue's sysfs `show`: the errno of a bucket, 0 for "other".
-#[no_mangle]
-pub(crate) extern "C" fn nvpeer_failure_bucket_errno(bucket: u32) -> i32 {
-    BUCKET_ERRNOS.get(bucket as usize).copied().unwrap_or(0)
+/// The failures counted so far, by callback and errno (`None`: any other errno), each non-zero.
+pub(crate) fn failures() -> impl Iterator<Item = (Op, Option<i32>, u64)> {
+    Op::ALL.into_iter().flat_map(|op| {
+        BUCKET_ERRNOS.iter().enumerate().filter_map(move |(bucket, &errno)| {
+            let n = FAILURES[op as usize][bucket].load(Relaxed);
+            (n != 0).then_some((op, (errno != 0).then_some(errno), n))
+        })
+    })
 }

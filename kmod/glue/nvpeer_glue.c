@@ -276,36 +276,7 @@ void nvpeer_glue_debug(const char *msg)
 
 /* ---------------------------------------------------------------- sysfs */
 
-static const char *const stat_names[NVPEER_STAT_COUNT] = {
-	[NVPEER_STAT_LIVE_CONTEXTS] = "live_contexts",
-	[NVPEER_STAT_ACQUIRED] = "acquired",
-	[NVPEER_STAT_DECLINED] = "declined",
-	[NVPEER_STAT_PIN_CALLS] = "pin_calls",
-	[NVPEER_STAT_UNPIN_CALLS] = "unpin_calls",
-	[NVPEER_STAT_PINNED_PAGES] = "pinned_pages",
-	[NVPEER_STAT_PINNED_BYTES] = "pinned_bytes",
-	[NVPEER_STAT_REGISTRATIONS] = "registrations",
-	[NVPEER_STAT_DEREGISTRATIONS] = "deregistrations",
-	[NVPEER_STAT_SG_ENTRIES] = "sg_entries",
-	[NVPEER_STAT_REVOCATIONS] = "revocations",
-	[NVPEER_STAT_INVALIDATE_CALLS] = "invalidate_calls",
-	[NVPEER_STAT_FAILURES] = "failures",
-	[NVPEER_STAT_PIN_SHARES] = "pin_shares",
-	[NVPEER_STAT_LIVE_PINS] = "live_pins",
-	[NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK] = "unpins_left_to_callback",
-};
-
-static const char *const op_names[NVPEER_OP_COUNT] = {
-	[NVPEER_OP_ACQUIRE] = "acquire",
-	[NVPEER_OP_GET_PAGES] = "get_pages",
-	[NVPEER_OP_DMA_MAP] = "dma_map",
-	[NVPEER_OP_DMA_UNMAP] = "dma_unmap",
-	[NVPEER_OP_PUT_PAGES] = "put_pages",
-	[NVPEER_OP_GET_PAGE_SIZE] = "get_page_size",
-	[NVPEER_OP_RELEASE] = "release",
-	[NVPEER_OP_FREE_CALLBACK] = "free_callback",
-};
-
+/* The text of every file here is written by Rust (show.rs). */
 struct nvpeer_stat_attr {
 	struct kobj_attribute attr;
 	unsigned int stat;
@@ -315,11 +286,11 @@ static ssize_t stat_show(struct kobject *kobj, struct kobj_attribute *attr, char
 {
 	struct nvpeer_stat_attr *sa = container_of(attr, struct nvpeer_stat_attr, attr);
 
-	return sysfs_emit(buf, "%llu\n", nvpeer_stat_value(sa->stat));
+	return nvpeer_show_stat(sa->stat, buf, PAGE_SIZE);
 }
 
-static struct nvpeer_stat_attr stat_attrs[NVPEER_STAT_COUNT];
-static struct attribute *stat_attr_ptrs[NVPEER_STAT_COUNT + 1];
+static struct nvpeer_stat_attr stat_attrs[NVPEER_STATS];
+static struct attribute *stat_attr_ptrs[NVPEER_STATS + 1];
 static const struct attribute_group stats_group = {
 	.name = "stats",
 	.attrs = stat_attr_ptrs,
@@ -350,23 +321,7 @@ static struct kobj_attribute core_attr = __ATTR_RO(core);
 /* "<callback> <errno> <count>" per non-zero cell: failures by callback and errno. */
 static ssize_t failures_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
 {
-	unsigned int op, bucket;
-	int len = 0;
-
-	for (op = 0; op < NVPEER_OP_COUNT; op++) {
-		for (bucket = 0; bucket < NVPEER_ERRNO_BUCKETS; bucket++) {
-			u64 n = nvpeer_failure_count(op, bucket);
-			int err = nvpeer_failure_bucket_errno(bucket);
-
-			if (!n)
-				continue;
-			if (err)
-				len += sysfs_emit_at(buf, len, "%s %d %llu\n", op_names[op], err, n);
-			else
-				len += sysfs_emit_at(buf, len, "%s other %llu\n", op_names[op], n);
-		}
-	}
-	return len;
+	return nvpeer_show_failures(buf, PAGE_SIZE);
 }
 static struct kobj_attribute failures_attr = __ATTR_RO(failures);
 
@@ -395,10 +350,10 @@ int nvpeer_glue_sysfs_init(const char *core_id)
 	int ret;
 
 	nvpeer_core_id = core_id;
-	for (i = 0; i < NVPEER_STAT_COUNT; i++) {
+	for (i = 0; i < NVPEER_STATS; i++) {
 		/* Filled at run time: gives kernfs a lockdep key for the files' active references. */
 		sysfs_attr_init(&stat_attrs[i].attr.attr);
-		stat_attrs[i].attr.attr.name = stat_names[i];
+		stat_attrs[i].attr.attr.name = nvpeer_stat_name(i);
 		stat_attrs[i].attr.attr.mode = 0444;
 		stat_attrs[i].attr.show = stat_show;
 		stat_attrs[i].stat = i;
@@ -493,86 +448,37 @@ void nvpeer_glue_pci_name(const struct pci_dev *pdev, char *buf, unsigned int le
 
 /* ---------------------------------------------------------------- per-GPU totals (issue 37) */
 
-/*
- * One entry per GPU pinned since load, by NVIDIA's UUID; kept until unload (a fixed table: no
- * allocation when a pin finds its GPU, which it does under a shard lock). Entries below
- * nvpeer_gpu_count have their UUID set for good (published with release, read with acquire);
- * nvpeer_gpus_lock only serialises adding one. The totals are summed when read.
- */
-struct nvpeer_gpu {
-	u8 uuid[NVIDIA_P2P_GPU_UUID_LEN];
-	/* Its directory, set once by nvpeer_glue_gpu_publish under nvpeer_gpus_dir_lock. */
-	struct kobject *kobj;
-};
-
-static struct nvpeer_gpu nvpeer_gpus[NVPEER_MAX_GPUS];
-static unsigned int nvpeer_gpu_count;
-static DEFINE_SPINLOCK(nvpeer_gpus_lock);
+/* The GPUs' directories, by the index of Rust's table (gpus.rs), each set once under the mutex. */
+static struct kobject *nvpeer_gpu_kobjs[NVPEER_MAX_GPUS];
 /* Serialises the directories' creation and removal; nvpeer_gpus_kobj is set under it. */
 static DEFINE_MUTEX(nvpeer_gpus_dir_lock);
 /* nvpeer/gpus/, between nvpeer_glue_records_init and _exit. */
 static struct kobject *nvpeer_gpus_kobj;
 
-/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes it. */
-#define NVPEER_GPU_NAME_LEN (4 + 36 + 1)
-#define NVPEER_GPU_FMT "GPU-%4phN-%2phN-%2phN-%2phN-%6phN"
-#define NVPEER_GPU_ARGS(u) (u), (u) + 4, (u) + 6, (u) + 8, (u) + 10
-
-int nvpeer_glue_gpu_find(const uint8_t *uuid, bool *added)
+static int gpu_of(struct kobject *kobj)
 {
-	unsigned int i, n = smp_load_acquire(&nvpeer_gpu_count);
+	unsigned int i;
 
-	*added = false;
-	for (i = 0; i < n; i++)
-		if (!memcmp(nvpeer_gpus[i].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN))
+	for (i = 0; i < NVPEER_MAX_GPUS; i++)
+		if (READ_ONCE(nvpeer_gpu_kobjs[i]) == kobj)
 			return i;
-	spin_lock(&nvpeer_gpus_lock);
-	n = nvpeer_gpu_count;
-	for (; i < n; i++) {
-		if (!memcmp(nvpeer_gpus[i].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN)) {
-			spin_unlock(&nvpeer_gpus_lock);
-			return i;
-		}
-	}
-	if (n == NVPEER_MAX_GPUS) {
-		spin_unlock(&nvpeer_gpus_lock);
-		return -1;
-	}
-	memcpy(nvpeer_gpus[n].uuid, uuid, NVIDIA_P2P_GPU_UUID_LEN);
-	smp_store_release(&nvpeer_gpu_count, n + 1);
-	spin_unlock(&nvpeer_gpus_lock);
-	*added = true;
-	return n;
-}
-
-static struct nvpeer_gpu *gpu_of(struct kobject *kobj)
-{
-	unsigned int i, n = smp_load_acquire(&nvpeer_gpu_count);
-
-	for (i = 0; i < n; i++)
-		if (READ_ONCE(nvpeer_gpus[i].kobj) == kobj)
-			return &nvpeer_gpus[i];
-	return NULL;
+	return -1;
 }
 
 /* A GPU's files: summed over the registrations when read (their removal waits for readers). */
-#define NVPEER_GPU_ATTR(field)								\
+#define NVPEER_GPU_ATTR(field, file)							\
 static ssize_t gpu_##field##_show(struct kobject *kobj, struct kobj_attribute *attr,	\
 				  char *buf)						\
 {											\
-	struct nvpeer_gpu *g = gpu_of(kobj);						\
-	struct nvpeer_gpu_totals totals;						\
+	int gpu = gpu_of(kobj);								\
 											\
-	if (!g)										\
-		return -ENODEV;								\
-	nvpeer_gpu_totals(g->uuid, &totals);						\
-	return sysfs_emit(buf, "%llu\n", (unsigned long long)totals.field);		\
+	return gpu < 0 ? -ENODEV : nvpeer_show_gpu(gpu, file, buf, PAGE_SIZE);		\
 }											\
 static struct kobj_attribute gpu_##field##_attr = __ATTR(field, 0444, gpu_##field##_show, NULL)
 
-NVPEER_GPU_ATTR(pinned_bytes);
-NVPEER_GPU_ATTR(pins);
-NVPEER_GPU_ATTR(registrations);
+NVPEER_GPU_ATTR(pinned_bytes, NVPEER_GPU_PINNED_BYTES);
+NVPEER_GPU_ATTR(pins, NVPEER_GPU_PINS);
+NVPEER_GPU_ATTR(registrations, NVPEER_GPU_REGISTRATIONS);
 
 static struct attribute *gpu_attrs[] = {
 	&gpu_pinned_bytes_attr.attr,
@@ -584,26 +490,22 @@ static const struct attribute_group gpu_group = {
 	.attrs = gpu_attrs,
 };
 
-void nvpeer_glue_gpu_publish(int gpu)
+void nvpeer_glue_gpu_publish(unsigned int gpu, const char *name)
 {
-	struct nvpeer_gpu *g;
 	struct kobject *kobj;
-	char name[NVPEER_GPU_NAME_LEN];
 
-	if (gpu < 0 || gpu >= NVPEER_MAX_GPUS)
+	if (gpu >= NVPEER_MAX_GPUS)
 		return;
-	g = &nvpeer_gpus[gpu];
-	snprintf(name, sizeof(name), NVPEER_GPU_FMT, NVPEER_GPU_ARGS(g->uuid));
 	mutex_lock(&nvpeer_gpus_dir_lock);
-	if (g->kobj || !nvpeer_gpus_kobj)
+	if (nvpeer_gpu_kobjs[gpu] || !nvpeer_gpus_kobj)
 		goto out;
 	kobj = kobject_create_and_add(name, nvpeer_gpus_kobj);
 	if (!kobj)
 		goto fail;
 	/* Before its files exist: their show finds the GPU by it. */
-	WRITE_ONCE(g->kobj, kobj);
+	WRITE_ONCE(nvpeer_gpu_kobjs[gpu], kobj);
 	if (sysfs_create_group(kobj, &gpu_group)) {
-		WRITE_ONCE(g->kobj, NULL);
+		WRITE_ONCE(nvpeer_gpu_kobjs[gpu], NULL);
 		kobject_put(kobj);
 		goto fail;
 	}
@@ -620,16 +522,12 @@ static struct dentry *nvpeer_debugfs;
 /* Hashes the pins' addresses into the `pin` column (an address is never shown, even to root). */
 static siphash_key_t nvpeer_pin_key;
 
-/* The view of the registration a read is at, with references of its own; *pos encodes where. */
+/* The view of the registration a read is at, with references of its own (records.rs). */
 struct nvpeer_records_iter {
 	struct nvpeer_record_view view;
 	bool held;	/* view.rec holds references */
 	char path[PATH_MAX];
 };
-
-/* *pos: 0 the header, else ((shard + 1) << 56) | id: the first registration at or after it. */
-#define RECORDS_SHARD_SHIFT 56
-#define RECORDS_ID_MASK ((1ULL << RECORDS_SHARD_SHIFT) - 1)
 
 static void iter_put(struct nvpeer_records_iter *it)
 {
@@ -641,18 +539,12 @@ static void iter_put(struct nvpeer_records_iter *it)
 static void *records_at(struct seq_file *m, loff_t *pos)
 {
 	struct nvpeer_records_iter *it = m->private;
-	struct nvpeer_records_cursor cursor = {
-		.shard = ((u64)*pos >> RECORDS_SHARD_SHIFT) - 1,
-		.id = (u64)*pos & RECORDS_ID_MASK,
-	};
 
 	iter_put(it);
 	memset(&it->view, 0, sizeof(it->view));
-	if (!nvpeer_records_next(&cursor, &it->view))
+	if (!nvpeer_records_at(pos, &it->view))
 		return NULL;
 	it->held = true;
-	/* Ids stay below 2^56 (a registration a nanosecond for two years). */
-	*pos = ((loff_t)(cursor.shard + 1) << RECORDS_SHARD_SHIFT) | (cursor.id & RECORDS_ID_MASK);
 	return it;
 }
 
@@ -663,10 +555,7 @@ static void *records_start(struct seq_file *m, loff_t *pos)
 
 static void *records_next(struct seq_file *m, void *v, loff_t *pos)
 {
-	if (v == SEQ_START_TOKEN)
-		*pos = 1ULL << RECORDS_SHARD_SHIFT;
-	else
-		*pos += 1;
+	++*pos;
 	return records_at(m, pos);
 }
 
@@ -675,90 +564,49 @@ static void records_stop(struct seq_file *m, void *v)
 	iter_put(m->private);
 }
 
-/* Every byte outside 0x21..0x7e, and '\\', as \ooo (as /proc/mounts); a lone "-" as \055. */
-static void put_escaped(struct seq_file *m, const char *s)
-{
-	if (!*s || !strcmp(s, "-")) {
-		seq_puts(m, *s ? "\\055" : "\\000");
-		return;
-	}
-	for (; *s; s++) {
-		unsigned char c = *s;
-
-		if (c < 0x21 || c > 0x7e || c == '\\')
-			seq_printf(m, "\\%03o", c);
-		else
-			seq_putc(m, c);
-	}
-}
-
 static int records_show(struct seq_file *m, void *v)
 {
 	struct nvpeer_records_iter *it = m->private;
-	struct nvpeer_record_view *view = &it->view;
-	struct nvpeer_record *rec = &view->rec;
-	bool hidden = false;
-	pid_t tgid = 0;
 
-	if (v == SEQ_START_TOKEN) {
-		seq_puts(m, "# id tgid comm cgroup gpu va bytes client nic state age_ms pin pin_bytes shares\n");
-		return 0;
-	}
-	/*
-	 * In the reader's pid namespace; none when it exited or is not visible there. A process
-	 * invisible to the reader (another pid namespace's, not a descendant's), running or not,
-	 * shows no more than that it exists: no name, range, GPU or NIC (REVIEW-KMOD-3 T4-7).
-	 */
-	rcu_read_lock();
-	tgid = pid_nr_ns(rec->tgid, task_active_pid_ns(current));
-	hidden = !tgid;
-	if (!pid_has_task(rec->tgid, PIDTYPE_TGID))
-		tgid = 0;
-	rcu_read_unlock();
-	seq_printf(m, "%llu ", view->id);
-	if (tgid)
-		seq_printf(m, "%d ", tgid);
-	else
-		seq_puts(m, "- ");
-	rec->comm[sizeof(rec->comm) - 1] = 0;
-	if (hidden)
-		seq_putc(m, '-');
-	else
-		put_escaped(m, rec->comm);
-	seq_putc(m, ' ');
-#ifdef CONFIG_CGROUPS
-	/* Relative to the reader's cgroup namespace, as /proc/<pid>/cgroup shows it. */
-	if (!rec->cgroup ||
-	    cgroup_path_ns(rec->cgroup, it->path, sizeof(it->path), current->nsproxy->cgroup_ns) < 0)
-		strscpy(it->path, "?", sizeof(it->path));
-#else
-	strscpy(it->path, "/", sizeof(it->path));
-#endif
-	put_escaped(m, it->path);
-	if (view->has_gpu && !hidden)
-		seq_printf(m, " " NVPEER_GPU_FMT, NVPEER_GPU_ARGS(view->gpu));
-	else
-		seq_puts(m, " -");
-	if (hidden)
-		seq_printf(m, " - %llu ", rec->bytes);
-	else
-		seq_printf(m, " 0x%llx %llu ", rec->va, rec->bytes);
-	put_escaped(m, view->client);
-	seq_putc(m, ' ');
-	view->nic[sizeof(view->nic) - 1] = 0;
-	if (view->nic[0] && !hidden)
-		put_escaped(m, view->nic);
-	else
-		seq_putc(m, '-');
-	seq_printf(m, " %s %llu", view->state,
-		   (unsigned long long)jiffies64_to_msecs(get_jiffies_64() - rec->since));
-	if (view->pin)
-		seq_printf(m, " %llu %llu %u\n",
-			   (unsigned long long)siphash_1u64((u64)(unsigned long)view->pin, &nvpeer_pin_key),
-			   view->pin_bytes, view->shares);
-	else
-		seq_puts(m, " - - -\n");
+	nvpeer_show_record(m, v == SEQ_START_TOKEN ? NULL : &it->view, it->path, sizeof(it->path));
 	return 0;
+}
+
+void nvpeer_glue_seq_write(void *m, const char *s, size_t len)
+{
+	seq_write(m, s, len);
+}
+
+int nvpeer_glue_reader_tgid(struct pid *pid, bool *visible)
+{
+	pid_t nr;
+
+	rcu_read_lock();
+	nr = pid_nr_ns(pid, task_active_pid_ns(current));
+	*visible = nr != 0;
+	if (!pid_has_task(pid, PIDTYPE_TGID))
+		nr = 0;
+	rcu_read_unlock();
+	return nr;
+}
+
+bool nvpeer_glue_reader_cgroup_path(struct cgroup *cgroup, char *buf, size_t size)
+{
+#ifdef CONFIG_CGROUPS
+	return cgroup && cgroup_path_ns(cgroup, buf, size, current->nsproxy->cgroup_ns) >= 0;
+#else
+	return strscpy(buf, "/", size) > 0;
+#endif
+}
+
+uint64_t nvpeer_glue_age_ms(uint64_t since)
+{
+	return jiffies64_to_msecs(get_jiffies_64() - since);
+}
+
+uint64_t nvpeer_glue_pin_hash(const void *pin)
+{
+	return siphash_1u64((u64)(unsigned long)pin, &nvpeer_pin_key);
 }
 
 static const struct seq_operations records_seq_ops = {
@@ -821,12 +669,12 @@ void nvpeer_glue_records_exit(void)
 	/* Each directory's removal waits for readers in its files. */
 	mutex_lock(&nvpeer_gpus_dir_lock);
 	for (i = 0; i < NVPEER_MAX_GPUS; i++) {
-		struct kobject *kobj = nvpeer_gpus[i].kobj;
+		struct kobject *kobj = nvpeer_gpu_kobjs[i];
 
 		if (!kobj)
 			continue;
 		sysfs_remove_group(kobj, &gpu_group);
-		WRITE_ONCE(nvpeer_gpus[i].kobj, NULL);
+		WRITE_ONCE(nvpeer_gpu_kobjs[i], NULL);
 		kobject_put(kobj);
 	}
 	gpus = nvpeer_gpus_kobj;

@@ -117,47 +117,15 @@ bool nvpeer_glue_ratelimit(unsigned int budget);
 bool nvpeer_glue_debug_enabled(void);
 void nvpeer_glue_debug(const char *msg);
 
-/* Statistics, kept in Rust (stats.rs) and shown under /sys/module/<name>/nvpeer/. */
-enum nvpeer_stat {
-	NVPEER_STAT_LIVE_CONTEXTS,
-	NVPEER_STAT_ACQUIRED,
-	NVPEER_STAT_DECLINED,
-	NVPEER_STAT_PIN_CALLS,
-	NVPEER_STAT_UNPIN_CALLS,
-	NVPEER_STAT_PINNED_PAGES,
-	NVPEER_STAT_PINNED_BYTES,
-	NVPEER_STAT_REGISTRATIONS,
-	NVPEER_STAT_DEREGISTRATIONS,
-	NVPEER_STAT_SG_ENTRIES,
-	NVPEER_STAT_REVOCATIONS,
-	NVPEER_STAT_INVALIDATE_CALLS,
-	NVPEER_STAT_FAILURES,
-	NVPEER_STAT_PIN_SHARES,
-	NVPEER_STAT_LIVE_PINS,
-	NVPEER_STAT_UNPINS_LEFT_TO_CALLBACK,
-	NVPEER_STAT_COUNT
-};
-
-/* The callbacks failures are counted by. */
-enum nvpeer_op {
-	NVPEER_OP_ACQUIRE,
-	NVPEER_OP_GET_PAGES,
-	NVPEER_OP_DMA_MAP,
-	NVPEER_OP_DMA_UNMAP,
-	NVPEER_OP_PUT_PAGES,
-	NVPEER_OP_GET_PAGE_SIZE,
-	NVPEER_OP_RELEASE,
-	NVPEER_OP_FREE_CALLBACK,
-	NVPEER_OP_COUNT
-};
-
-/* The errnos failures are counted by; the last bucket holds every other one. */
-#define NVPEER_ERRNO_BUCKETS 10
-
-/* Implemented in Rust (stats.rs). */
-uint64_t nvpeer_stat_value(unsigned int stat);
-uint64_t nvpeer_failure_count(unsigned int op, unsigned int bucket);
-int nvpeer_failure_bucket_errno(unsigned int bucket);
+/*
+ * The files under /sys/module/<name>/nvpeer/: the glue makes them, Rust (show.rs) writes their
+ * text into a show's buffer of `size` bytes and returns its length (or -errno). The counters are
+ * stats.rs': NVPEER_STATS files under nvpeer/stats/, named by nvpeer_stat_name.
+ */
+#define NVPEER_STATS 16
+const char *nvpeer_stat_name(unsigned int stat);
+ssize_t nvpeer_show_stat(unsigned int stat, char *buf, size_t size);
+ssize_t nvpeer_show_failures(char *buf, size_t size);
 
 /*
  * /sys/module/<name>/nvpeer/: returns 0 or -errno. core_id (a static string) is shown in
@@ -182,7 +150,7 @@ void nvpeer_glue_plant_callback_stall(void);
  * (a struct nvpeer_record: process, cgroup, range, comm, time) and its place in its shard's list
  * of registrations, linked and unlinked in critical sections the registration takes anyway, so
  * recording takes no lock and allocates nothing. The reader walks the shards one registration
- * at a time (nvpeer_records_next, in Rust) and prints with no lock held.
+ * at a time (nvpeer_records_at, in Rust) and prints with no lock held.
  */
 struct pid;
 struct cgroup;
@@ -201,7 +169,7 @@ void nvpeer_glue_record_fini(struct nvpeer_record *rec);
 /* `*dst = *src` with references of its own (under a shard lock: atomic increments only). */
 void nvpeer_glue_record_copy(struct nvpeer_record *dst, const struct nvpeer_record *src);
 
-/* What a line shows of one registration, filled by nvpeer_records_next under its shard lock. */
+/* What a line shows of one registration, filled by nvpeer_records_at under its shard lock. */
 struct nvpeer_record_view {
 	struct nvpeer_record rec;	/* a copy with references of its own */
 	uint64_t id;			/* unique for the module's lifetime */
@@ -215,37 +183,45 @@ struct nvpeer_record_view {
 	char nic[48];			/* the mapped DMA device's name; "": not mapped */
 };
 /*
- * Where a reader is: the next registration it shows is the first in shard `shard` (0..63) with
- * an id of at least `id`, else the first of a later shard. Implemented in Rust (records.rs):
- * true and `view` filled (and `cursor` at that registration) when there is one; takes one shard
- * lock at a time, so call it with no lock held.
+ * The records file's seq_file, in Rust (records.rs, show.rs): nvpeer_records_at fills `view`
+ * with the registration at or after position *pos (not 0, the header's; a step is + 1), moves
+ * *pos to it and returns true, false after the last; it takes one shard lock at a time, so call
+ * it with no lock held. nvpeer_show_record writes the line of `view` into `m` (the header for a
+ * NULL view), with `path` (path_size bytes) for its cgroup's path.
  */
-struct nvpeer_records_cursor {
-	uint32_t shard;
-	uint64_t id;
-};
-bool nvpeer_records_next(struct nvpeer_records_cursor *cursor, struct nvpeer_record_view *view);
+bool nvpeer_records_at(loff_t *pos, struct nvpeer_record_view *view);
+void nvpeer_show_record(void *m, const struct nvpeer_record_view *view, char *path, size_t path_size);
+/* For nvpeer_show_record: what the reader sees of a record, and its seq_file. */
+void nvpeer_glue_seq_write(void *m, const char *s, size_t len);
+/*
+ * The number of thread group `pid` in the reader's pid namespace, 0 once it has exited;
+ * *visible says whether the reader's namespace sees it at all.
+ */
+int nvpeer_glue_reader_tgid(struct pid *pid, bool *visible);
+/* `cgroup`'s path in the reader's cgroup namespace into buf; false when it has none ("?"). */
+bool nvpeer_glue_reader_cgroup_path(struct cgroup *cgroup, char *buf, size_t size);
+/* Milliseconds since `since` (jiffies). */
+uint64_t nvpeer_glue_age_ms(uint64_t since);
+/* The pin's address hashed with a key drawn at load: the `pin` column (never an address). */
+uint64_t nvpeer_glue_pin_hash(const void *pin);
 
 /* The name of the PCI device `pdev` into buf (records.rs: the NIC of a DMA mapping). */
 void nvpeer_glue_pci_name(const struct pci_dev *pdev, char *buf, unsigned int len);
 
 /*
  * Per-GPU totals under /sys/module/<name>/nvpeer/gpus/GPU-<uuid>/ (pinned_bytes, pins,
- * registrations), summed when read (nvpeer_gpu_totals, in Rust, over the registrations as the
- * reader walks them). nvpeer_glue_gpu_find: the table index of a 16-byte NVIDIA UUID, added at
- * the GPU's first pin (no allocation, a spinlock: callable under a shard lock); -1 when the
- * table is full. *added says the caller added it and must call nvpeer_glue_gpu_publish (which
- * may sleep: with no lock held) to create its directory.
+ * registrations): the table of GPUs is Rust's (gpus.rs), the directories the glue's.
+ * nvpeer_glue_gpu_publish creates GPU `gpu`'s directory `name` (may sleep: no lock held);
+ * nvpeer_show_gpu writes a file's text, summed when read (as nvpeer_show_stat).
  */
 #define NVPEER_MAX_GPUS 64
-struct nvpeer_gpu_totals {
-	uint64_t pinned_bytes;
-	uint64_t pins;
-	uint64_t registrations;
+enum nvpeer_gpu_file {
+	NVPEER_GPU_PINNED_BYTES,
+	NVPEER_GPU_PINS,
+	NVPEER_GPU_REGISTRATIONS,
 };
-void nvpeer_gpu_totals(const uint8_t *uuid, struct nvpeer_gpu_totals *totals);
-int nvpeer_glue_gpu_find(const uint8_t *uuid, bool *added);
-void nvpeer_glue_gpu_publish(int gpu);
+void nvpeer_glue_gpu_publish(unsigned int gpu, const char *name);
+ssize_t nvpeer_show_gpu(unsigned int gpu, unsigned int file, char *buf, size_t size);
 
 /*
  * /sys/kernel/debug/<name>/registrations and nvpeer/gpus/: created after the pin registry,

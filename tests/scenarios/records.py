@@ -10,6 +10,7 @@ Usage (in the VM): records.py [registrations]"""
 import ctypes
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -195,6 +196,47 @@ def process_comm(t, nv, core):
     buf.free()
 
 
+def escaped_names(t, nv, core):
+    """A record's words are one word each, escaped as /proc/mounts does (show.rs): a comm with
+    a space, a backslash and a tab shows them as octal escapes, a comm of "-" as \\055 (never our
+    "none"); and the GPU column is the GPU's sysfs directory, nvidia-smi's form of its UUID: for
+    the stand-in's GPUs 0 ... 3, whose UUIDs differ in their last byte (GPU 0's ^ n), the names
+    differ in their last two hex digits only, as the UUIDs do."""
+    with open("/proc/self/comm") as f:
+        comm = f.read().rstrip("\n")
+    expect = {"a b\\c\t": "a\\040b\\134c\\011", "-": "\\055"}
+    try:
+        for name, shown in expect.items():
+            with open("/proc/self/comm", "w") as f:
+                f.write(name)
+            buf = nv.alloc(MIB)
+            mr = core.reg_mr(buf.va, MIB)
+            _, rows, problems = read_records()
+            t.eq(f"[escape] comm {name!r} shows as {shown!r}, the line well formed",
+                 ([shown], []), ([r["comm"] for r in rows if va_of(r) == buf.va], problems[:3]))
+            core.dereg_mr(mr)
+            buf.free()
+    finally:
+        with open("/proc/self/comm", "w") as f:
+            f.write(comm)
+    bufs = [nv.alloc(MIB, gpu=g) for g in range(nvsim.GPUS)]
+    mrs = [core.reg_mr(b.va, MIB) for b in bufs]
+    _, rows, _ = read_records()
+    names = [next((r["gpu"] for r in rows if va_of(r) == b.va), None) for b in bufs]
+    form = all(n and re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", n)
+               for n in names)
+    t.check("[gpu name] each record's GPU in nvidia-smi's form", form, names)
+    if form:
+        last = int(names[0][-2:], 16)
+        t.eq("[gpu name] GPU n's name is GPU 0's with its last byte ^ n",
+             [names[0][:-2] + f"{last ^ g:02x}" for g in range(nvsim.GPUS)], names)
+    t.eq("[gpu name] the records' GPUs are the sysfs directories", set(names), set(os.listdir(GPUS)))
+    for mr in mrs:
+        core.dereg_mr(mr)
+    for b in bufs:
+        b.free()
+
+
 def cgroup_namespaces(t, nv):
     """REVIEW-KMOD-3 T4-7: a record's cgroup is shown relative to the reader's cgroup namespace,
     as /proc/<pid>/cgroup shows it: a holder in cgroup /nvpeer-t47 with a cgroup namespace of
@@ -376,6 +418,7 @@ def run(t, n):
         racing(t, nv, core, buf, mrs)
         scaling(t, nv, core)
         process_comm(t, nv, core)
+        escaped_names(t, nv, core)
         pid_namespaces(t, nv)
         cgroup_namespaces(t, nv)
         core.close()
