@@ -96,8 +96,14 @@ step "stock: unmatched toolchains refused early, one line" tests/stock/test-refu
 step "stock: build for Debian's $STOCK_RELEASE (kmod/scripts/stock-kbuild.sh)" kmod/scripts/stock-kbuild.sh build "$STOCK_RELEASE" --stand-ins
 step "stock: make sign (throwaway key, the tree's sign-file)" tests/stock/test-sign.sh "$STOCK_RELEASE"
 step "vm: Debian's kernel: planted WARN fails the run" tests/vm/test-detector.sh "stock:$STOCK_RELEASE" warn WARN
-step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload" \
-    tests/vm/run.sh --stock "$STOCK_RELEASE" stock-basic "$STOCK_RELEASE" "$repo/build/stock/$STOCK_RELEASE"
+# Issue 44's headers route on Debian 13 too: linux-headers alone and our runtime, in the chroot's
+# trixie userland (this bookworm machine cannot run trixie's kbuild tools or its gcc-14 itself).
+STOCK_OWN=$repo/build/stock-headers/$STOCK_RELEASE
+step "headers: Debian 13's $STOCK_RELEASE from linux-headers alone (in a trixie userland): on our runtime, no objtool or modpost warning" \
+    kmod/scripts/stock-kbuild.sh build-headers "$STOCK_RELEASE" "$STOCK_OWN"
+step "vm: Debian's own $STOCK_RELEASE kernel: load, register, DMA, revoke, unload, with ours on the kernel's crate (the chroot's route) and on our runtime (the headers route)" \
+    tests/vm/run.sh --stock "$STOCK_RELEASE" suites "stock_basic $STOCK_RELEASE $repo/build/stock/$STOCK_RELEASE" \
+    "stock_basic $STOCK_RELEASE $STOCK_OWN"
 # Debian 12's kernels, built without Rust: the module from linux-headers-<release> alone (our
 # runtime, picked by itself), booted in Debian's own unmodified vmlinuz with the stand-ins built
 # the same way.

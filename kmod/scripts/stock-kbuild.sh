@@ -13,6 +13,11 @@
 #                                                        OUTDIR/reference) into
 #                                                        OUTDIR (default build/stock/RELEASE);
 #                                                        MODULE_NAME=nv_peer_mem for the legacy name
+#   stock-kbuild.sh build-headers RELEASE OUTDIR         our module on our own runtime (and the
+#                                                        test modules) from the linux-headers
+#                                                        package alone, in the chroot (a trixie
+#                                                        userland), as on a trixie host; fails
+#                                                        on any warning
 #   stock-kbuild.sh sign  RELEASE KEY CERT KO...         sign modules with that tree's sign-file
 #   stock-kbuild.sh vm    RELEASE                        Debian's own vmlinuz + modules for QEMU;
 #                                                        prints the directory holding them
@@ -40,7 +45,7 @@ log() { echo "stock-kbuild: $*" >&2; }
 
 config_override=""
 if [ "${1:-}" = --config ]; then config_override=$(realpath "$2"); shift 2; fi
-[ $# -ge 2 ] || die "usage: stock-kbuild.sh [--config FILE] check|prepare|build|sign|vm RELEASE [...]"
+[ $# -ge 2 ] || die "usage: stock-kbuild.sh [--config FILE] check|prepare|build|build-headers|sign|vm RELEASE [...]"
 cmd=$1 release=$2; shift 2
 
 # --- the release: <upstream>+deb<N>-<flavour> ---------------------------------------------------
@@ -232,6 +237,57 @@ build)
     [ $reference = 0 ] || built="$built reference/nvidia-peermem.ko"
     log "built $built for $release in $out ($((SECONDS - t0)) s; vermagic $vm)"
     echo "$out" ;;
+build-headers)
+    # Issue 44's route on a Debian 13 kernel: the headers package alone and our own runtime, as an
+    # administrator on a trixie host builds it (`make KDIR=/usr/src/linux-headers-<release>`: no
+    # kernel source, no modules_prepare, any rustc with rust-src). The chroot stands in for that
+    # host: trixie's kbuild tools need its glibc and the kernel's flags its gcc-14, neither of
+    # which this bookworm machine has; the kernel source prepared there is not used.
+    out=${1:?usage: stock-kbuild.sh build-headers RELEASE OUTDIR}
+    prepare
+    t0=$SECONDS
+    if [ ! -f "$root$hdir/.config" ]; then
+        debs=("$hdeb")
+        for dep in $(dpkg-deb -f "$hdeb" Depends | tr ',' '\n' | sed -nE 's/^ *(linux-headers-[^ ]*-common|linux-kbuild-[^ ]*).*/\1/p'); do
+            debs+=("$("$fetch" "$dep" "$hver" 2>/dev/null)") || die "no $dep $hver in the archive"
+        done
+        # Unpacked as apt would install them (their scripts only run depmod and link headers).
+        for d in "${debs[@]}"; do dpkg-deb -x "$d" "$root"; done
+        log "linux-headers-$release and its -common and kbuild unpacked into the chroot ($((SECONDS - t0)) s)"
+    fi
+    t1=$SECONDS
+    rm -rf "$root/nvpeer-headers"; mkdir -p "$root/nvpeer-headers/tests/vm/plant"
+    cp -r "$repo/include" "$root/nvpeer-headers/"
+    (cd "$repo" && tar -c --exclude=build --exclude='*.ko' --exclude='*.o' kmod tests/stand-ins) \
+        | tar -x -C "$root/nvpeer-headers"
+    cp "$repo/tests/vm/plant/Kbuild" "$repo/tests/vm/plant/nvpeer_plant.c" "$root/nvpeer-headers/tests/vm/plant/"
+    logf=$root/nvpeer-headers/build.log
+    : > "$logf"
+    args=(CC="x86_64-linux-gnu-$gcc_pkg" HOSTCC="x86_64-linux-gnu-$gcc_pkg" LIBCLANG_PATH=/usr/lib/llvm-$llvm/lib)
+    # The test modules from the same headers; their Module.symvers stand for MOFED's and
+    # NVIDIA's (OFA_DIR, NVIDIA_SRC), as a host's would: the kernel versions modules.
+    for s in tests/stand-ins/nv_p2p_sim tests/stand-ins/peer_core_sim tests/vm/plant; do
+        in_root make -C "$hdir" M="/nvpeer-headers/$s" "${args[@]}" modules >> "$logf" 2>&1 \
+            || { tail -n 30 "$logf" >&2; die "building the test module $s from linux-headers-$release failed"; }
+    done
+    mkdir -p "$root/nvpeer-headers/ofa/default"
+    cp "$root/nvpeer-headers/tests/stand-ins/peer_core_sim/Module.symvers" "$root/nvpeer-headers/ofa/default/"
+    in_root make -C /nvpeer-headers/kmod KDIR="$hdir" OFA_DIR=/nvpeer-headers/ofa \
+        NVIDIA_SRC=/nvpeer-headers/tests/stand-ins/nv_p2p_sim "${args[@]}" >> "$logf" 2>&1 \
+        || { tail -n 30 "$logf" >&2; die "building nvidia_peermem.ko from linux-headers-$release failed (log $logf)"; }
+    # objtool and modpost print warnings as "warning:"/"WARNING:"; none is allowed (find-deps'
+    # own lines about MOFED's and NVIDIA's Module.symvers are not the build's).
+    if grep -iE '(^|[^a-z_])warning[: ]' "$logf" | grep -vE '^(Skipping BTF generation|find-deps: )' >&2; then
+        die "the build from linux-headers-$release printed warnings (above; whole log: $logf)"
+    fi
+    grep -m1 '^find-deps: building on the' "$logf" >&2 || true
+    mkdir -p "$out"
+    cp "$root/nvpeer-headers/kmod/nvidia_peermem.ko" "$root"/nvpeer-headers/tests/stand-ins/*/*.ko \
+        "$root/nvpeer-headers/tests/vm/plant/nvpeer_plant.ko" "$out/"
+    "$repo/tests/foundation/check-ko.sh" "$out/nvidia_peermem.ko" own >&2 \
+        || die "the module built from linux-headers-$release is not on our runtime"
+    log "built from linux-headers-$release in $out ($((SECONDS - t1)) s; $(stat -c %s "$out/nvidia_peermem.ko") bytes)"
+    echo "$out" ;;
 sign)
     [ $# -ge 3 ] || die "usage: stock-kbuild.sh sign RELEASE KEY CERT KO..."
     prepare
@@ -251,5 +307,5 @@ vm)
     bdeb=$("$fetch" "linux-binary-$release" "$hver" 2>/dev/null) || die "linux-binary-$release $hver is not in the archive"
     mdeb=$("$fetch" "linux-modules-$release" "$hver" 2>/dev/null) || die "linux-modules-$release $hver is not in the archive"
     "$repo/tests/stock/vm-kernel.sh" "$NVPEER_CACHE/stock/vm-$release-$hver" "$release" "$bdeb" "$mdeb" ;;
-*) die "unknown command $cmd (check, dir, prepare, build, sign, vm)" ;;
+*) die "unknown command $cmd (check, dir, prepare, build, build-headers, sign, vm)" ;;
 esac
