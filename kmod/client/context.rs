@@ -752,6 +752,11 @@ impl RegContext {
 }
 
 impl RegContext {
+    /// The module reference the registration holds for its whole life.
+    pub(crate) fn module(&self) -> &ModuleRef {
+        &self._module
+    }
+
     /// The core's `release`: leaves the pin (if it did not already) and ends the registration
     /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration).
     pub(crate) fn release(&self) {

@@ -14,6 +14,7 @@
 
 use crate::atomic::{Acquire, Atomic, Relaxed, Release};
 use crate::ffi;
+use crate::module_ref::ModuleRef;
 use crate::pin;
 use crate::records;
 
@@ -47,14 +48,15 @@ fn find(halves: [u64; 2], from: usize, count: usize) -> Option<usize> {
 }
 
 /// Notes the GPU of a new pin: at its first pin since load it is added and gets its directory.
-/// May sleep: called with no lock held, by a registration (which keeps the registry installed).
-pub(crate) fn note(uuid: &[u8; 16]) {
+/// May sleep: called with no lock held, with a module reference (`module`, which keeps the
+/// registry installed).
+pub(crate) fn note(uuid: &[u8; 16], module: &ModuleRef) {
     let want = halves(uuid);
     let seen = COUNT.load(Acquire) as usize;
     if find(want, 0, seen).is_some() {
         return;
     }
-    let added = pin::with_gpu_lock(|| {
+    let added = pin::with_gpu_lock(module, || {
         let count = COUNT.load(Relaxed) as usize;
         if find(want, seen, count).is_some() || count == MAX_GPUS {
             return None;

@@ -234,14 +234,10 @@ pub(crate) fn with_shard<R>(index: usize, f: impl FnOnce(&mut Chain) -> R) -> Op
 }
 
 /// For the per-GPU table (`gpus`): runs `f` under the lock that serialises adding a GPU; `None`
-/// when there is no registry. Called by a registration, whose module reference keeps the
-/// registry installed (see [`Registry::get`]), with no shard held (`gpus`' Locks).
-pub(crate) fn with_gpu_lock<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let registry = REGISTRY.load(Acquire).cast::<Registry>().cast_const();
-    // SAFETY: null or installed and not dropped while a registration holds a module reference
-    // (the caller is one).
-    let lock = unsafe { registry.as_ref() }.map(|r| &r.gpu_lock)?;
-    let _guard = lock.lock();
+/// when there is no registry. `_module`, held by the caller, keeps the registry installed
+/// ([`Registry::get`]); called with no shard held (`gpus`' Locks).
+pub(crate) fn with_gpu_lock<R>(module: &ModuleRef, f: impl FnOnce() -> R) -> Option<R> {
+    let _guard = Registry::get(module)?.gpu_lock.lock();
     Some(f())
 }
 
@@ -961,7 +957,7 @@ impl SharedPin {
         let published = unsafe { publish(chain, ctx, pin) };
         // Unlocked now (`publish` dropped the guard).
         if let Some(uuid) = gpu {
-            gpus::note(&uuid);
+            gpus::note(&uuid, ctx.module());
         }
         published
     }

@@ -193,8 +193,9 @@ pub(crate) unsafe extern "C" fn nvpeer_show_record(
     // SAFETY: the record's cgroup, null or a reference the view holds (caller); `path` is
     // writable for `path_size` bytes (caller).
     let path = if unsafe { ffi::nvpeer_glue_reader_cgroup_path(rec.cgroup, path, path_size) } {
-        // SAFETY: written by the call, within its `path_size` bytes.
-        until_nul(unsafe { core::slice::from_raw_parts(path, path_size) })
+        // SAFETY: on success the call wrote a NUL-terminated string within those bytes, which
+        // nothing else uses while the line is written.
+        unsafe { CStr::from_ptr(path.cast()) }.to_bytes()
     } else {
         b"?"
     };

@@ -90,7 +90,9 @@ impl Stat {
     }
 }
 
-// `ALL` lists each counter at its own index (the glue's files are made by index).
+// `ALL` lists each counter at its own index (the glue's files are made by index), the last
+// variant included.
+const _: () = assert!(Stat::UnpinsLeftToCallback as usize + 1 == STATS);
 const _: () = {
     let mut i = 0;
     while i < STATS {
@@ -111,7 +113,7 @@ pub(crate) enum Op {
     FreeCallback,
 }
 
-const OPS: usize = 6;
+const OPS: usize = Op::FreeCallback as usize + 1;
 
 impl Op {
     const ALL: [Op; OPS] = [Op::Acquire, Op::GetPages, Op::DmaMap, Op::DmaUnmap, Op::PutPages, Op::FreeCallback];

@@ -198,7 +198,10 @@ void nvpeer_glue_seq_write(void *m, const char *s, size_t len);
  * *visible says whether the reader's namespace sees it at all.
  */
 int nvpeer_glue_reader_tgid(struct pid *pid, bool *visible);
-/* `cgroup`'s path in the reader's cgroup namespace into buf; false when it has none ("?"). */
+/*
+ * `cgroup`'s path in the reader's cgroup namespace into buf, NUL-terminated within `size` bytes;
+ * false (buf untouched or cut) when it has none ("?").
+ */
 bool nvpeer_glue_reader_cgroup_path(struct cgroup *cgroup, char *buf, size_t size);
 /* Milliseconds since `since` (jiffies). */
 uint64_t nvpeer_glue_age_ms(uint64_t since);

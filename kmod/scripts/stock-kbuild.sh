@@ -246,13 +246,16 @@ build-headers)
     out=${1:?usage: stock-kbuild.sh build-headers RELEASE OUTDIR}
     prepare
     t0=$SECONDS
-    if [ ! -f "$root$hdir/.config" ]; then
+    stamp=$root/nvpeer-headers-$release.unpacked
+    if [ ! -f "$stamp" ]; then
         debs=("$hdeb")
         for dep in $(dpkg-deb -f "$hdeb" Depends | tr ',' '\n' | sed -nE 's/^ *(linux-headers-[^ ]*-common|linux-kbuild-[^ ]*).*/\1/p'); do
             debs+=("$("$fetch" "$dep" "$hver" 2>/dev/null)") || die "no $dep $hver in the archive"
         done
+        [ ${#debs[@]} -eq 3 ] || die "linux-headers-$release does not depend on one -common and one linux-kbuild package: $(dpkg-deb -f "$hdeb" Depends)"
         # Unpacked as apt would install them (their scripts only run depmod and link headers).
         for d in "${debs[@]}"; do dpkg-deb -x "$d" "$root"; done
+        touch "$stamp"
         log "linux-headers-$release and its -common and kbuild unpacked into the chroot ($((SECONDS - t0)) s)"
     fi
     t1=$SECONDS

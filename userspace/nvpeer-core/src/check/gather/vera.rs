@@ -173,7 +173,8 @@ fn vera_root_ports(
 }
 
 /// `None` on a host without a Vera root port (10de:2f95, 2f96: [`KnownDevice::VeraRootPort`],
-/// ids **[unverified]**, or one the layout shows: [`vera_root_ports`]). Else every GPU and
+/// NVIDIA root ports per `pci.ids`, Vera's per FIELD.md U8 alone, or one the layout shows:
+/// [`vera_root_ports`]). Else every GPU and
 /// ConnectX NIC function below a Vera root port with its IOMMU group, how many functions share
 /// it, and, for a NIC function, ATS and its board's serial number: what rdma_topo's Vera rules
 /// look at (`../shared/FIELD.md` U8). `rubin_gpus`: the GPUs whose model is a Rubin (by the

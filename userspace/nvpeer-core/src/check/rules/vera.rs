@@ -10,7 +10,8 @@
 //!   `acs` row's `pci=config_acs=`/`setpci` (relaxing ACS merges IOMMU groups, which the first
 //!   rule forbids) nor Grace's masks.
 //!
-//! **[unverified]**: these three rules and the Vera root-port ids are `../shared/FIELD.md` U8's
+//! **[unverified]**: these three rules are `../shared/FIELD.md` U8's, as is that the root ports
+//! 10de:2f95, 2f96 (NVIDIA's "TB500 RP x16/x8" in Debian's `pci.ids` 2026.10.24) are Vera's
 //! (rdma-core commits 8db1b1f, c818b7d, a70c3fc, d279dd4, 84efa49 on master after v64.0); the
 //! rdma_topo sources this nvpeer's authors could read predate them. What was read: rdma_topo's
 //! unit test (2026) groups NIC physical functions with one parent and one VPD serial number into

@@ -14,11 +14,14 @@ use super::NVIDIA_VENDOR;
 pub enum KnownDevice {
     /// 10de:22b1, 22b2, 22b8: a root port of NVIDIA's Grace CPU (GH200, GB200, GB300).
     GraceRootPort,
-    /// 10de:2f95, 2f96: a root port of NVIDIA's Vera CPU (Vera Rubin). **[unverified]**: the
-    /// ids are `../shared/FIELD.md` U8's (rdma-core commits after v64.0, master); the rdma_topo
-    /// versions this nvpeer could read list only Grace's. rdma-core PR #1779 (merged 2026-07)
-    /// does name Grace-Vera among the "NUMA-based" platforms, NICs and GPUs each directly
-    /// under a CPU root port.
+    /// 10de:2f95, 2f96: a root port of NVIDIA's Vera CPU (Vera Rubin), the ids rdma_topo lists
+    /// (`../shared/FIELD.md` U8: rdma-core commits after v64.0, master; the rdma_topo versions
+    /// this nvpeer could read list only Grace's). The ids are NVIDIA root ports: the PCI ID
+    /// Repository (Debian's `pci.ids` 2026.10.24) names them "TB500 RP x16" and "TB500 RP x8"
+    /// (2f97 ... 2f99 are its x4, x2 and x1 ports, which rdma_topo does not list: not taken
+    /// here); that TB500 is Vera is U8's reading, **[unverified]** beyond it. rdma-core PR #1779
+    /// (merged 2026-07) names Grace-Vera among the "NUMA-based" platforms, NICs and GPUs each
+    /// directly under a CPU root port.
     VeraRootPort,
     /// 15b3:1021.
     #[serde(rename = "connectx7")]
@@ -26,8 +29,9 @@ pub enum KnownDevice {
     /// 15b3:1023.
     #[serde(rename = "connectx8")]
     ConnectX8,
-    /// 15b3:1025 (UCX's `UCS_TOPO_GROUPS_CX9_DEVICE_ID`, openucx/ucx PR #11939; FIELD.md U8
-    /// for rdma_topo's table, **[unverified]** there).
+    /// 15b3:1025: "CX9 Family [ConnectX-9]" in the PCI ID Repository (Debian's `pci.ids`
+    /// 2026.10.24), UCX's `UCS_TOPO_GROUPS_CX9_DEVICE_ID` (openucx/ucx PR #11939); in
+    /// rdma_topo's table per FIELD.md U8.
     #[serde(rename = "connectx9")]
     ConnectX9,
     /// 15b3:2100: the ConnectX-8 DMA function (Data Direct), beside the GPU.
@@ -245,6 +249,8 @@ mod tests {
             KnownDevice::of(0x15b3, 0x1025),
             Some(KnownDevice::ConnectX9)
         );
+        // pci.ids' other TB500 root ports (x4, x2, x1) are not in rdma_topo's table: not by id.
+        assert_eq!(KnownDevice::of(0x10de, 0x2f97), None);
         // A Vera root port is not one whose ACS rdma_topo's Grace masks manage.
         assert!(!KnownDevice::VeraRootPort.is_acs_managed_bridge());
     }
