@@ -234,7 +234,7 @@ pub(crate) fn with_shard<R>(index: usize, f: impl FnOnce(&mut Chain) -> R) -> Op
 }
 
 /// For the per-GPU table (`gpus`): runs `f` under the lock that serialises adding a GPU; `None`
-/// when there is no registry. `_module`, held by the caller, keeps the registry installed
+/// when there is no registry. `module`, held by the caller, keeps the registry installed
 /// ([`Registry::get`]); called with no shard held (`gpus`' Locks).
 pub(crate) fn with_gpu_lock<R>(module: &ModuleRef, f: impl FnOnce() -> R) -> Option<R> {
     let _guard = Registry::get(module)?.gpu_lock.lock();

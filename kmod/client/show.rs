@@ -122,7 +122,7 @@ struct Seq(*mut c_void);
 
 impl Write for Seq {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // SAFETY: the seq_file `show` was called with (`nvpeer_show_record`'s caller); the
+        // SAFETY: the seq_file whose `show` called `nvpeer_show_record` (its caller); the
         // bytes are readable for the call.
         unsafe { ffi::nvpeer_glue_seq_write(self.0, s.as_ptr().cast(), s.len()) };
         Ok(())
