@@ -9,6 +9,9 @@
 # most clusters take). Ends with one summary line per kernel and size (tests/bench_summary.py)
 # and the targets met or missed.
 # BENCH_PIN_COST_NS sets the stand-in's modelled pin cost per 64 KiB page (default 2000).
+# BENCH_BASELINE=REV (a commit) times that commit's module too, on the test kernel and on
+# Debian's (timing and memory), in the same run against the same reference, and prints its
+# summary before this tree's: a change's before and after from one run (issue 45).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -54,6 +57,29 @@ tests/stock/headers-route.sh build "$rel12" "$out12" --reference >/dev/null
 boot debian12-timing --stock "$rel12" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$out12" \
     --host-loop-ns "$host_loop_ns"
 boot debian12-memory --append slub_debug=U --stock "$rel12" bench-reg memory --ko-dir "$out12"
+if [ -n "${BENCH_BASELINE:-}" ]; then
+    rev=$(git rev-parse --verify "$BENCH_BASELINE^{commit}")
+    tree=$work/baseline-tree
+    mkdir -p "$tree" "$work/baseline-ko"
+    git archive "$rev" | tar -x -C "$tree"
+    make -s -C "$tree/kmod" KDIR="$KDIR" KO_OUT="$work/baseline-ko/nvidia_peermem.ko"
+    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-timing --kdir "$KDIR" \
+        bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-loop-ns "$host_loop_ns"
+    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-memory \
+        --append slub_debug=U --kdir "$KDIR" bench-reg memory
+    # Its module for Debian's kernel from its own tree, NVIDIA's and the stand-ins as above.
+    base_kodir=$("$tree/kmod/scripts/stock-kbuild.sh" build "$release" --reference)
+    boot baseline-debian-timing --stock "$release" bench-reg "${BENCH_PIN_COST_NS:-2000}" \
+        --ko-dir "$base_kodir" --host-loop-ns "$host_loop_ns"
+    boot baseline-debian-memory --append slub_debug=U --stock "$release" bench-reg memory \
+        --ko-dir "$base_kodir"
+    echo
+    echo "baseline ${rev:0:12} (BENCH_BASELINE=$BENCH_BASELINE):"
+    python3 tests/bench_summary.py test "$work/baseline-test-timing" "$work/baseline-test-memory" \
+        debian "$work/baseline-debian-timing" "$work/baseline-debian-memory"
+    echo
+    echo "this tree ($(git describe --always --dirty)):"
+fi
 echo
 python3 tests/bench_summary.py test "$work/test-timing" "$work/test-memory" \
     debian "$work/debian-timing" "$work/debian-memory" \
