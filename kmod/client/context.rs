@@ -225,14 +225,14 @@ pub(crate) struct RegContext {
     left: Atomic<bool>,
     shard: Shard,
     inner: ShardLocked<Inner>,
+    /// The pin, when this registration pinned anew (it hosts it, [`PinArc`]); unused when it
+    /// joined another's. Before `record`, so dropped before the `struct pid` it borrows.
+    pin: SharedPin,
     /// Who registered what, and the context's place in its shard's list (`records`).
     record: Record,
     /// The one entry of a one-entry table, which the core reads and writes (its first/last-entry
     /// fix-ups) while it holds the table.
     sg_slot: SgSlot,
-    /// The pin, when this registration pinned anew (it hosts it, [`PinArc`]); unused when it
-    /// joined another's.
-    pin: SharedPin,
     /// Last: dropped after everything else (see `ModuleRef::drop`).
     _module: ModuleRef,
 }
@@ -275,7 +275,7 @@ impl RegContext {
         let sg_slot = SgSlot::new();
         let record = Record::new(addr, size);
         // SAFETY: the record's thread group, referenced by the record, which moves into the
-        // object below with the pin slot that keeps the value, and is dropped with it.
+        // object below with the pin slot that keeps the value, and is dropped after that slot.
         let owner = record.tgid().map(|pid| unsafe { Owner::borrowed(pid) });
         let pin = SharedPin::slot(&key, owner, shard);
         // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
@@ -336,9 +336,9 @@ impl RegContext {
         &self.record
     }
 
-    /// Its pin slot: the pin, when this registration pinned anew ([`PinArc`]'s invariant says
-    /// when it is one).
-    pub(crate) fn hosted_pin(&self) -> &SharedPin {
+    /// Its pin slot, for `pin` alone: the pin, when this registration pinned anew, reached as
+    /// such only through a [`PinArc`] (whose invariant says when the slot is one).
+    pub(crate) fn pin_slot(&self) -> &SharedPin {
         &self.pin
     }
 
@@ -778,7 +778,8 @@ impl RegContext {
     }
 
     /// The core's `release`: leaves the pin (if it did not already) and ends the registration
-    /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration).
+    /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration,
+    /// and the pin it hosts keeps it while other registrations, the chain or NVIDIA hold that pin).
     pub(crate) fn release(&self) {
         self.unpin();
         stats::sub(Stat::LiveContexts, 1);

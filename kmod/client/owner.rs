@@ -28,8 +28,8 @@ use crate::ffi;
 /// # Invariants
 ///
 /// `pid` is a thread group's `struct pid` on which the record of the registration whose object
-/// holds this value keeps a reference for as long as that object lives (the pin hosted there).
-#[derive(Clone, Copy)]
+/// holds this value (in the pin slot, dropped before the record) keeps a reference for as long
+/// as the value exists.
 pub(crate) struct Owner {
     pid: NonNull<c_void>,
 }
@@ -58,7 +58,7 @@ impl Owner {
         unsafe { ffi::nvpeer_glue_current_in_tgid(self.pid.as_ptr()) }
     }
 
-    /// The thread group's id in the initial pid namespace, for log lines. The held `struct pid`
+    /// The thread group's id in the initial pid namespace, for log lines. The record's `struct pid`
     /// keeps its number, but once the thread group has exited the kernel may give that number to
     /// a new process.
     pub(crate) fn tgid(&self) -> i32 {
@@ -66,7 +66,7 @@ impl Owner {
         unsafe { ffi::nvpeer_glue_pid_nr(self.pid.as_ptr()) }
     }
 
-    /// The `struct pid`'s address: a pin's key, unique while this value holds it.
+    /// The `struct pid`'s address: a pin's key, unique while the record holding it lives.
     pub(crate) fn addr(&self) -> usize {
         self.pid.as_ptr() as usize
     }

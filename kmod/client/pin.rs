@@ -62,7 +62,8 @@
 //! a registration and its pin are one allocation, one module reference and one `struct pid`
 //! reference (its record's): the object outlives the host's registration while other
 //! registrations, NVIDIA's callback or the deferred drop hold the pin. A registration that joins
-//! a listed pin leaves its own slot unused (PERF-STUDY step 1, without its packing).
+//! a listed pin leaves its own slot unused (PERF-STUDY step 1, without its dedicated cache and its
+//! 160-byte packing: a joiner's object is as large as a host's).
 //!
 //! What sharing an invalidating pin assumes (REVIEW-KMOD-2 T3-6): a VA can resolve to other GPU
 //! memory only after the old pin's free callback ran (and unlisted the pin, in its first section).
@@ -395,8 +396,8 @@ impl Registry {
 /// hold it).
 static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 
-/// Owns the registry from module init to exit (after every pin and registration, which hold
-/// module references).
+/// Owns the registry from module init to exit (after every registration's object, each holding
+/// a module reference, and with it every pin).
 ///
 /// # Invariants
 ///
@@ -598,7 +599,7 @@ impl core::ops::Deref for PinArc {
     type Target = SharedPin;
 
     fn deref(&self) -> &SharedPin {
-        self.0.hosted_pin()
+        self.0.pin_slot()
     }
 }
 
@@ -803,7 +804,9 @@ impl SharedPin {
     /// Takes a pin on `key`'s range for `ctx` (in `ctx`'s shard, which [`Registry::place`] gave
     /// for `key`): joins the live pin of the same key and client, or pins anew, and publishes it
     /// in `ctx`'s state ([`RegContext::take_pin`]) in the critical section that joins it or
-    /// makes it live. On an error `ctx` holds no pin and is dropped unused: NVIDIA's refusals
+    /// makes it live. On an error `ctx` holds no pin and is dropped by the caller (its object lives
+    /// on only if a free callback revoked the pin it hosts while pinning, until the module's
+    /// work item drops the callback's reference, `defer_drop`): NVIDIA's refusals
     /// come back as its errno (host memory, a freed VA: "not ours"); a free callback that ran
     /// before the pin was published gives -EFAULT; -ENODEV and -ENOMEM as they come.
     pub(crate) fn acquire(kind: ClientKind, key: PinKey, ctx: &Arc<RegContext>) -> Result {
@@ -817,7 +820,7 @@ impl SharedPin {
             }
         }
         // Pins anew, in `ctx`'s own slot (made for `key` with `ctx`, `Pinning`): `ctx` hosts it.
-        let listable = key.listable && ctx.hosted_pin().owner.is_some();
+        let listable = key.listable && ctx.pin_slot().owner.is_some();
         // INVARIANT: `ctx`'s slot becomes the pin taken here.
         let pin = PinArc(ctx.clone());
         // SAFETY: `ctx`'s own slot, `Pinning`; `ctx` is reachable by no other thread yet: it
@@ -852,7 +855,7 @@ impl SharedPin {
     fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<Result> {
         let mut spare = None;
         // The key with its owner: the one `ctx`'s slot was made with.
-        let id = ctx.hosted_pin().id();
+        let id = ctx.pin_slot().id();
         loop {
             let mut chain = shard.lock();
             let pin = find(&chain, id, persistent)?.clone();
@@ -1234,7 +1237,7 @@ impl PinArc {
     /// The last registration of a pin with a callback left from another thread group than the
     /// owner's (REVIEW-KMOD-2 T3-1): NVIDIA would look the pin up among that process's objects,
     /// find nothing, answer 0 and keep the pin and our callback. So NVIDIA is not asked; the pin
-    /// (with its module reference) is left to the callback, which the owner's cudaFree or exit
+    /// (with its host's module reference) is left to the callback, which the owner's cudaFree or exit
     /// fires, and stays counted until then.
     fn leave_to_owner(
         &self,
@@ -1479,7 +1482,7 @@ fn defer_drop(pin: PinArc) {
     let raw = pin.into_raw();
     // SAFETY: our reference, just turned into `raw`, keeps the host (a registration hosting the
     // pin) alive until the drain takes it back, which needs the lock we hold to read the link.
-    let pin = unsafe { &*host }.hosted_pin();
+    let pin = unsafe { &*host }.pin_slot();
     let next = DEFERRED.xchg(raw, Release);
     // SAFETY: a pointer from `PinArc::into_raw` pushed on the stack, whose reference is now the
     // link's; null for the bottom of the stack.
