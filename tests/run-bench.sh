@@ -9,11 +9,18 @@
 # most clusters take). Ends with one summary line per kernel and size (tests/bench_summary.py)
 # and the targets met or missed.
 # BENCH_PIN_COST_NS sets the stand-in's modelled pin cost per 64 KiB page (default 2000).
+# BENCH_BASELINE=REV (a commit) times that commit's module too, on the test kernel and on
+# Debian's (timing and memory), in the same run against the same stand-ins and reference, and
+# prints its summary ('baseline:' lines) before this tree's: a change's before and after from
+# one run (issue 45).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 tests/setup/deps.sh
 . tests/setup/env.sh
+# Resolved first, so that a wrong revision fails before any boot.
+baseline_rev=
+[ -z "${BENCH_BASELINE:-}" ] || baseline_rev=$(git rev-parse --verify "$BENCH_BASELINE^{commit}")
 KDIR=$(tests/kernel/build.sh)
 tests/build-all.sh "$KDIR"
 tests/reference/build.sh "$KDIR" tests/reference/out
@@ -54,6 +61,32 @@ tests/stock/headers-route.sh build "$rel12" "$out12" --reference >/dev/null
 boot debian12-timing --stock "$rel12" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$out12" \
     --host-loop-ns "$host_loop_ns"
 boot debian12-memory --append slub_debug=U --stock "$rel12" bench-reg memory --ko-dir "$out12"
+if [ -n "$baseline_rev" ]; then
+    # Its module alone, from its own tree; the stand-ins and NVIDIA's module are this run's.
+    tree=$work/baseline-tree
+    mkdir -p "$tree" "$work/baseline-ko"
+    git archive "$baseline_rev" | tar -x -C "$tree"
+    make -s -C "$tree/kmod" KDIR="$KDIR" KO_OUT="$work/baseline-ko/nvidia_peermem.ko"
+    [ -f "$work/baseline-ko/nvidia_peermem.ko" ] \
+        || { echo "bench: the baseline's make left no $work/baseline-ko/nvidia_peermem.ko (KO_OUT unknown before d3d7e53)" >&2; exit 1; }
+    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-timing --kdir "$KDIR" \
+        bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-loop-ns "$host_loop_ns"
+    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-memory \
+        --append slub_debug=U --kdir "$KDIR" bench-reg memory
+    base_built=$("$tree/kmod/scripts/stock-kbuild.sh" build "$release" "$work/baseline-debian-built")
+    cp -r "$kodir" "$work/baseline-debian-ko"
+    cp "$base_built/nvidia_peermem.ko" "$work/baseline-debian-ko/"
+    boot baseline-debian-timing --stock "$release" bench-reg "${BENCH_PIN_COST_NS:-2000}" \
+        --ko-dir "$work/baseline-debian-ko" --host-loop-ns "$host_loop_ns"
+    boot baseline-debian-memory --append slub_debug=U --stock "$release" bench-reg memory \
+        --ko-dir "$work/baseline-debian-ko"
+    echo
+    echo "baseline ${baseline_rev:0:12} (BENCH_BASELINE=$BENCH_BASELINE), its lines prefixed 'baseline':"
+    python3 tests/bench_summary.py test "$work/baseline-test-timing" "$work/baseline-test-memory" \
+        debian "$work/baseline-debian-timing" "$work/baseline-debian-memory" | sed 's/^bench:/baseline:/'
+    echo
+    echo "this tree ($(git describe --always --dirty)):"
+fi
 echo
 python3 tests/bench_summary.py test "$work/test-timing" "$work/test-memory" \
     debian "$work/debian-timing" "$work/debian-memory" \

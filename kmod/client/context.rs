@@ -4,7 +4,9 @@
 //! `client_context`) and by its pin (`pin`: the invalidating pin's free callback revokes every
 //! registration on it), so it is reference counted (`Arc`) and driven by an explicit state
 //! machine. The NVIDIA pin itself is a [`SharedPin`], which registrations of the same range by
-//! the same process share; the DMA mapping is the registration's own (one per NIC).
+//! the same process share, kept in the object of the registration that pinned it (its host:
+//! the object outlives that registration while others hold the pin, [`PinArc`]); the DMA
+//! mapping is the registration's own (one per NIC).
 //!
 //! States and transitions (a revocation is the pin's free callback, i.e. a cudaFree):
 //!
@@ -103,7 +105,8 @@ use crate::ffi;
 use crate::log::{nv_dbg, nv_err, nv_warn};
 use crate::module_ref::ModuleRef;
 use crate::p2p::{self, Api, DmaMapping, PeerDevice, GPU_PAGE_SIZE};
-use crate::pin::{Chain, PinRef, Registry, Shard, ShardLocked, SharedPin};
+use crate::owner::Owner;
+use crate::pin::{Chain, PinArc, PinRef, Registry, Shard, ShardLocked, SharedPin};
 use crate::records::{self, Held, Record};
 use crate::sg::{Layout, SgAlloc, SgSlot, SgTable};
 use crate::stats::{self, Op, Stat};
@@ -156,7 +159,7 @@ enum State {
     /// its GPU's UUID for the records, under the lock: NVIDIA frees the table only after a
     /// successful `put_pages` (not called, or refused, here) or after the callback returned,
     /// which revokes this registration first (CONTRACT 2.5).
-    Held(Arc<SharedPin>),
+    Held(PinArc),
 }
 
 impl State {
@@ -196,9 +199,11 @@ struct Inner {
 /// # Invariants
 ///
 /// - A state holding a [`PinRef`] holds it from [`SharedPin::acquire`] for this context until
-///   the context left the pin ([`SharedPin::leave_locked`]) or was revoked by it.
+///   the context left the pin ([`PinArc::leave_locked`]) or was revoked by it.
 /// - `inner` is locked by `shard`'s lock, the shard of the context's pin key (its pin's).
-/// - `_module` holds a module reference for the whole life of the context.
+/// - `_module` holds a module reference for the whole life of the context, and so of the pin
+///   it may host (`pin`, made for its pin key and its record's owner; a pin once
+///   [`SharedPin::acquire`] pinned anew for it, unused otherwise).
 /// - Once `left` is set `sg` is `None` for good and the state is `Unpinned`, or, for the last
 ///   registration of a pin that NVIDIA still holds, `Held` and then `Revoked` (each set in a
 ///   critical section of that pin's, [`SharedPin`]).
@@ -220,6 +225,9 @@ pub(crate) struct RegContext {
     left: Atomic<bool>,
     shard: Shard,
     inner: ShardLocked<Inner>,
+    /// The pin, when this registration pinned anew (it hosts it, [`PinArc`]); unused when it
+    /// joined another's. Before `record`, so dropped before the `struct pid` it borrows.
+    pin: SharedPin,
     /// Who registered what, and the context's place in its shard's list (`records`).
     record: Record,
     /// The one entry of a one-entry table, which the core reads and writes (its first/last-entry
@@ -229,16 +237,17 @@ pub(crate) struct RegContext {
     _module: ModuleRef,
 }
 
-// The memory budget (see `pin`): with its table's entry (32 bytes on x86_64 and arm64, which
-// both select NEED_SG_DMA_LENGTH) and its record (80 bytes: issue 37), a 192-byte slab object
-// (an `Arc`'s count and 168 bytes); its pin is a 64-byte object, and a one-entry table allocates
-// nothing more: 256 bytes, beside NVIDIA's 128-byte context and its table's entry (160), which
-// record nothing. The record costs no allocation of its own.
+// The memory budget: with its table's entry (32 bytes on x86_64 and arm64, which both select
+// NEED_SG_DMA_LENGTH), its record (80 bytes: issue 37) and its pin slot (at most 56, `pin`), a
+// 256-byte slab object (an `Arc`'s count and at most 248 bytes); a one-entry table allocates
+// nothing more, nor does the pin: 256 bytes, beside NVIDIA's 128-byte context and its table's
+// entry (160), which record nothing. (Before the pin moved in: a 192-byte registration and a
+// 64-byte pin, the same 256 bytes in two objects.)
 const _: () = assert!(
     core::mem::size_of::<RegContext>()
-        <= 56 + core::mem::size_of::<bindings::scatterlist>() + core::mem::size_of::<Record>()
+        <= 56 + core::mem::size_of::<bindings::scatterlist>() + core::mem::size_of::<Record>() + 56
 );
-const _: () = assert!(core::mem::size_of::<RegContext>() <= 192 - 8);
+const _: () = assert!(core::mem::size_of::<RegContext>() <= 256 - 8);
 
 /// The context's state under its shard's lock, for one critical section: `$guard` is a guard
 /// every caller took from `$ctx.shard.lock()`.
@@ -265,9 +274,14 @@ impl RegContext {
         let left = Atomic::new(false);
         let sg_slot = SgSlot::new();
         let record = Record::new(addr, size);
+        // SAFETY: the record's thread group, referenced by the record, which moves into the
+        // object below with the pin slot that keeps the value, and is dropped after that slot.
+        let owner = record.tgid().map(|pid| unsafe { Owner::borrowed(pid) });
+        let pin = SharedPin::slot(&key, owner, shard);
         // INVARIANT: locked by the shard of its pin key; the module reference is its own; not
         // left; no table yet, so nobody uses the slot; not listed.
-        let ctx = match Arc::new(Self { kind, left, shard, inner, record, sg_slot, _module: module }, GFP_KERNEL) {
+        let ctx = Self { kind, left, shard, inner, record, sg_slot, pin, _module: module };
+        let ctx = match Arc::new(ctx, GFP_KERNEL) {
             Ok(ctx) => ctx,
             Err(e) => {
                 stats::failure(Op::Acquire, e.into());
@@ -322,6 +336,12 @@ impl RegContext {
         &self.record
     }
 
+    /// Its pin slot, for `pin` alone: the pin, when this registration pinned anew, reached as
+    /// such only through a [`PinArc`] (whose invariant says when the slot is one).
+    pub(crate) fn pin_slot(&self) -> &SharedPin {
+        &self.pin
+    }
+
     /// What the records' reader shows of this registration now: its record (with references
     /// of the view's own), client and state and, while it holds a pin, the pin, its bytes,
     /// registrations and GPU, and while it is mapped, the NIC. Under the lock, so one
@@ -354,7 +374,7 @@ impl RegContext {
             // SAFETY: `chain` locks the pin's shard, this registration's.
             view.state = compat::char_ptr(unsafe { pin.held_name_locked(chain) });
         }
-        view.pin = Arc::as_ptr(&pin).cast();
+        view.pin = core::ptr::from_ref::<SharedPin>(&pin).cast();
         view.pin_bytes = pin.range().len;
         // SAFETY: the table of a pin this registration holds, not revoked (the lock is held; a
         // held pin's callback revokes this registration before NVIDIA frees the table).
@@ -424,7 +444,7 @@ impl RegContext {
     ///
     /// `chain` is the data of `pin`'s shard's lock (this registration's); this registration
     /// left `pin` and is kept by it (its `links`) until it is revoked.
-    pub(crate) unsafe fn hold_locked(&self, chain: &mut Chain, pin: Arc<SharedPin>) {
+    pub(crate) unsafe fn hold_locked(&self, chain: &mut Chain, pin: PinArc) {
         // SAFETY: `chain` locks this context's shard (caller).
         let inner = unsafe { self.inner.access_mut(self.shard, chain) };
         if !matches!(inner.state, State::Unpinned) {
@@ -758,7 +778,8 @@ impl RegContext {
     }
 
     /// The core's `release`: leaves the pin (if it did not already) and ends the registration
-    /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration).
+    /// for `live_contexts` (its object may outlive it: a held pin keeps its last registration,
+    /// and the pin it hosts keeps it while other registrations, the chain or NVIDIA hold that pin).
     pub(crate) fn release(&self) {
         self.unpin();
         stats::sub(Stat::LiveContexts, 1);

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A reference on this module, held by every registration and every pin: NVIDIA may call a
-//! pin's free callback, and the core a registration's ops, only while the code is loaded.
+//! A reference on this module, held by every registration's object, and so by the pin it may
+//! host (`pin::PinArc`): NVIDIA may call a pin's free callback, and the core a registration's
+//! ops, only while the code is loaded.
 //!
 //! Where the last reference may go (REVIEW-KMOD C5): a registration's in the core's own calls
-//! (`release`, a declined `acquire`), which the core's unregister at module exit waits for; a
-//! pin's in the core's calls too, or in the module's work item to which NVIDIA's free callback
-//! hands its pin reference (`pin::defer_drop`), which module exit flushes; and the free
+//! (`release`, a declined `acquire`, or another registration's `put_pages` or `release` that
+//! drops the last reference to the pin this object hosts), which the core's unregister at
+//! module exit waits for; in the module's work item to which NVIDIA's free callback hands its
+//! pin reference (`pin::defer_drop`), which module exit flushes; and the free
 //! callback's own, taken on entry and dropped by its last instruction, a tail jump into the
 //! kernel's `module_put` (`nvpeer_callback.c`), so that no instruction of the module runs after
 //! the reference keeping it loaded is gone.

@@ -236,7 +236,7 @@ impl kernel::Module for NvPeer {
 
 impl Drop for NvPeer {
     fn drop(&mut self) {
-        // Every pin a free callback handed to the work item is dropped already (each held a
+        // Every pin a free callback handed to the work item is dropped already (each host held a
         // module reference, and exit runs only once none is left); this waits until the work
         // function that dropped the last one has returned (REVIEW-KMOD C5; the callbacks' own
         // returns are covered by their module reference: `pin::defer_drop`).

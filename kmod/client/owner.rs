@@ -12,40 +12,44 @@
 //! `mm` is gone before its files are closed (`exit_mm` precedes `exit_files`), its thread group
 //! is not, and RM still matches it.
 //!
-//! The record is the process's identity for as long as the pin lives (the `struct pid` is held,
-//! so its address is never another process's): what a per-registration report can name (its pid
-//! number as a reader's namespace sees it, `pid_nr_ns`, and through the pid its task's `comm` and
-//! cgroup while it runs).
+//! The pin keeps no reference of its own: the thread group's `struct pid` is the one its host
+//! registration's record holds (`records`), which lives in the same object as the pin
+//! (`pin::PinArc`), so its address is never another process's while the pin lives. Through it
+//! a per-registration report names the process (its pid number as a reader's namespace sees
+//! it, `pid_nr_ns`, and through the pid its task's `comm` and cgroup while it runs).
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use crate::ffi;
 
-/// A reference on a thread group's `struct pid`.
+/// A thread group's `struct pid`, borrowed from a record.
 ///
 /// # Invariants
 ///
-/// `pid` is a `struct pid` of a thread group on which this value holds one reference
-/// (`get_pid`), dropped by `Drop`.
+/// `pid` is a thread group's `struct pid` on which the record of the registration whose object
+/// holds this value (in the pin slot, dropped before the record) keeps a reference for as long
+/// as the value exists.
 pub(crate) struct Owner {
     pid: NonNull<c_void>,
 }
 
-// SAFETY: `put_pid` may run on any thread; through `&Owner` only the address and the immutable
-// pid number are read.
+// SAFETY: through `&Owner` only the address and the immutable pid number are read, from any
+// thread; the reference it borrows is the record's.
 unsafe impl Send for Owner {}
 // SAFETY: as above.
 unsafe impl Sync for Owner {}
 
 impl Owner {
-    /// The calling task's thread group (`None` only if the kernel gave none, which it does not
-    /// for a task).
-    pub(crate) fn current() -> Option<Self> {
-        // SAFETY: no precondition: takes a reference on the current task's thread-group pid.
-        let pid = NonNull::new(unsafe { ffi::nvpeer_glue_current_tgid_get() })?;
-        // INVARIANT: referenced just now.
-        Some(Self { pid })
+    /// The thread group whose `struct pid` is `pid`.
+    ///
+    /// # Safety
+    ///
+    /// `pid` is a thread group's `struct pid`, referenced by a record that lives at least as
+    /// long as the object the value is kept in (a pin's host registration).
+    pub(crate) unsafe fn borrowed(pid: NonNull<c_void>) -> Self {
+        // INVARIANT: referenced by the record of the value's holder (caller).
+        Self { pid }
     }
 
     /// Whether the calling task belongs to this thread group.
@@ -54,7 +58,7 @@ impl Owner {
         unsafe { ffi::nvpeer_glue_current_in_tgid(self.pid.as_ptr()) }
     }
 
-    /// The thread group's id in the initial pid namespace, for log lines. The held `struct pid`
+    /// The thread group's id in the initial pid namespace, for log lines. The record's `struct pid`
     /// keeps its number, but once the thread group has exited the kernel may give that number to
     /// a new process.
     pub(crate) fn tgid(&self) -> i32 {
@@ -62,7 +66,7 @@ impl Owner {
         unsafe { ffi::nvpeer_glue_pid_nr(self.pid.as_ptr()) }
     }
 
-    /// The `struct pid`'s address: a pin's key, unique while this value holds it.
+    /// The `struct pid`'s address: a pin's key, unique while the record holding it lives.
     pub(crate) fn addr(&self) -> usize {
         self.pid.as_ptr() as usize
     }
@@ -78,12 +82,5 @@ impl Owner {
     pub(crate) fn current_tgid() -> i32 {
         // SAFETY: the current task's pid lives while it runs; no reference is kept.
         unsafe { ffi::nvpeer_glue_pid_nr(ffi::nvpeer_glue_current_tgid()) }
-    }
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        // SAFETY: by the invariant we hold a reference.
-        unsafe { ffi::nvpeer_glue_pid_put(self.pid.as_ptr()) };
     }
 }

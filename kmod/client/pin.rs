@@ -22,8 +22,8 @@
 //! Two registrations of one range that both miss pin twice (no lock is held across NVIDIA's
 //! call): the second pin is never listed, so no other registration joins it.
 //!
-//! The key's owner is the registering task's thread group ([`Owner`], its `struct pid` held while
-//! the pin lives, so that no other process reuses its address meanwhile): NVIDIA scopes pins by
+//! The key's owner is the registering task's thread group ([`Owner`]: the `struct pid` its host's
+//! record holds while the pin lives, so that no other process reuses its address meanwhile): NVIDIA scopes pins by
 //! the calling process (RM's lookups are keyed by its tgid), so only the same thread group may
 //! share; a process that shares the `mm` but not the thread group (`CLONE_VM` without
 //! `CLONE_THREAD`) pins on its own, as NVIDIA would refuse it the other's pin (REVIEW-KMOD-2 T3-7).
@@ -33,7 +33,7 @@
 //! registration may leave from another process (uverbs' disassociate on a NIC reset, unbind or
 //! removal deregisters from a kworker; the last close of a uverbs fd inherited across `fork` or
 //! passed to another process). Such an unpin is never taken for one: the pin is left to NVIDIA's
-//! free callback (`LeftToCallback`), with its module reference, until the owner frees the memory
+//! free callback (`LeftToCallback`), with its host's module reference, until the owner frees the memory
 //! or exits (REVIEW-KMOD-2 T3-1). A persistent pin needs no owner unless it is shared: 535+
 //! unpins it through its own RM object, not by a process lookup; the <= 530 form (`put_pages` of
 //! a pin without a callback) is looked up in the calling process like the invalidating one; from
@@ -56,6 +56,14 @@
 //! at the same VA, a registration of the new buffer would join the old pin and the NIC would
 //! read and write the freed buffer's memory. The stress suite does exactly that (cudaFree while
 //! registered, which the persistent API allows) and saw the new buffer's writes go missing.
+//!
+//! Where a pin lives: inside the object of the registration that pinned it, its host
+//! ([`RegContext`]'s pin slot, reached through [`PinArc`], a counted reference to the host), so
+//! a registration and its pin are one allocation, one module reference and one `struct pid`
+//! reference (its record's): the object outlives the host's registration while other
+//! registrations, NVIDIA's callback or the deferred drop hold the pin. A registration that joins
+//! a listed pin leaves its own slot unused (PERF-STUDY step 1, without its dedicated cache and its
+//! 160-byte packing: a joiner's object is as large as a host's).
 //!
 //! What sharing an invalidating pin assumes (REVIEW-KMOD-2 T3-6): a VA can resolve to other GPU
 //! memory only after the old pin's free callback ran (and unlisted the pin, in its first section).
@@ -136,12 +144,12 @@ const _: () = assert!(SHARDS < 256);
 ///
 /// # Invariants
 ///
-/// `owner` is the registering task's thread group, `Some` for every pin with a free callback
-/// (the invalidating client's) and for every pin that may be listed (`listable`: a shared
-/// client's). `pages` is the range's length in 64 KiB pages (a `u32`, so that the pin, which
-/// keeps these fields, fits its memory budget).
+/// `owned` (the pin has an owner, the registering task's thread group, borrowed from the
+/// registration's record) for every pin with a free callback (the invalidating client's) and
+/// for every pin that may be listed (`listable`: a shared client's). `pages` is the range's
+/// length in 64 KiB pages (a `u32`, so that the pin, which keeps these fields, stays small).
 pub(crate) struct PinKey {
-    owner: Option<Owner>,
+    owned: bool,
     listable: bool,
     start: u64,
     pages: u32,
@@ -149,12 +157,6 @@ pub(crate) struct PinKey {
 
 fn owner_addr(owner: &Option<Owner>) -> usize {
     owner.as_ref().map_or(0, Owner::addr)
-}
-
-impl PinKey {
-    fn id(&self) -> KeyId {
-        KeyId { owner: owner_addr(&self.owner), start: self.start, pages: self.pages }
-    }
 }
 
 /// A key by value, as a listed pin is matched: the owner by address.
@@ -179,7 +181,7 @@ fn shard_index(range: GpuRange, owner: usize) -> u8 {
 /// Made only inside a registry shard's mutex (`RegistryOwner::install`), so a `&Chain` or
 /// `&mut Chain` exists only while that lock is held.
 pub(crate) struct Chain {
-    head: Option<Arc<SharedPin>>,
+    head: Option<PinArc>,
     /// The shard's own index: what [`ShardLocked`] checks a lock against.
     shard: u8,
     /// The shard's registrations, for the records' reader (`records`).
@@ -194,10 +196,10 @@ pub(crate) type ShardGuard<'a> = Guard<'a, Chain, MutexBackend>;
 ///
 /// # Invariants
 ///
-/// The index is below [`SHARDS`]. Every `Shard` is kept by a registration or a pin, each
-/// holding a `ModuleRef`, or by a function of theirs (a registration's reference, taken before
-/// [`Registry::place`], covers its pin until the pin takes its own), so the registry is
-/// installed while it is used: module exit drops it only once every module reference is gone.
+/// The index is below [`SHARDS`]. Every `Shard` is kept by a registration or a pin (in its
+/// host registration's object), whose object holds a `ModuleRef`, or by a function of theirs
+/// (a registration's reference, taken before [`Registry::place`]), so the registry is installed
+/// while it is used: module exit drops it only once every module reference is gone.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shard(u8);
 
@@ -284,6 +286,19 @@ impl<T> ShardLocked<T> {
         unsafe { &mut *self.0.get() }
     }
 
+    /// The value, before its holder is shared: no lock needed.
+    ///
+    /// # Safety
+    ///
+    /// No other thread can reach the value's holder yet, and no other reference to the value
+    /// exists while the returned one is used.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn access_unshared(&self) -> &mut T {
+        // SAFETY: no other reference to the value exists, nor can another thread make one
+        // (caller).
+        unsafe { &mut *self.0.get() }
+    }
+
     /// [`Self::access_mut`] on this value and on `other`, together.
     ///
     /// # Safety
@@ -364,18 +379,15 @@ impl Registry {
             return None;
         };
         // An invalidating pin needs its owner to tell its unpin from another process's (T3-1).
-        let owner = if shares || kind == ClientKind::Invalidating { Owner::current() } else { None };
-        // INVARIANT: the current thread group for an invalidating or shared pin; listable only
-        // with an owner; `pages` is the range's.
-        let key = PinKey { listable: shares && owner.is_some(), owner, start: range.start, pages };
-        let owner = match owner_addr(&key.owner) {
-            // A persistent private pin's process picks its shard too, with no reference.
-            0 => Owner::current_addr(),
-            owner => owner,
-        };
+        let owned = shares || kind == ClientKind::Invalidating;
+        // INVARIANT: an owner for an invalidating or shared pin (the registration's record's
+        // thread group, `SharedPin::slot`); `pages` is the range's.
+        let key = PinKey { owned, listable: shares, start: range.start, pages };
+        // The registering thread group picks the shard: the address the record's reference will
+        // be on (the same `task_tgid(current)`), for a private pin too.
         // INVARIANT: below `SHARDS`; the caller got `self` from `get` with a module reference
-        // that its registration keeps, as its pin will.
-        Some((key, Shard(shard_index(range, owner))))
+        // that its registration, the pin's host, keeps.
+        Some((key, Shard(shard_index(range, Owner::current_addr()))))
     }
 }
 
@@ -384,8 +396,8 @@ impl Registry {
 /// hold it).
 static REGISTRY: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 
-/// Owns the registry from module init to exit (after every pin and registration, which hold
-/// module references).
+/// Owns the registry from module init to exit (after every registration's object, each holding
+/// a module reference, and with it every pin).
 ///
 /// # Invariants
 ///
@@ -421,8 +433,8 @@ impl Drop for RegistryOwner {
 }
 
 /// The pin reference NVIDIA holds as the free callback's `data` (invalidating pins): a token
-/// for one `Arc::into_raw` of the pin whose state keeps it (the address is the pin's own, so the
-/// token needs none).
+/// for one [`PinArc::into_raw`] of the pin whose state keeps it (the address is the pin's host's,
+/// so the token needs none).
 ///
 /// # Invariants
 ///
@@ -433,9 +445,9 @@ impl Drop for RegistryOwner {
 struct NvidiaRef(());
 
 impl NvidiaRef {
-    fn new(pin: &Arc<SharedPin>) -> Self {
-        // The pointer is `pin`'s own address (`callback_data`), given to NVIDIA as `data`.
-        let _ = Arc::into_raw(pin.clone());
+    fn new(pin: &PinArc) -> Self {
+        // The pointer is `pin`'s host's address (`callback_data`), given to NVIDIA as `data`.
+        let _ = pin.clone().into_raw();
         // INVARIANT: a reference of its own, from `into_raw`, not taken back yet; the caller
         // keeps the token in `pin`'s state.
         Self(())
@@ -454,11 +466,11 @@ impl NvidiaRef {
     /// its `data`: `get_pages` failed, or `put_pages` called by the pin's owner (RM looks the pin
     /// up in the calling process only) succeeded before the callback ran (RM unlinks the pin and
     /// calls the callback in one hold of its lock, so "not run yet" means "never", CONTRACT 2.4).
-    unsafe fn reclaim(self, pin: &SharedPin) -> Arc<SharedPin> {
+    unsafe fn reclaim(self, pin: &PinArc) -> PinArc {
         core::mem::forget(self);
-        // SAFETY: by the invariant, `Arc::into_raw` of `pin` (that is `pin`'s address) and
-        // outstanding; by the caller, nobody else takes it back.
-        unsafe { Arc::from_raw(pin) }
+        // SAFETY: by the invariant, `PinArc::into_raw` of `pin` (that is its host's address)
+        // and outstanding; by the caller, nobody else takes it back.
+        unsafe { PinArc::from_raw(pin.as_raw()) }
     }
 }
 
@@ -470,9 +482,9 @@ impl Drop for NvidiaRef {
     }
 }
 
-/// The free callback's `data` for `pin`: the pointer `Arc::into_raw` gave [`NvidiaRef::new`].
-fn callback_data(pin: &SharedPin) -> *mut c_void {
-    ptr::from_ref(pin).cast_mut().cast()
+/// The free callback's `data` for `pin`: the pointer `PinArc::into_raw` gave [`NvidiaRef::new`].
+fn callback_data(pin: &PinArc) -> *mut c_void {
+    pin.as_raw()
 }
 
 enum PinState {
@@ -508,7 +520,7 @@ struct PinLinks {
     /// (6.12's `KVec` cannot remove an element).
     first: Option<Arc<RegContext>>,
     more: Option<KBox<Members>>,
-    next: Option<Arc<SharedPin>>,
+    next: Option<PinArc>,
 }
 
 type Members = KVec<Option<Arc<RegContext>>>;
@@ -519,7 +531,9 @@ struct PinInner<'a> {
     links: &'a mut PinLinks,
 }
 
-/// One NVIDIA pin and the registrations on it.
+/// One NVIDIA pin and the registrations on it, in the object of the registration that pinned it
+/// (its host: [`PinArc`]). A registration that joined another's pin leaves its own slot
+/// `Pinning` and unused: no [`PinArc`] is ever made of it.
 ///
 /// # Invariants
 ///
@@ -530,7 +544,8 @@ struct PinInner<'a> {
 ///   one that leaves `Live`. `links.next` is the chain's next pin while listed; once revoked,
 ///   the next pin of the deferred-drop stack while the pin waits there ([`defer_drop`]); `None`
 ///   otherwise.
-/// - `owner` is `Some` for every pin with a free callback: its owner's thread group.
+/// - `owner` is `Some` for every pin with a free callback: its owner's thread group, borrowed
+///   from the host's record, which lives with the pin (same object).
 /// - While `Live`, `users` is the number of [`PinRef`]s of registrations on the pin, and for an
 ///   invalidating pin the registrations in `links.first` and `links.more` are exactly their
 ///   holders.
@@ -567,8 +582,50 @@ pub(crate) struct SharedPin {
     table: Atomic<*mut c_void>,
     state: ShardLocked<PinState>,
     links: ShardLocked<PinLinks>,
-    /// Last: dropped after everything else (see `ModuleRef::drop`).
-    _module: ModuleRef,
+}
+
+/// A counted reference to a pin: to the registration whose object hosts it ([`SharedPin`]),
+/// which therefore lives, with its module reference, until the pin's last reference goes, after
+/// its own registration ended if others still hold the pin.
+///
+/// # Invariants
+///
+/// The registration hosts a pin: [`SharedPin::acquire`] made its slot into the pin it takes
+/// (never a joiner's unused slot).
+#[derive(Clone)]
+pub(crate) struct PinArc(Arc<RegContext>);
+
+impl core::ops::Deref for PinArc {
+    type Target = SharedPin;
+
+    fn deref(&self) -> &SharedPin {
+        self.0.pin_slot()
+    }
+}
+
+impl PinArc {
+    fn ptr_eq(&self, other: &PinArc) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The host's address, which [`Self::into_raw`] gives and [`Self::from_raw`] takes.
+    fn as_raw(&self) -> *mut c_void {
+        Arc::as_ptr(&self.0).cast_mut().cast()
+    }
+
+    /// The reference as a pointer: NVIDIA's callback `data`, the deferred-drop stack's links.
+    fn into_raw(self) -> *mut c_void {
+        Arc::into_raw(self.0).cast_mut().cast()
+    }
+
+    /// # Safety
+    ///
+    /// `raw` is from [`Self::into_raw`], and this takes that reference back (once).
+    unsafe fn from_raw(raw: *mut c_void) -> Self {
+        // SAFETY: `Arc::into_raw` of a host (caller), outstanding; a host still (invariant of
+        // the value it came from).
+        Self(unsafe { Arc::from_raw(raw.cast::<RegContext>()) })
+    }
 }
 
 /// [`SharedPin::flags`]: the free callback ran.
@@ -576,9 +633,8 @@ const CALLBACK_RAN: u8 = 1;
 /// [`SharedPin::flags`]: counted by the per-GPU totals' walk in progress (under the shard lock).
 const COUNTED: u8 = 2;
 
-// The memory budget: a pin is a 64-byte slab object (an `Arc`'s count and 56 bytes) on every
-// kernel, lockdep or not (it holds no lock of its own), and a registration one of 96 bytes with
-// its one-entry sg_table (`context`): 160 bytes, NVIDIA's context (128) and its table's entry.
+// The memory budget: a pin is at most 56 bytes of its host registration's object on every
+// kernel, lockdep or not (it holds no lock of its own; `context` has the object's size).
 const _: () = assert!(core::mem::size_of::<SharedPin>() <= 56);
 
 /// What a critical section on a pin's state does to its shard's chain, under the same lock.
@@ -593,7 +649,7 @@ enum ChainOp {
 #[must_use]
 pub(crate) struct Leaving<'a> {
     /// The pin left (the token and the table below are its own).
-    pin: &'a Arc<SharedPin>,
+    pin: &'a PinArc,
     member: Option<Arc<RegContext>>,
     unpin: Option<(TablePtr, Option<NvidiaRef>)>,
     /// The registration's DMA mapping, left to NVIDIA's unpin ([`Self::leave_mapping`]).
@@ -641,7 +697,7 @@ impl Leaving<'_> {
 /// [`SharedPin`]: a revocation moves every member out of the states that hold a `PinRef` before
 /// NVIDIA frees the table).
 pub(crate) struct PinRef {
-    pin: Arc<SharedPin>,
+    pin: PinArc,
 }
 
 // Pins move between the threads of the core, NVIDIA's callback and module exit.
@@ -660,7 +716,7 @@ impl PinRef {
         unsafe { NonNull::new_unchecked(table) }
     }
 
-    pub(crate) fn pin(&self) -> &Arc<SharedPin> {
+    pub(crate) fn pin(&self) -> &PinArc {
         &self.pin
     }
 }
@@ -687,7 +743,7 @@ unsafe fn publish(mut guard: ShardGuard<'_>, ctx: &RegContext, pin: PinRef) -> R
 }
 
 /// The listed pin of `key` and client in `chain` (a shard lock's data, held).
-fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> {
+fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&PinArc> {
     let mut cur = chain.head.as_ref();
     while let Some(pin) = cur {
         // SAFETY: a listed pin is in its own shard's chain (`SharedPin` invariant), so `chain`
@@ -712,11 +768,11 @@ fn find(chain: &Chain, key: KeyId, persistent: bool) -> Option<&Arc<SharedPin>> 
 /// # Safety
 ///
 /// `chain` is the data of `target`'s shard's lock.
-unsafe fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
+unsafe fn unlink(chain: &mut Chain, target: &PinArc) {
     // SAFETY: `chain` is `target`'s shard's (caller), held (`Chain` invariant).
     // INVARIANT: `target`'s `next` is `None` from here on: it leaves the chain or was not in it.
     let after = unsafe { target.links.access_mut(target.shard, chain) }.next.take();
-    if chain.head.as_ref().is_some_and(|h| Arc::ptr_eq(h, target)) {
+    if chain.head.as_ref().is_some_and(|h| h.ptr_eq(target)) {
         // Drops the chain's reference, never the last (the caller holds `target`).
         chain.head = after;
         return;
@@ -726,7 +782,7 @@ unsafe fn unlink(chain: &mut Chain, target: &Arc<SharedPin>) {
         // SAFETY: a listed pin is in its own shard's chain (`SharedPin` invariant): `chain` is
         // the data of the lock guarding its links, held.
         let links = unsafe { pin.links.access_mut(pin.shard, chain) };
-        if links.next.as_ref().is_some_and(|n| Arc::ptr_eq(n, target)) {
+        if links.next.as_ref().is_some_and(|n| n.ptr_eq(target)) {
             links.next = after;
             return;
         }
@@ -745,52 +801,12 @@ impl SharedPin {
         KeyId { owner: owner_addr(&self.owner), start: self.start, pages: self.pages }
     }
 
-    /// Runs `f` on the pin's state under its shard's lock, held by the caller (`chain` is its
-    /// data), then applies the chain change it asks for.
-    ///
-    /// # Safety
-    ///
-    /// `chain` is the data of the pin's shard's lock.
-    unsafe fn locked<R>(
-        self: &Arc<Self>,
-        chain: &mut Chain,
-        f: impl FnOnce(PinInner<'_>) -> (R, ChainOp),
-    ) -> R {
-        // SAFETY: `chain` is the pin's shard's (caller), which guards both (type invariant).
-        let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, chain) };
-        let (r, op) = f(PinInner { state, links });
-        match op {
-            ChainOp::Keep => {}
-            ChainOp::List => {
-                // SAFETY: as above.
-                let state = unsafe { self.state.access(self.shard, chain) };
-                let persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
-                if self.owner.is_some() && find(chain, self.id(), persistent).is_none() {
-                    let head = chain.head.take();
-                    // SAFETY: as above.
-                    // INVARIANT: in its shard's chain now, and `Live` (only `pin_with_nvidia`
-                    // lists, in the section that makes it `Live`), with an owner.
-                    unsafe { self.links.access_mut(self.shard, chain) }.next = head;
-                    chain.head = Some(self.clone());
-                }
-            }
-            ChainOp::Unlist => {
-                // A pin with an owner may be listed: looked for (in a chain that is empty when
-                // nothing is shared, `share_pins=0`).
-                if self.owner.is_some() {
-                    // INVARIANT: no longer in the chain (the section leaves `Live`).
-                    // SAFETY: `chain` is the pin's shard's (caller).
-                    unsafe { unlink(chain, self) };
-                }
-            }
-        }
-        r
-    }
-
     /// Takes a pin on `key`'s range for `ctx` (in `ctx`'s shard, which [`Registry::place`] gave
     /// for `key`): joins the live pin of the same key and client, or pins anew, and publishes it
     /// in `ctx`'s state ([`RegContext::take_pin`]) in the critical section that joins it or
-    /// makes it live. On an error `ctx` holds no pin and is dropped unused: NVIDIA's refusals
+    /// makes it live. On an error `ctx` holds no pin and is dropped by the caller (its object lives
+    /// on only if a free callback revoked the pin it hosts while pinning, until the module's
+    /// work item drops the callback's reference, `defer_drop`): NVIDIA's refusals
     /// come back as its errno (host memory, a freed VA: "not ours"); a free callback that ran
     /// before the pin was published gives -EFAULT; -ENODEV and -ENOMEM as they come.
     pub(crate) fn acquire(kind: ClientKind, key: PinKey, ctx: &Arc<RegContext>) -> Result {
@@ -800,31 +816,35 @@ impl SharedPin {
         let persistent = kind == ClientKind::Persistent;
         if key.listable {
             if let Some(joined) = Self::join(shard, &key, persistent, ctx) {
-                // `key`'s owner reference goes here, unlocked: the pin holds its own.
                 return joined;
             }
         }
-        let module = ModuleRef::try_get().ok_or(ENODEV)?;
-        let first = (!persistent).then(|| ctx.clone());
-        let links = ShardLocked::new(PinLinks { first, more: None, next: None });
-        let PinKey { owner, listable, start, pages } = key;
-        // INVARIANT: guarded by `shard`, the first registration's (from `Registry::place`); not
-        // listed, `Pinning`, no table yet; the key's fields as `place` made them (an owner for
-        // an invalidating pin).
-        let pin = SharedPin {
-            owner,
-            start,
-            pages,
+        // Pins anew, in `ctx`'s own slot (made for `key` with `ctx`, `Pinning`): `ctx` hosts it.
+        let listable = key.listable && ctx.pin_slot().owner.is_some();
+        // INVARIANT: `ctx`'s slot becomes the pin taken here.
+        let pin = PinArc(ctx.clone());
+        // SAFETY: `ctx`'s own slot, `Pinning`; `ctx` is reachable by no other thread yet: it
+        // is in no chain, list or state (a `join` that found no pin made it nobody's member).
+        unsafe { pin.pin_with_nvidia(kind, listable, ctx) }
+    }
+
+    /// The pin slot of a registration for `key` in `shard` (`RegContext::acquire`), `Pinning`
+    /// and unused until [`Self::acquire`] makes it the registration's pin, if it pins anew.
+    /// `owner` is the registration's record's thread group, given for an owned key.
+    pub(crate) fn slot(key: &PinKey, owner: Option<Owner>, shard: Shard) -> Self {
+        // INVARIANT: guarded by `shard`, its registration's (from `Registry::place`); not
+        // listed, `Pinning`, no table yet; the key's range; the owner the caller's record holds
+        // (the object's, `RegContext`).
+        Self {
+            owner: owner.filter(|_| key.owned),
+            start: key.start,
+            pages: key.pages,
             shard,
             flags: Atomic::new(0),
             table: Atomic::new(ptr::null_mut()),
             state: ShardLocked::new(PinState::Pinning),
-            links,
-            _module: module,
-        };
-        let pin = Arc::new(pin, GFP_KERNEL)?;
-        // SAFETY: just made for `ctx` alone (`first`), `Pinning`.
-        unsafe { pin.pin_with_nvidia(kind, listable, ctx) }
+            links: ShardLocked::new(PinLinks { first: None, more: None, next: None }),
+        }
     }
 
     /// Joins the live pin of `key`, if there is one (`None`: pin anew), and publishes it in
@@ -834,9 +854,11 @@ impl SharedPin {
     /// registration.
     fn join(shard: Shard, key: &PinKey, persistent: bool, ctx: &Arc<RegContext>) -> Option<Result> {
         let mut spare = None;
+        // The key with its owner: the one `ctx`'s slot was made with.
+        let id = ctx.pin_slot().id();
         loop {
             let mut chain = shard.lock();
-            let pin = find(&chain, key.id(), persistent)?.clone();
+            let pin = find(&chain, id, persistent)?.clone();
             // SAFETY: `pin` is listed in `chain`, so `chain` is its shard's (`SharedPin`
             // invariant), locked.
             let (state, links) = unsafe { pin.state.access_both(&pin.links, pin.shard, &mut chain) };
@@ -873,15 +895,143 @@ impl SharedPin {
         }
     }
 
+    /// How many registrations hold the pin (its `users` while `Live`; 0 otherwise), for the
+    /// records' reader.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    pub(crate) unsafe fn users_locked(&self, chain: &Chain) -> u32 {
+        // SAFETY: `chain` is the pin's shard's (caller).
+        match unsafe { self.state.access(self.shard, chain) } {
+            PinState::Live { users, .. } => u32::from(*users),
+            _ => 0,
+        }
+    }
+
+    /// For the per-GPU totals (`records::gpu_totals`): clears the pin's mark
+    /// (`mark: false`), or sets it and says whether it was clear (`mark: true`: count the pin
+    /// now, once per walk).
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock, held across the walk.
+    pub(crate) unsafe fn mark_locked(&self, chain: &Chain, mark: bool) -> bool {
+        assert_held(self.shard, chain);
+        if mark {
+            self.flags.fetch_or(COUNTED, Relaxed) & COUNTED == 0
+        } else {
+            self.flags.fetch_and(!COUNTED, Relaxed);
+            false
+        }
+    }
+
+    /// The name of a pin's state for the records of a held registration: `left-to-callback`,
+    /// `unpin-failed`, else `unpinned`.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    pub(crate) unsafe fn held_name_locked(&self, chain: &Chain) -> &'static CStr {
+        // SAFETY: `chain` is the pin's shard's (caller).
+        match unsafe { self.state.access(self.shard, chain) } {
+            PinState::LeftToCallback => kernel::c_str!("left-to-callback"),
+            PinState::UnpinFailed => kernel::c_str!("unpin-failed"),
+            _ => kernel::c_str!("unpinned"),
+        }
+    }
+
+    /// Its page table: set (non-null) once the pin went live.
+    pub(crate) fn table(&self) -> Option<NonNull<ffi::nvidia_p2p_page_table>> {
+        NonNull::new(self.table.load(Acquire).cast())
+    }
+
+    /// A persistent pin: unpinned through its own RM object (no process lookup, no callback).
+    fn unpin_persistent(&self, api: &Api, table: TablePtr, mapping: Option<DmaMapping>) {
+        stats::inc(Stat::UnpinCalls);
+        // SAFETY: not in a callback (the core's put_pages/release); the persistent pin (no
+        // callback) is ours and not used afterwards.
+        let result = unsafe { api.put_pages_persistent(self.start, table.0) };
+        nv_dbg!("unpin {:#x} (persistent): {:?}", self.start, result);
+        // Uncounted either way: no callback will ever say when NVIDIA lets go of a pin it
+        // refused to unpin (REVIEW-KMOD-2 T3-14); the failure is counted and logged instead.
+        self.uncount();
+        match result {
+            // NVIDIA freed the mapping with the table.
+            Ok(()) => drop(mapping),
+            Err(e) => {
+                if let Some(mapping) = mapping {
+                    // SAFETY: NVIDIA refused to unpin, and a persistent pin has no callback:
+                    // the table and the mapping are live; in the core's put_pages or release
+                    // for the registration's umem.
+                    unsafe { p2p::unmap_at_dereg(table.0, mapping, self.start) };
+                }
+                stats::failure(Op::PutPages, e);
+                nv_pin_err!(
+                    "put_pages_persistent {:#x}: NVIDIA failed to unpin: {:?}; the pin stays with NVIDIA and is no longer counted\n",
+                    self.start, e
+                );
+            }
+        }
+    }
+
+    fn uncount(&self) {
+        stats::sub(Stat::PinnedPages, self.range().pages());
+        stats::sub(Stat::LivePins, 1);
+    }
+}
+
+impl PinArc {
+    /// Runs `f` on the pin's state under its shard's lock, held by the caller (`chain` is its
+    /// data), then applies the chain change it asks for.
+    ///
+    /// # Safety
+    ///
+    /// `chain` is the data of the pin's shard's lock.
+    unsafe fn locked<R>(
+        &self,
+        chain: &mut Chain,
+        f: impl FnOnce(PinInner<'_>) -> (R, ChainOp),
+    ) -> R {
+        // SAFETY: `chain` is the pin's shard's (caller), which guards both (type invariant).
+        let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, chain) };
+        let (r, op) = f(PinInner { state, links });
+        match op {
+            ChainOp::Keep => {}
+            ChainOp::List => {
+                // SAFETY: as above.
+                let state = unsafe { self.state.access(self.shard, chain) };
+                let persistent = matches!(state, PinState::Live { nvidia_ref: None, .. });
+                if self.owner.is_some() && find(chain, self.id(), persistent).is_none() {
+                    let head = chain.head.take();
+                    // SAFETY: as above.
+                    // INVARIANT: in its shard's chain now, and `Live` (only `pin_with_nvidia`
+                    // lists, in the section that makes it `Live`), with an owner.
+                    unsafe { self.links.access_mut(self.shard, chain) }.next = head;
+                    chain.head = Some(self.clone());
+                }
+            }
+            ChainOp::Unlist => {
+                // A pin with an owner may be listed: looked for (in a chain that is empty when
+                // nothing is shared, `share_pins=0`).
+                if self.owner.is_some() {
+                    // INVARIANT: no longer in the chain (the section leaves `Live`).
+                    // SAFETY: `chain` is the pin's shard's (caller).
+                    unsafe { unlink(chain, self) };
+                }
+            }
+        }
+        r
+    }
+
     /// Pins with NVIDIA: `Pinning` -> `Live` (listed when `listable` and no other pin of its key
     /// is) and publishes the pin in `ctx`, its first registration, in the same critical section
     /// ([`publish`]); or an error (refused, or revoked before it could be published).
     ///
     /// # Safety
     ///
-    /// `self` is a new pin, reachable by no other registration, made for `ctx` (invalidating:
-    /// `first` is `ctx`); in state `Pinning`.
-    unsafe fn pin_with_nvidia(self: Arc<Self>, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
+    /// `self` is `ctx`'s own slot, in state `Pinning`, and no other thread can reach `ctx` yet.
+    unsafe fn pin_with_nvidia(self, kind: ClientKind, listable: bool, ctx: &RegContext) -> Result {
         let api = Api::get().ok_or(ENODEV)?;
         stats::inc(Stat::PinCalls);
         let GpuRange { start, len } = self.range();
@@ -893,6 +1043,10 @@ impl SharedPin {
                     .map(|table| (TablePtr(table), None))
             }
             ClientKind::Invalidating => {
+                // SAFETY: no other thread can reach `ctx`, whose slot this is (caller).
+                // INVARIANT: the pin's first registration is its member (taken back below if
+                // NVIDIA refuses, or by the callback's revocation).
+                unsafe { self.links.access_unshared() }.first = Some(self.0.clone());
                 let nvidia_ref = NvidiaRef::new(&self);
                 // SAFETY: not in a callback; `data` stays valid until the callback ran or the
                 // pin is put (it is a pin reference of its own).
@@ -918,6 +1072,9 @@ impl SharedPin {
         let shard = self.shard;
         let mut chain = shard.lock();
         let mut gpu = None;
+        // A refused pin's member: its host, whose slot it must not keep (a cycle), dropped
+        // unlocked (not its last reference: the caller holds `ctx`).
+        let mut refused = None;
         let go_live = |inner: PinInner<'_>| match result {
             Ok((_, nvidia_ref)) if !matches!(inner.state, PinState::Pinning) => {
                 if let Some(r) = nvidia_ref {
@@ -941,6 +1098,7 @@ impl SharedPin {
             }
             Err(e) => {
                 *inner.state = PinState::Unpinned;
+                refused = inner.links.first.take();
                 (Err(e), ChainOp::Keep)
             }
         };
@@ -948,6 +1106,7 @@ impl SharedPin {
         let published = unsafe { self.locked(&mut chain, go_live) };
         if let Err(e) = published {
             drop(chain);
+            drop(refused);
             return Err(e);
         }
         // INVARIANT: made in the section that made the pin live.
@@ -962,20 +1121,6 @@ impl SharedPin {
         published
     }
 
-    /// How many registrations hold the pin (its `users` while `Live`; 0 otherwise), for the
-    /// records' reader.
-    ///
-    /// # Safety
-    ///
-    /// `chain` is the data of the pin's shard's lock.
-    pub(crate) unsafe fn users_locked(&self, chain: &Chain) -> u32 {
-        // SAFETY: `chain` is the pin's shard's (caller).
-        match unsafe { self.state.access(self.shard, chain) } {
-            PinState::Live { users, .. } => u32::from(*users),
-            _ => 0,
-        }
-    }
-
     /// Takes `ctx` off the pin (`put_pages`, `release`, [`publish`]'s fallback); the last
     /// registration unpins. This is the part under the shard's lock (which the caller holds:
     /// `chain`, in the same critical section as its own state change); [`Leaving::finish`] does
@@ -986,7 +1131,7 @@ impl SharedPin {
     /// `chain` is the data of the pin's shard's lock (`ctx`'s: a registration on the pin found
     /// it in its own shard).
     pub(crate) unsafe fn leave_locked<'a>(
-        self: &'a Arc<Self>,
+        &'a self,
         chain: &mut Chain,
         ctx: &RegContext,
     ) -> Leaving<'a> {
@@ -1027,7 +1172,7 @@ impl SharedPin {
     /// else dropped. `mapping`, that registration's DMA mapping, goes with a successful unpin
     /// and is unmapped otherwise ([`Leaving::leave_mapping`]).
     fn unpin(
-        self: &Arc<Self>,
+        &self,
         table: TablePtr,
         nvidia_ref: Option<NvidiaRef>,
         member: Option<Arc<RegContext>>,
@@ -1092,10 +1237,10 @@ impl SharedPin {
     /// The last registration of a pin with a callback left from another thread group than the
     /// owner's (REVIEW-KMOD-2 T3-1): NVIDIA would look the pin up among that process's objects,
     /// find nothing, answer 0 and keep the pin and our callback. So NVIDIA is not asked; the pin
-    /// (with its module reference) is left to the callback, which the owner's cudaFree or exit
+    /// (with its host's module reference) is left to the callback, which the owner's cudaFree or exit
     /// fires, and stays counted until then.
     fn leave_to_owner(
-        self: &Arc<Self>,
+        &self,
         nvidia_ref: NvidiaRef,
         member: Option<Arc<RegContext>>,
         mapping: Option<DmaMapping>,
@@ -1126,7 +1271,7 @@ impl SharedPin {
     /// callback revokes it like any member. `mapping`, the registration's DMA mapping left to the
     /// unpin, is unmapped in that section unless the callback ran (NVIDIA then frees it).
     fn hold(
-        self: &Arc<Self>,
+        &self,
         held: PinState,
         member: Option<Arc<RegContext>>,
         mapping: Option<DmaMapping>,
@@ -1162,83 +1307,12 @@ impl SharedPin {
         false
     }
 
-    /// For the per-GPU totals (`records::gpu_totals`): clears the pin's mark
-    /// (`mark: false`), or sets it and says whether it was clear (`mark: true`: count the pin
-    /// now, once per walk).
-    ///
-    /// # Safety
-    ///
-    /// `chain` is the data of the pin's shard's lock, held across the walk.
-    pub(crate) unsafe fn mark_locked(&self, chain: &Chain, mark: bool) -> bool {
-        assert_held(self.shard, chain);
-        if mark {
-            self.flags.fetch_or(COUNTED, Relaxed) & COUNTED == 0
-        } else {
-            self.flags.fetch_and(!COUNTED, Relaxed);
-            false
-        }
-    }
-
-    /// The name of a pin's state for the records of a held registration: `left-to-callback`,
-    /// `unpin-failed`, else `unpinned`.
-    ///
-    /// # Safety
-    ///
-    /// `chain` is the data of the pin's shard's lock.
-    pub(crate) unsafe fn held_name_locked(&self, chain: &Chain) -> &'static CStr {
-        // SAFETY: `chain` is the pin's shard's (caller).
-        match unsafe { self.state.access(self.shard, chain) } {
-            PinState::LeftToCallback => kernel::c_str!("left-to-callback"),
-            PinState::UnpinFailed => kernel::c_str!("unpin-failed"),
-            _ => kernel::c_str!("unpinned"),
-        }
-    }
-
-    /// Its page table: set (non-null) once the pin went live.
-    pub(crate) fn table(&self) -> Option<NonNull<ffi::nvidia_p2p_page_table>> {
-        NonNull::new(self.table.load(Acquire).cast())
-    }
-
-    /// A persistent pin: unpinned through its own RM object (no process lookup, no callback).
-    fn unpin_persistent(self: &Arc<Self>, api: &Api, table: TablePtr, mapping: Option<DmaMapping>) {
-        stats::inc(Stat::UnpinCalls);
-        // SAFETY: not in a callback (the core's put_pages/release); the persistent pin (no
-        // callback) is ours and not used afterwards.
-        let result = unsafe { api.put_pages_persistent(self.start, table.0) };
-        nv_dbg!("unpin {:#x} (persistent): {:?}", self.start, result);
-        // Uncounted either way: no callback will ever say when NVIDIA lets go of a pin it
-        // refused to unpin (REVIEW-KMOD-2 T3-14); the failure is counted and logged instead.
-        self.uncount();
-        match result {
-            // NVIDIA freed the mapping with the table.
-            Ok(()) => drop(mapping),
-            Err(e) => {
-                if let Some(mapping) = mapping {
-                    // SAFETY: NVIDIA refused to unpin, and a persistent pin has no callback:
-                    // the table and the mapping are live; in the core's put_pages or release
-                    // for the registration's umem.
-                    unsafe { p2p::unmap_at_dereg(table.0, mapping, self.start) };
-                }
-                stats::failure(Op::PutPages, e);
-                nv_pin_err!(
-                    "put_pages_persistent {:#x}: NVIDIA failed to unpin: {:?}; the pin stays with NVIDIA and is no longer counted\n",
-                    self.start, e
-                );
-            }
-        }
-    }
-
-    fn uncount(&self) {
-        stats::sub(Stat::PinnedPages, self.range().pages());
-        stats::sub(Stat::LivePins, 1);
-    }
-
     /// NVIDIA's free callback (cudaFree) under its RM lock, first part: in one critical section,
     /// unlists the pin, takes its members and moves each out of the states that use the page
     /// table (a `Mapped` one to `Invalidating`). Returns the members, whose [`RegContext::finish_revoke`]
     /// then tells the core about the `Invalidating` ones with no lock held; `None` when there
     /// is nothing to revoke (revoked already, or refused by NVIDIA).
-    fn revoke(self: &Arc<Self>) -> Option<(Option<Arc<RegContext>>, Option<KBox<Members>>)> {
+    fn revoke(&self) -> Option<(Option<Arc<RegContext>>, Option<KBox<Members>>)> {
         let mut chain = self.shard.lock();
         // SAFETY: `chain` locks the pin's shard, just taken, which guards both.
         let (state, links) = unsafe { self.state.access_both(&self.links, self.shard, &mut chain) };
@@ -1360,15 +1434,15 @@ pub(crate) unsafe extern "C" fn nvpeer_free_callback(data: *mut c_void) {
     }
     stats::inc(Stat::Revocations);
     // SAFETY: `data` is an `NvidiaRef` of ours (caller), now taken back, once.
-    let pin = unsafe { Arc::from_raw(data.cast::<SharedPin>()) };
+    let pin = unsafe { PinArc::from_raw(data) };
     if let Some((first, more)) = pin.revoke() {
         let more_iter = more.iter().flat_map(|m| m.iter().flatten());
         for ctx in Iterator::chain(first.iter(), more_iter) {
             ctx.finish_revoke();
         }
         // The member references may be the last of their registrations (and of those
-        // registrations' module references): the pin's own module reference, held below, keeps
-        // the module's count above zero meanwhile.
+        // registrations' module references): the pin's host's module reference, held below,
+        // keeps the module's count above zero meanwhile.
         drop((first, more));
     }
     // NVIDIA frees the table and every mapping on it when we return.
@@ -1384,11 +1458,11 @@ pub(crate) unsafe extern "C" fn nvpeer_free_callback(data: *mut c_void) {
 }
 
 /// The free callbacks' pin references, for the module's work item to drop ([`defer_drop`]): a
-/// stack of `Arc::into_raw` pointers linked through each pin's `links.next`.
+/// stack of [`PinArc::into_raw`] pointers linked through each pin's `links.next`.
 static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 
 /// Hands a free callback's reference to `pin` to the module's work item. That reference may be
-/// the pin's last, and the pin's module reference the module's last: dropped here, NVIDIA's
+/// the pin's last (its host's), and the host's module reference the module's last: dropped here, NVIDIA's
 /// thread would go on running this module's text (the returns, the kfree) after an `rmmod` could
 /// have completed (REVIEW-KMOD C5). The work item drops it instead, and module exit flushes the
 /// work (`NvPeer::drop`), which returns only once the work function has. The work may run on
@@ -1401,17 +1475,18 @@ static DEFERRED: Atomic<*mut c_void> = Atomic::new(ptr::null_mut());
 /// The pin, revoked, is in no chain, so its `links.next` is free to link it into the stack: set
 /// under its shard's lock, held from before the pin is pushed until the link is set, so that a
 /// drain that pops it waits for the link.
-fn defer_drop(pin: Arc<SharedPin>) {
+fn defer_drop(pin: PinArc) {
     let shard = pin.shard;
     let mut chain = shard.lock();
-    let raw = Arc::into_raw(pin);
-    // SAFETY: our reference, just turned into `raw`, keeps the pin alive until the drain takes
-    // it back, which needs the lock we hold to read the link.
-    let pin = unsafe { &*raw };
-    let next = DEFERRED.xchg(raw.cast_mut().cast(), Release);
-    // SAFETY: a pointer from `Arc::into_raw` pushed on the stack, whose reference is now the
+    let host = pin.as_raw().cast::<RegContext>().cast_const();
+    let raw = pin.into_raw();
+    // SAFETY: our reference, just turned into `raw`, keeps the host (a registration hosting the
+    // pin) alive until the drain takes it back, which needs the lock we hold to read the link.
+    let pin = unsafe { &*host }.pin_slot();
+    let next = DEFERRED.xchg(raw, Release);
+    // SAFETY: a pointer from `PinArc::into_raw` pushed on the stack, whose reference is now the
     // link's; null for the bottom of the stack.
-    let next = NonNull::new(next.cast::<SharedPin>()).map(|n| unsafe { Arc::from_raw(n.as_ptr()) });
+    let next = NonNull::new(next).map(|n| unsafe { PinArc::from_raw(n.as_ptr()) });
     // SAFETY: `chain` locks the pin's shard.
     // INVARIANT: revoked (a free callback's pin), hence unlisted: `next` links the stack.
     unsafe { pin.links.access_mut(pin.shard, &mut chain) }.next = next;
@@ -1428,19 +1503,19 @@ fn defer_drop(pin: Arc<SharedPin>) {
 #[no_mangle]
 pub(crate) extern "C" fn nvpeer_drain_deferred() {
     let mut cur = DEFERRED.xchg(ptr::null_mut(), Acquire);
-    while let Some(raw) = NonNull::new(cur.cast::<SharedPin>()) {
+    while let Some(raw) = NonNull::new(cur) {
         // SAFETY: a pointer `defer_drop` pushed, whose reference the stack held and this drain
         // took (the exchange above, or the previous pin's link).
-        let pin = unsafe { Arc::from_raw(raw.as_ptr()) };
+        let pin = unsafe { PinArc::from_raw(raw.as_ptr()) };
         let next = {
             let mut chain = pin.shard.lock();
             // SAFETY: `chain` locks the pin's shard; the pusher set the link before it dropped
             // this lock.
             unsafe { pin.links.access_mut(pin.shard, &mut chain) }.next.take()
         };
-        cur = next.map_or(ptr::null_mut(), |n| Arc::into_raw(n).cast_mut().cast());
-        // Maybe the pin's last reference, and the module's: in the work function, which module
-        // exit waits for.
+        cur = next.map_or(ptr::null_mut(), PinArc::into_raw);
+        // Maybe the pin's last reference (its host's), and the module's: in the work function,
+        // which module exit waits for.
         drop(pin);
     }
 }

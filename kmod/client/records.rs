@@ -116,6 +116,12 @@ impl Record {
     pub(crate) fn fixed(&self) -> *const ffi::nvpeer_record {
         &self.fixed
     }
+
+    /// The registering thread group's `struct pid`, referenced by this record until it is
+    /// dropped (type invariant): a pin hosted in the same object borrows it as its owner.
+    pub(crate) fn tgid(&self) -> Option<NonNull<core::ffi::c_void>> {
+        NonNull::new(self.fixed.tgid.cast())
+    }
 }
 
 impl Drop for Record {

@@ -184,19 +184,9 @@ struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev)
 	return dev_is_pci(dev) ? to_pci_dev(dev) : NULL;
 }
 
-void *nvpeer_glue_current_tgid_get(void)
-{
-	return get_pid(task_tgid(current));
-}
-
 void *nvpeer_glue_current_tgid(void)
 {
 	return task_tgid(current);
-}
-
-void nvpeer_glue_pid_put(void *pid)
-{
-	put_pid(pid);
 }
 
 bool nvpeer_glue_current_in_tgid(const void *pid)

@@ -72,13 +72,12 @@ unsigned int nvpeer_glue_dma_max_seg_size(struct device *dev);
 struct pci_dev *nvpeer_glue_to_pci_dev(struct device *dev);
 
 /*
- * Thread groups (owner.rs): the calling task's thread group (struct pid *) with a reference
- * (get_pid) or without one (an address, to spread pins over locks), put_pid, whether the calling
- * task belongs to a given one, and its pid number (init namespace) for log lines.
+ * Thread groups (owner.rs): the calling task's thread group (struct pid *, no reference: an
+ * address, to spread pins over locks; a pin's owner is its record's, nvpeer_glue_record_init),
+ * whether the calling task belongs to a given one, and its pid number (init namespace) for log
+ * lines.
  */
-void *nvpeer_glue_current_tgid_get(void);
 void *nvpeer_glue_current_tgid(void);
-void nvpeer_glue_pid_put(void *pid);
 bool nvpeer_glue_current_in_tgid(const void *pid);
 int nvpeer_glue_pid_nr(const void *pid);
 
