@@ -34,10 +34,20 @@ boot() {  # boot NAME run.sh-ARGS...
 # The host's time for calibrate.py's loop, taken before any VM runs: the guest divides its own by
 # it to scale the modelled pin cost (a second table in each timed run).
 host_loop_ns=$(python3 tests/scenarios/calibrate.py)
-boot test-timing --kdir "$KDIR" bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-loop-ns "$host_loop_ns"
-# Kernel memory per registration: its own boot, with SLUB's allocation tracking (which would
-# slow the timed runs).
-boot test-memory --append slub_debug=U --kdir "$KDIR" bench-reg memory
+# A timing boot (NAME-timing) and a memory boot (NAME-memory) of one kernel and module set:
+# timing_and_memory NAME run.sh-ARGS... -- [bench-reg ARGS (--ko-dir DIR)]. Kernel memory per
+# registration has its own boot, with SLUB's allocation tracking (which would slow the timed
+# runs).
+timing_and_memory() {
+    local name=$1 kernel=()
+    shift
+    while [ "$1" != -- ]; do kernel+=("$1"); shift; done
+    shift
+    boot "$name-timing" "${kernel[@]}" bench-reg "${BENCH_PIN_COST_NS:-2000}" "$@" \
+        --host-loop-ns "$host_loop_ns"
+    boot "$name-memory" --append slub_debug=U "${kernel[@]}" bench-reg memory "$@"
+}
+timing_and_memory test --kdir "$KDIR" --
 # Both again on Debian's own kernel, built without lockdep and kmemleak (the test kernel's
 # debugging makes every lock and allocation of both modules and of the stand-ins cost more, and
 # its mutexes larger): the modules built for it by kmod/scripts/stock-kbuild.sh.
@@ -58,9 +68,7 @@ unset NVPEER_OURS_KO
 rel12=$(tests/stock/headers-route.sh release 6.12)
 out12=$repo/build/headers-out/$rel12
 tests/stock/headers-route.sh build "$rel12" "$out12" --reference >/dev/null
-boot debian12-timing --stock "$rel12" bench-reg "${BENCH_PIN_COST_NS:-2000}" --ko-dir "$out12" \
-    --host-loop-ns "$host_loop_ns"
-boot debian12-memory --append slub_debug=U --stock "$rel12" bench-reg memory --ko-dir "$out12"
+timing_and_memory debian12 --stock "$rel12" -- --ko-dir "$out12"
 if [ -n "$baseline_rev" ]; then
     # Its module alone, from its own tree; the stand-ins and NVIDIA's module are this run's.
     tree=$work/baseline-tree
@@ -69,17 +77,11 @@ if [ -n "$baseline_rev" ]; then
     make -s -C "$tree/kmod" KDIR="$KDIR" KO_OUT="$work/baseline-ko/nvidia_peermem.ko"
     [ -f "$work/baseline-ko/nvidia_peermem.ko" ] \
         || { echo "bench: the baseline's make left no $work/baseline-ko/nvidia_peermem.ko (KO_OUT unknown before d3d7e53)" >&2; exit 1; }
-    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-timing --kdir "$KDIR" \
-        bench-reg "${BENCH_PIN_COST_NS:-2000}" --host-loop-ns "$host_loop_ns"
-    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko boot baseline-test-memory \
-        --append slub_debug=U --kdir "$KDIR" bench-reg memory
+    NVPEER_OURS_KO=$work/baseline-ko/nvidia_peermem.ko timing_and_memory baseline-test --kdir "$KDIR" --
     base_built=$("$tree/kmod/scripts/stock-kbuild.sh" build "$release" "$work/baseline-debian-built")
     cp -r "$kodir" "$work/baseline-debian-ko"
     cp "$base_built/nvidia_peermem.ko" "$work/baseline-debian-ko/"
-    boot baseline-debian-timing --stock "$release" bench-reg "${BENCH_PIN_COST_NS:-2000}" \
-        --ko-dir "$work/baseline-debian-ko" --host-loop-ns "$host_loop_ns"
-    boot baseline-debian-memory --append slub_debug=U --stock "$release" bench-reg memory \
-        --ko-dir "$work/baseline-debian-ko"
+    timing_and_memory baseline-debian --stock "$release" -- --ko-dir "$work/baseline-debian-ko"
     echo
     echo "baseline ${baseline_rev:0:12} (BENCH_BASELINE=$BENCH_BASELINE), its lines prefixed 'baseline':"
     python3 tests/bench_summary.py test "$work/baseline-test-timing" "$work/baseline-test-memory" \
